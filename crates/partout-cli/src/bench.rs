@@ -1,0 +1,211 @@
+//! `partout bench <suite>`: partout's kernels beside the honest baseline, in the same run.
+
+use crate::measure::{Budget, compare, keep};
+use anyhow::{Context, Result};
+use partout_core::Partitioner;
+use partout_testkit::baseline::{GroupedTake, TakePerDestination};
+use partout_testkit::workload::{ColumnKind, data_bytes, matrix_batch};
+use partout_testkit::{IdPattern, random_ids, rng};
+use serde_json::json;
+
+/// Options of `partout bench scatter`.
+#[derive(Debug, Clone)]
+pub struct ScatterOptions {
+    /// Print one JSON object per case and baseline instead of a table.
+    pub json: bool,
+    /// Fewer, shorter samples.
+    pub quick: bool,
+    /// A fixed virtual fan-out instead of the automatic one.
+    pub fanout: Option<u32>,
+    /// Ids in runs of this mean length instead of uniform.
+    pub runs: Option<usize>,
+    /// Only these partition counts.
+    pub partitions: Vec<u32>,
+    /// Only these column kinds (names as printed), or all.
+    pub kinds: Vec<String>,
+}
+
+struct Row {
+    case: String,
+    rows: usize,
+    columns: usize,
+    bytes: usize,
+    ours: f64,
+    grouped: f64,
+    per_destination: f64,
+}
+
+/// Velox's PartitionedVectorBenchmark matrix: ours against DataFusion's grouped take and its
+/// older take per destination.
+pub fn scatter(options: &ScatterOptions) -> Result<()> {
+    const ROWS: usize = 10_000;
+    let budget = if options.quick {
+        Budget::QUICK
+    } else {
+        Budget::FULL
+    };
+    let mut rng = rng(42);
+    let mut results = Vec::new();
+    let kinds: Vec<ColumnKind> = ColumnKind::ALL
+        .into_iter()
+        .filter(|k| {
+            options.kinds.is_empty()
+                || options
+                    .kinds
+                    .iter()
+                    .any(|n| n.eq_ignore_ascii_case(&k.to_string()))
+        })
+        .collect();
+    let pattern = options.runs.map_or(IdPattern::Uniform, IdPattern::Runs);
+    if !options.json {
+        println!(
+            "scatter: {ROWS} rows per batch, ids {}, fan-out {}; median of {} samples; ratio = baseline time / ours",
+            options
+                .runs
+                .map_or("uniform".to_string(), |r| format!("in runs of ~{r}")),
+            options.fanout.map_or("auto".to_string(), |f| f.to_string()),
+            budget.samples,
+        );
+        println!(
+            "{:<34} {:>9} {:>11} {:>12} {:>7} {:>12} {:>7}",
+            "case", "ours µs", "ns/row/col", "grouped µs", "ratio", "per-dest µs", "ratio"
+        );
+    }
+    for kind in kinds {
+        for columns in [1usize, 10] {
+            for null_density in [0.0, 0.5] {
+                let batch = matrix_batch(kind, columns, ROWS, null_density, &mut rng);
+                for &n in &options.partitions {
+                    let ids = random_ids(ROWS, n, pattern, &mut rng);
+                    let mut ours = Partitioner::try_new(n)?;
+                    if let Some(f) = options.fanout {
+                        ours = ours.with_fanout(f)?;
+                    }
+                    let mut grouped = GroupedTake::new();
+                    let mut per_destination = TakePerDestination::new();
+                    // Same answer before timing anything.
+                    let check = ours.partition(&batch, &ids)?;
+                    let (want, offsets) = grouped.partition(&batch, &ids, n as usize)?;
+                    anyhow::ensure!(
+                        check.batch() == &want
+                            && check.offsets().iter().map(|&o| o as usize).eq(offsets),
+                        "partout and the grouped take disagree on {kind}"
+                    );
+                    let times = compare(
+                        budget,
+                        &mut [
+                            &mut || keep(ours.partition(&batch, &ids).expect("partition")),
+                            &mut || {
+                                keep(grouped.partition(&batch, &ids, n as usize).expect("take"))
+                            },
+                            &mut || {
+                                keep(
+                                    per_destination
+                                        .partition(&batch, &ids, n as usize)
+                                        .expect("take"),
+                                )
+                            },
+                        ],
+                    );
+                    let nulls = if null_density > 0.0 {
+                        "halfNulls"
+                    } else {
+                        "noNulls"
+                    };
+                    let row = Row {
+                        case: format!("{kind}_{columns}Cols_P{n}_{nulls}"),
+                        rows: ROWS,
+                        columns,
+                        bytes: data_bytes(&batch),
+                        ours: times[0],
+                        grouped: times[1],
+                        per_destination: times[2],
+                    };
+                    print_row(&row, options.json)?;
+                    results.push(row);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn print_row(row: &Row, as_json: bool) -> Result<()> {
+    if as_json {
+        for (baseline, ns) in [
+            ("grouped_take", row.grouped),
+            ("take_per_destination", row.per_destination),
+        ] {
+            let object = json!({
+                "suite": "scatter",
+                "case": row.case,
+                "ours_ns": row.ours.round(),
+                "baseline": baseline,
+                "baseline_ns": ns.round(),
+                "ratio": (ns / row.ours * 100.0).round() / 100.0,
+                "rows": row.rows,
+                "bytes": row.bytes,
+            });
+            println!(
+                "{}",
+                serde_json::to_string(&object).context("encoding JSON")?
+            );
+        }
+    } else {
+        println!(
+            "{:<34} {:>9.1} {:>11.3} {:>12.1} {:>6.2}x {:>12.1} {:>6.2}x",
+            row.case,
+            row.ours / 1e3,
+            row.ours / (row.rows * row.columns) as f64,
+            row.grouped / 1e3,
+            row.grouped / row.ours,
+            row.per_destination / 1e3,
+            row.per_destination / row.ours,
+        );
+    }
+    Ok(())
+}
+
+/// `partout bench plan`: the plan alone (validate, count, place) for every fan-out, with
+/// uniform ids and ids in runs, to choose the automatic fan-out by measurement.
+pub fn plan(quick: bool, fanouts: &[u32], partitions: &[u32]) -> Result<()> {
+    const ROWS: usize = 10_000;
+    let budget = if quick { Budget::QUICK } else { Budget::FULL };
+    let mut rng = rng(7);
+    println!(
+        "plan: {ROWS} rows; ns per row for each fan-out (median of {} samples)",
+        budget.samples
+    );
+    print!("{:<22}", "ids / partitions");
+    for f in fanouts {
+        print!(" {:>7}", format!("f={f}"));
+    }
+    println!();
+    for pattern in [IdPattern::Uniform, IdPattern::Runs(4)] {
+        for &n in partitions {
+            let ids = random_ids(ROWS, n, pattern, &mut rng);
+            let mut plans: Vec<partout_core::ScatterPlan> =
+                fanouts.iter().map(|_| Default::default()).collect();
+            let mut closures: Vec<Box<dyn FnMut()>> = plans
+                .iter_mut()
+                .zip(fanouts)
+                .map(|(plan, &f)| {
+                    let ids = &ids;
+                    Box::new(move || plan.build_with_fanout(ids, n, f).expect("plan"))
+                        as Box<dyn FnMut()>
+                })
+                .collect();
+            let mut refs: Vec<&mut dyn FnMut()> = closures
+                .iter_mut()
+                .map(|c| c.as_mut() as &mut dyn FnMut())
+                .collect();
+            let times = compare(budget, &mut refs);
+            print!("{:<22}", format!("{pattern:?} / {n}"));
+            for t in times {
+                print!(" {:>7.3}", t / ROWS as f64);
+            }
+            println!();
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,105 @@
+//! `partout`: repartition Arrow data by key, run the demo, run the benchmark suites.
+
+mod bench;
+mod demo;
+mod measure;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+
+// A partitioner allocates its output columns batch after batch; glibc's allocator hands large
+// blocks back to the kernel and page-faults them in again on the next batch, which dominated
+// both partout's and the baselines' times. mimalloc keeps them.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+#[derive(Parser)]
+#[command(
+    name = "partout",
+    version,
+    about = "Columnar repartitioning for Apache Arrow"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Partition generated batches in memory and print throughput beside the baseline.
+    Demo {
+        /// Batches of 8,192 rows to generate.
+        #[arg(long, default_value_t = 100)]
+        batches: usize,
+    },
+    /// Run a benchmark suite: ours beside the baseline, in the same run.
+    Bench {
+        #[command(subcommand)]
+        suite: Suite,
+    },
+}
+
+#[derive(Subcommand)]
+enum Suite {
+    /// The scatter kernels on Velox's PartitionedVectorBenchmark matrix.
+    Scatter {
+        /// One JSON object per case and baseline.
+        #[arg(long)]
+        json: bool,
+        /// Fewer, shorter samples.
+        #[arg(long)]
+        quick: bool,
+        /// A fixed virtual fan-out (a power of two) instead of the automatic one.
+        #[arg(long)]
+        fanout: Option<u32>,
+        /// Partition ids in runs of this mean length (real keys) instead of uniform.
+        #[arg(long)]
+        runs: Option<usize>,
+        /// Partition counts to run.
+        #[arg(long, value_delimiter = ',', default_values_t = [4u32, 16, 64, 256, 1024])]
+        partitions: Vec<u32>,
+        /// Column kinds to run (BOOLEAN, INTEGER, BIGINT, HUGEINT, VARCHAR, VARCHAR_VIEW, Mixed).
+        #[arg(long, value_delimiter = ',')]
+        kinds: Vec<String>,
+    },
+    /// The scatter plan alone, for every fan-out (to choose the automatic one).
+    Plan {
+        /// Fewer, shorter samples.
+        #[arg(long)]
+        quick: bool,
+        /// Fan-outs to compare.
+        #[arg(long, value_delimiter = ',', default_values_t = [1u32, 2, 4, 8, 16, 32, 64])]
+        fanouts: Vec<u32>,
+        /// Partition counts to run.
+        #[arg(long, value_delimiter = ',', default_values_t = [4u32, 16, 64, 256, 1024])]
+        partitions: Vec<u32>,
+    },
+}
+
+fn main() -> Result<()> {
+    match Cli::parse().command {
+        Command::Demo { batches } => demo::run(batches),
+        Command::Bench { suite } => match suite {
+            Suite::Scatter {
+                json,
+                quick,
+                fanout,
+                runs,
+                partitions,
+                kinds,
+            } => bench::scatter(&bench::ScatterOptions {
+                json,
+                quick,
+                fanout,
+                runs,
+                partitions,
+                kinds,
+            }),
+            Suite::Plan {
+                quick,
+                fanouts,
+                partitions,
+            } => bench::plan(quick, &fanouts, &partitions),
+        },
+    }
+}

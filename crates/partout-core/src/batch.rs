@@ -1,0 +1,182 @@
+//! [`PartitionedBatch`], a batch laid out destination by destination, and [`Partitioner`],
+//! which makes one from a batch and its partition ids with reusable scratch.
+
+use crate::error::{PartoutError, Result};
+use crate::plan::ScatterPlan;
+use crate::scatter::{ScatterScratch, scatter_column};
+use arrow_array::{RecordBatch, RecordBatchOptions};
+use std::ops::Range;
+
+/// A record batch whose rows are grouped by destination: destination `p` owns rows
+/// `offsets[p]..offsets[p + 1]`, in input order.
+///
+/// ```
+/// use arrow_array::{Int64Array, RecordBatch, cast::AsArray, types::Int64Type};
+/// use partout_core::Partitioner;
+/// use std::sync::Arc;
+///
+/// let batch = RecordBatch::try_from_iter([("k", Arc::new(Int64Array::from(vec![5, 6, 7, 8])) as _)])
+///     .unwrap();
+/// let mut partitioner = Partitioner::try_new(3).unwrap();
+/// let out = partitioner.partition(&batch, &[2, 0, 2, 0]).unwrap();
+/// assert_eq!(out.offsets(), &[0, 2, 2, 4]);
+/// let p2 = out.partition(2);
+/// assert_eq!(p2.column(0).as_primitive::<Int64Type>().values(), &[5, 7]);
+/// assert_eq!(out.non_empty().map(|(p, b)| (p, b.num_rows())).collect::<Vec<_>>(), [(0, 2), (2, 2)]);
+/// ```
+#[derive(Debug, Clone)]
+pub struct PartitionedBatch {
+    batch: RecordBatch,
+    offsets: Vec<u32>,
+}
+
+impl PartitionedBatch {
+    /// The reordered batch.
+    pub fn batch(&self) -> &RecordBatch {
+        &self.batch
+    }
+
+    /// `num_partitions + 1` offsets into [`batch`](Self::batch).
+    pub fn offsets(&self) -> &[u32] {
+        &self.offsets
+    }
+
+    /// The number of destinations.
+    pub fn num_partitions(&self) -> usize {
+        self.offsets.len() - 1
+    }
+
+    /// The rows of destination `p` within [`batch`](Self::batch).
+    ///
+    /// # Panics
+    /// If `p >= num_partitions()`.
+    pub fn range(&self, p: usize) -> Range<usize> {
+        self.offsets[p] as usize..self.offsets[p + 1] as usize
+    }
+
+    /// The number of rows bound for destination `p`.
+    ///
+    /// # Panics
+    /// If `p >= num_partitions()`.
+    pub fn num_rows(&self, p: usize) -> usize {
+        self.range(p).len()
+    }
+
+    /// Destination `p`'s rows as a zero-copy slice of the batch.
+    ///
+    /// # Panics
+    /// If `p >= num_partitions()`.
+    pub fn partition(&self, p: usize) -> RecordBatch {
+        let range = self.range(p);
+        self.batch.slice(range.start, range.len())
+    }
+
+    /// `(destination, rows)` for every destination that received rows, in destination order.
+    pub fn non_empty(&self) -> impl Iterator<Item = (usize, RecordBatch)> + '_ {
+        (0..self.num_partitions())
+            .filter(|&p| self.num_rows(p) > 0)
+            .map(|p| (p, self.partition(p)))
+    }
+
+    /// The reordered batch and its offsets.
+    pub fn into_parts(self) -> (RecordBatch, Vec<u32>) {
+        (self.batch, self.offsets)
+    }
+}
+
+/// Lays batches out destination by destination, reusing its plan and scratch from one batch to
+/// the next: after the first batch of a given shape it allocates only the output arrays.
+#[derive(Debug)]
+pub struct Partitioner {
+    num_partitions: u32,
+    fanout: Option<u32>,
+    plan: ScatterPlan,
+    scratch: ScatterScratch,
+}
+
+impl Partitioner {
+    /// A partitioner over `num_partitions` destinations, with the automatic fan-out.
+    ///
+    /// # Errors
+    /// [`PartoutError::InvalidArgument`] when `num_partitions` is 0.
+    pub fn try_new(num_partitions: u32) -> Result<Self> {
+        if num_partitions == 0 {
+            return Err(PartoutError::InvalidArgument(
+                "the partition count must be at least 1".into(),
+            ));
+        }
+        Ok(Self {
+            num_partitions,
+            fanout: None,
+            plan: ScatterPlan::new(),
+            scratch: ScatterScratch::new(),
+        })
+    }
+
+    /// Uses a fixed virtual fan-out (a power of two) instead of the automatic one; for
+    /// measurement.
+    ///
+    /// # Errors
+    /// [`PartoutError::InvalidArgument`] when `fanout` is not a power of two.
+    pub fn with_fanout(mut self, fanout: u32) -> Result<Self> {
+        if !fanout.is_power_of_two() {
+            return Err(PartoutError::InvalidArgument(format!(
+                "the fan-out must be a power of two, got {fanout}"
+            )));
+        }
+        self.fanout = Some(fanout);
+        Ok(self)
+    }
+
+    /// The number of destinations.
+    pub fn num_partitions(&self) -> u32 {
+        self.num_partitions
+    }
+
+    /// Groups the rows of `batch` by their id in `ids` (one per row, each below
+    /// `num_partitions`).
+    ///
+    /// # Errors
+    /// [`PartoutError::InvalidArgument`] when `ids` and the batch differ in length,
+    /// [`PartoutError::PartitionIdOutOfRange`] for an id not below the partition count,
+    /// [`PartoutError::UnsupportedType`] for a column type the scatter does not support.
+    pub fn partition(&mut self, batch: &RecordBatch, ids: &[u32]) -> Result<PartitionedBatch> {
+        if ids.len() != batch.num_rows() {
+            return Err(PartoutError::InvalidArgument(format!(
+                "{} partition ids for a batch of {} rows",
+                ids.len(),
+                batch.num_rows()
+            )));
+        }
+        match self.fanout {
+            Some(fanout) => self
+                .plan
+                .build_with_fanout(ids, self.num_partitions, fanout)?,
+            None => self.plan.build(ids, self.num_partitions)?,
+        }
+        let columns = batch
+            .columns()
+            .iter()
+            .map(|column| scatter_column(column.as_ref(), &self.plan, &mut self.scratch))
+            .collect::<Result<Vec<_>>>()?;
+        let batch = RecordBatch::try_new_with_options(
+            batch.schema(),
+            columns,
+            &RecordBatchOptions::new().with_row_count(Some(batch.num_rows())),
+        )?;
+        Ok(PartitionedBatch {
+            batch,
+            offsets: self.plan.offsets().to_vec(),
+        })
+    }
+
+    /// The plan of the last batch.
+    pub fn plan(&self) -> &ScatterPlan {
+        &self.plan
+    }
+
+    /// The scratch buffers' capacity in `u32`s, plan included (for tests and metrics).
+    pub fn scratch_capacity(&self) -> usize {
+        self.scratch.capacity() + self.plan.capacity()
+    }
+}

@@ -1,0 +1,73 @@
+//! The error type of partout-core.
+
+use arrow_schema::{ArrowError, DataType};
+use std::fmt;
+
+/// Errors raised by partout-core, grouped by whose fault they are.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum PartoutError {
+    /// The caller passed an argument that can never work (a zero partition count, a length
+    /// mismatch, ...).
+    InvalidArgument(String),
+    /// A partition id was not below the partition count.
+    PartitionIdOutOfRange {
+        /// Row (0-based, within the batch) holding the bad id.
+        row: usize,
+        /// The id found there.
+        id: u32,
+        /// The partition count the ids were checked against.
+        num_partitions: u32,
+    },
+    /// The Arrow type is not supported by this operation.
+    UnsupportedType {
+        /// The offending type.
+        data_type: DataType,
+        /// What was being attempted with it.
+        context: &'static str,
+    },
+    /// The batch or array is larger than partout can index (more than `u32::MAX` rows or
+    /// child values).
+    TooLarge(String),
+    /// An error reported by arrow-rs.
+    Arrow(ArrowError),
+}
+
+/// The result type of partout-core.
+pub type Result<T, E = PartoutError> = std::result::Result<T, E>;
+
+impl fmt::Display for PartoutError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::InvalidArgument(msg) => write!(f, "invalid argument: {msg}"),
+            Self::PartitionIdOutOfRange {
+                row,
+                id,
+                num_partitions,
+            } => write!(
+                f,
+                "partition id {id} at row {row} is out of range for {num_partitions} partitions"
+            ),
+            Self::UnsupportedType { data_type, context } => {
+                write!(f, "unsupported type {data_type} for {context}")
+            }
+            Self::TooLarge(msg) => write!(f, "input too large: {msg}"),
+            Self::Arrow(e) => write!(f, "arrow error: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for PartoutError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Arrow(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<ArrowError> for PartoutError {
+    fn from(e: ArrowError) -> Self {
+        Self::Arrow(e)
+    }
+}

@@ -1,0 +1,25 @@
+//! partout-core: the kernels of a repartitioning engine for Apache Arrow.
+//!
+//! ```text
+//!  RecordBatch + ids ──► ScatterPlan ──► scatter (per column) ──► PartitionedBatch
+//!                        (histogram,      (one pass per column,     (rows grouped by
+//!                         offsets, order)  every Arrow layout)       destination)
+//! ```
+//!
+//! * [`ScatterPlan`] counts the rows of each destination and computes, once per batch, where
+//!   every row goes (a counting sort, with a virtual fan-out for few destinations).
+//! * [`scatter_column`] moves one column by a plan, with one kernel per physical layout.
+//! * [`Partitioner`] does both for a whole batch with reusable scratch and returns a
+//!   [`PartitionedBatch`], whose destinations are zero-copy slices.
+//!
+//! No IO, no threads: callers own both.
+
+pub mod batch;
+pub mod error;
+pub mod plan;
+pub mod scatter;
+
+pub use batch::{PartitionedBatch, Partitioner};
+pub use error::{PartoutError, Result};
+pub use plan::ScatterPlan;
+pub use scatter::{ScatterScratch, scatter_column};

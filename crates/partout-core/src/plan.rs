@@ -1,0 +1,425 @@
+//! [`ScatterPlan`]: the counting sort that every column of a batch is moved by.
+//!
+//! ```text
+//!  ids      [2, 0, 2, 1, 0]          one partition id per row
+//!  counts   [2, 1, 2]                histogram (over virtual ids when fanned out)
+//!  offsets  [0, 2, 3, 5]             exclusive prefix sum: where each destination starts
+//!  order    [1, 4, 3, 0, 2]          order[cursor[id[i]]++] = i, the input row of each output slot
+//! ```
+//!
+//! The plan is computed once per batch and then applied to every column, so the per-cursor
+//! dependency chain of a counting sort (`cursor[p]` is read, stored, and read again by the next
+//! row of the same partition) is paid once per batch rather than once per column. Columns are
+//! then moved by `order`, a loop with no loop-carried dependency at all.
+//!
+//! With few destinations, consecutive rows mostly hit the same cursor, and that chain limits the
+//! plan to one row per store-to-load latency. The *virtual fan-out* gives every destination
+//! `fanout` sub-cursors, one per contiguous stripe of the batch: row `i` of a batch cut into
+//! `fanout` stripes of `L` rows has virtual id `vid = id * fanout + min(i / L, fanout - 1)`, and
+//! the loops walk the stripes side by side (row `j` of every stripe, then row `j + 1`), so
+//! consecutive steps use different cursors and their chains overlap. Destination `p` owns the
+//! contiguous virtual range `[p * fanout, (p + 1) * fanout)` and stripe `k` holds earlier rows
+//! than stripe `k + 1`, so rows still come out grouped by destination *and* in input order
+//! within each destination, whatever the fan-out.
+
+use crate::error::{PartoutError, Result};
+
+/// Virtual-id space that [`auto_fanout`] aims for: `num_partitions * fanout <= VIRTUAL_TARGET`.
+pub const VIRTUAL_TARGET: u32 = 128;
+
+/// The largest automatic fan-out: 8 interleaved stripes already hide the cursor chain, and more
+/// stripes only add cursors to keep in cache.
+pub const MAX_FANOUT: u32 = 8;
+
+/// The fan-out for `num_partitions` destinations, chosen by measurement (`partout bench plan`,
+/// numbers in BENCHMARKS.md): the largest power of two `f <= MAX_FANOUT` with
+/// `num_partitions * f <= VIRTUAL_TARGET`, but at least 2 up to 1024 destinations, where two
+/// stripes still pay for themselves when keys come in runs, and 1 beyond.
+///
+/// ```
+/// use partout_core::plan::auto_fanout;
+/// assert_eq!(auto_fanout(4), 8);
+/// assert_eq!(auto_fanout(16), 8);
+/// assert_eq!(auto_fanout(64), 2);
+/// assert_eq!(auto_fanout(1024), 2);
+/// assert_eq!(auto_fanout(4096), 1);
+/// ```
+pub fn auto_fanout(num_partitions: u32) -> u32 {
+    let floor = if num_partitions <= 1024 { 2 } else { 1 };
+    match VIRTUAL_TARGET.checked_div(num_partitions) {
+        Some(q) if q >= 2 => (1 << (31 - q.leading_zeros())).min(MAX_FANOUT),
+        _ => floor,
+    }
+}
+
+/// A counting sort of one batch's rows by partition id: destination offsets and the input row
+/// of every output slot.
+///
+/// A plan owns its buffers and is rebuilt in place for every batch: once it has seen a batch
+/// of a given size and partition count it allocates nothing more.
+///
+/// ```
+/// use partout_core::ScatterPlan;
+/// let mut plan = ScatterPlan::new();
+/// plan.build(&[2, 0, 2, 1, 0], 3).unwrap();
+/// assert_eq!(plan.offsets(), &[0, 2, 3, 5]);
+/// assert_eq!(plan.order(), &[1, 4, 3, 0, 2]);
+/// assert_eq!(plan.range(2), 3..5);
+/// ```
+#[derive(Debug, Default, Clone)]
+pub struct ScatterPlan {
+    num_partitions: u32,
+    fanout: u32,
+    /// `num_partitions + 1` destination start offsets.
+    offsets: Vec<u32>,
+    /// Per virtual id: the count, then the start, then the running cursor.
+    cursors: Vec<u32>,
+    /// For every output slot, the input row that goes there.
+    order: Vec<u32>,
+}
+
+impl ScatterPlan {
+    /// An empty plan, to be filled by [`build`](Self::build).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Plans `ids` over `num_partitions` destinations with the fan-out [`auto_fanout`] chooses.
+    ///
+    /// # Errors
+    /// [`PartoutError::InvalidArgument`] when `num_partitions` is 0,
+    /// [`PartoutError::PartitionIdOutOfRange`] naming the first row whose id is not below
+    /// `num_partitions`, [`PartoutError::TooLarge`] beyond `u32::MAX` rows.
+    pub fn build(&mut self, ids: &[u32], num_partitions: u32) -> Result<()> {
+        self.build_with_fanout(ids, num_partitions, auto_fanout(num_partitions))
+    }
+
+    /// Plans `ids` with an explicit virtual fan-out (a power of two; see the module
+    /// documentation). The result is the same for every fan-out; only the speed differs.
+    ///
+    /// # Errors
+    /// As [`build`](Self::build), and [`PartoutError::InvalidArgument`] when `fanout` is not a
+    /// power of two or `num_partitions * fanout` overflows.
+    pub fn build_with_fanout(
+        &mut self,
+        ids: &[u32],
+        num_partitions: u32,
+        fanout: u32,
+    ) -> Result<()> {
+        if num_partitions == 0 {
+            return Err(PartoutError::InvalidArgument(
+                "the partition count must be at least 1".into(),
+            ));
+        }
+        if !fanout.is_power_of_two() {
+            return Err(PartoutError::InvalidArgument(format!(
+                "the fan-out must be a power of two, got {fanout}"
+            )));
+        }
+        let num_virtual = num_partitions.checked_mul(fanout).ok_or_else(|| {
+            PartoutError::InvalidArgument(format!(
+                "{num_partitions} partitions with fan-out {fanout} overflow the virtual id space"
+            ))
+        })?;
+        let rows = u32::try_from(ids.len()).map_err(|_| {
+            PartoutError::TooLarge(format!(
+                "{} rows in one batch (at most u32::MAX)",
+                ids.len()
+            ))
+        })?;
+        if !all_below(ids, num_partitions) {
+            return Err(first_bad_id(ids, num_partitions));
+        }
+        self.num_partitions = num_partitions;
+        self.fanout = fanout;
+        self.cursors.clear();
+        self.cursors.resize(num_virtual as usize, 0);
+        count(ids, &mut self.cursors, fanout);
+        // Every slot of `order` is written below, so a reused buffer of the right length
+        // needs no clearing.
+        if self.order.len() != ids.len() {
+            self.order.resize(ids.len(), 0);
+        }
+
+        let mask = fanout - 1;
+
+        self.offsets.clear();
+        let mut start = 0u32;
+        for (v, slot) in self.cursors.iter_mut().enumerate() {
+            if v as u32 & mask == 0 {
+                self.offsets.push(start);
+            }
+            let n = *slot;
+            *slot = start;
+            start += n;
+        }
+        self.offsets.push(rows);
+        debug_assert_eq!(start, rows);
+
+        place(ids, &mut self.cursors, &mut self.order, fanout);
+        Ok(())
+    }
+
+    /// The number of destinations.
+    pub fn num_partitions(&self) -> u32 {
+        self.num_partitions
+    }
+
+    /// The virtual fan-out the plan was built with.
+    pub fn fanout(&self) -> u32 {
+        self.fanout
+    }
+
+    /// The number of planned rows.
+    pub fn num_rows(&self) -> usize {
+        self.order.len()
+    }
+
+    /// `num_partitions + 1` offsets: destination `p` owns output slots
+    /// `offsets[p]..offsets[p + 1]`.
+    pub fn offsets(&self) -> &[u32] {
+        &self.offsets
+    }
+
+    /// The input row of every output slot: a permutation of `0..num_rows`.
+    pub fn order(&self) -> &[u32] {
+        &self.order
+    }
+
+    /// The capacity, in `u32`s, of the buffers the plan holds (for tests and metrics).
+    pub fn capacity(&self) -> usize {
+        self.offsets.capacity() + self.cursors.capacity() + self.order.capacity()
+    }
+
+    /// The output slots of destination `p`.
+    ///
+    /// # Panics
+    /// If `p >= num_partitions`.
+    pub fn range(&self, p: usize) -> std::ops::Range<usize> {
+        self.offsets[p] as usize..self.offsets[p + 1] as usize
+    }
+}
+
+/// Whether every id is below `num_partitions`.
+///
+/// Written to vectorize with baseline SSE2, which has no unsigned 32-bit compare or maximum: a
+/// signed compare against `num_partitions - 1` catches ids up to `i32::MAX`, and the top bit
+/// catches the rest. Costs about a tenth of the histogram.
+fn all_below(ids: &[u32], num_partitions: u32) -> bool {
+    let Ok(last) = i32::try_from(num_partitions - 1) else {
+        return ids.iter().all(|&id| id < num_partitions);
+    };
+    let bad = ids.iter().fold(0u32, |bad, &id| {
+        bad | ((id as i32 > last) as u32) | (id >> 31)
+    });
+    bad == 0
+}
+
+/// The error for the first id not below `num_partitions` (the slow path).
+fn first_bad_id(ids: &[u32], num_partitions: u32) -> PartoutError {
+    let row = ids.iter().position(|&id| id >= num_partitions).unwrap_or(0);
+    PartoutError::PartitionIdOutOfRange {
+        row,
+        id: ids[row],
+        num_partitions,
+    }
+}
+
+/// Visits every row as `(row, virtual id)`, stripe by stripe side by side when fanned out.
+///
+/// With `fanout == 1` this is a plain loop. Otherwise the batch is cut into `fanout` stripes of
+/// `len / fanout` rows (the last stripe also takes the remainder), row `i` of stripe `k` gets
+/// virtual id `id * fanout + k`, and the visit order is row 0 of every stripe, then row 1, ...
+/// The visitor must be cheap: it is the body of the hot loop.
+#[inline(always)]
+fn for_each_virtual(ids: &[u32], fanout: u32, visit: impl FnMut(usize, usize)) {
+    match fanout {
+        1 => {
+            let mut visit = visit;
+            for (i, &id) in ids.iter().enumerate() {
+                visit(i, id as usize);
+            }
+        }
+        2 => for_each_striped::<2>(ids, visit),
+        4 => for_each_striped::<4>(ids, visit),
+        8 => for_each_striped::<8>(ids, visit),
+        16 => for_each_striped::<16>(ids, visit),
+        32 => for_each_striped::<32>(ids, visit),
+        64 => for_each_striped::<64>(ids, visit),
+        _ => for_each_striped_dyn(ids, fanout as usize, visit),
+    }
+}
+
+/// [`for_each_virtual`] for a fan-out known at compile time: the stripe loop unrolls.
+#[inline(always)]
+fn for_each_striped<const S: usize>(ids: &[u32], mut visit: impl FnMut(usize, usize)) {
+    let stripe_len = ids.len() / S;
+    let shift = S.trailing_zeros();
+    for j in 0..stripe_len {
+        for k in 0..S {
+            let i = k * stripe_len + j;
+            debug_assert!(i < ids.len());
+            // SAFETY: `i < S * stripe_len <= ids.len()`.
+            let id = unsafe { *ids.get_unchecked(i) };
+            visit(i, ((id as usize) << shift) | k);
+        }
+    }
+    for (i, &id) in ids.iter().enumerate().skip(S * stripe_len) {
+        visit(i, ((id as usize) << shift) | (S - 1));
+    }
+}
+
+/// [`for_each_virtual`] for any other power-of-two fan-out.
+#[inline(always)]
+fn for_each_striped_dyn(ids: &[u32], stripes: usize, mut visit: impl FnMut(usize, usize)) {
+    let stripe_len = ids.len() / stripes;
+    let shift = stripes.trailing_zeros();
+    for j in 0..stripe_len {
+        for k in 0..stripes {
+            let i = k * stripe_len + j;
+            visit(i, ((ids[i] as usize) << shift) | k);
+        }
+    }
+    for (i, &id) in ids.iter().enumerate().skip(stripes * stripe_len) {
+        visit(i, ((id as usize) << shift) | (stripes - 1));
+    }
+}
+
+/// Histogram of virtual ids into `counts`.
+#[inline(never)]
+fn count(ids: &[u32], counts: &mut [u32], fanout: u32) {
+    let counts_len = counts.len();
+    let counts = counts.as_mut_ptr();
+    for_each_virtual(ids, fanout, |_, v| {
+        debug_assert!(v < counts_len);
+        // SAFETY: `all_below` checked `id < num_partitions`, and the stripe `k < fanout`, so
+        // `v = id * fanout + k < num_partitions * fanout == counts.len()`.
+        unsafe { *counts.add(v) += 1 };
+    });
+}
+
+/// `order[cursor[vid(i)]++] = i`: the counting-sort scatter of row indices.
+#[inline(never)]
+fn place(ids: &[u32], cursors: &mut [u32], order: &mut [u32], fanout: u32) {
+    let (cursors_len, order_len) = (cursors.len(), order.len());
+    let cursors = cursors.as_mut_ptr();
+    let order = order.as_mut_ptr();
+    for_each_virtual(ids, fanout, |i, v| {
+        debug_assert!(v < cursors_len);
+        // SAFETY: `all_below` checked `id < num_partitions`, so
+        // `v = id * fanout + k < num_partitions * fanout == cursors.len()`. `cursors[v]` starts at the exclusive prefix
+        // sum of the counts and is advanced once per row counted for `v`, so it stays below the
+        // start of the next virtual id, hence below `ids.len() == order.len()`.
+        unsafe {
+            let slot = cursors.add(v);
+            let c = *slot as usize;
+            debug_assert!(c < order_len);
+            *order.add(c) = i as u32;
+            *slot += 1;
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_fanout_gives_the_same_stable_plan() {
+        for rows in [0usize, 1, 7, 63, 64, 100, 1000] {
+            let ids: Vec<u32> = (0..rows as u32).map(|i| (i * 7 + i / 5) % 3).collect();
+            let mut expected = ScatterPlan::new();
+            expected.build_with_fanout(&ids, 3, 1).unwrap();
+            for p in 0..3 {
+                let rows_of_p: Vec<u32> =
+                    (0..rows as u32).filter(|&i| ids[i as usize] == p).collect();
+                assert_eq!(
+                    &expected.order()[expected.range(p as usize)],
+                    &rows_of_p[..]
+                );
+            }
+            for fanout in [2, 4, 8, 64, 256] {
+                let mut plan = ScatterPlan::new();
+                plan.build_with_fanout(&ids, 3, fanout).unwrap();
+                assert_eq!(
+                    plan.offsets(),
+                    expected.offsets(),
+                    "rows {rows} fanout {fanout}"
+                );
+                assert_eq!(
+                    plan.order(),
+                    expected.order(),
+                    "rows {rows} fanout {fanout}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn out_of_range_id_names_its_row() {
+        let mut plan = ScatterPlan::new();
+        let err = plan.build(&[0, 1, 5, 9], 4).unwrap_err();
+        assert!(matches!(
+            err,
+            PartoutError::PartitionIdOutOfRange {
+                row: 2,
+                id: 5,
+                num_partitions: 4
+            }
+        ));
+    }
+
+    #[test]
+    fn impossible_options_are_errors() {
+        let mut plan = ScatterPlan::new();
+        assert!(matches!(
+            plan.build(&[0], 0),
+            Err(PartoutError::InvalidArgument(_))
+        ));
+        assert!(matches!(
+            plan.build_with_fanout(&[0], 4, 3),
+            Err(PartoutError::InvalidArgument(_))
+        ));
+        assert!(matches!(
+            plan.build_with_fanout(&[0], u32::MAX, 2),
+            Err(PartoutError::InvalidArgument(_))
+        ));
+    }
+
+    #[test]
+    fn ids_past_i32_are_caught() {
+        let mut plan = ScatterPlan::new();
+        for (ids, n, bad_row) in [
+            (vec![0u32, 3, u32::MAX], 4u32, 2usize),
+            (vec![1 << 31, 0], 4, 0),
+            (vec![5, (1 << 31) - 1], 6, 1),
+            (vec![0, u32::MAX - 1, u32::MAX], u32::MAX, 2),
+        ] {
+            match plan.build_with_fanout(&ids, n, 1) {
+                Err(PartoutError::PartitionIdOutOfRange { row, .. }) => assert_eq!(row, bad_row),
+                other => panic!("{ids:?} over {n}: {other:?}"),
+            }
+        }
+        plan.build_with_fanout(&[0, u32::MAX - 1], u32::MAX, 1)
+            .unwrap();
+        assert_eq!(plan.order(), &[0, 1]);
+    }
+
+    #[test]
+    fn empty_batch_has_empty_destinations() {
+        let mut plan = ScatterPlan::new();
+        plan.build(&[], 5).unwrap();
+        assert_eq!(plan.offsets(), &[0; 6]);
+        assert!(plan.order().is_empty());
+    }
+
+    #[test]
+    fn auto_fanout_stays_in_its_bounds() {
+        for n in 1..5000u32 {
+            let f = auto_fanout(n);
+            assert!(f.is_power_of_two() && f <= MAX_FANOUT, "{n}: {f}");
+            assert!(n * f <= VIRTUAL_TARGET || f <= 2, "{n}: {f}");
+            assert!(f == MAX_FANOUT || n * f * 2 > VIRTUAL_TARGET, "{n}: {f}");
+        }
+    }
+}

@@ -1,0 +1,4 @@
+//! Integration tests of partout-core: every kernel held to the naive reference partitioner.
+
+mod alloc;
+mod oracle;

@@ -1,0 +1,523 @@
+//! partout-testkit: seeded Arrow data for every type partout handles, and naive reference
+//! implementations to hold the real kernels to.
+//!
+//! * [`every_type`] lists the types the scatter supports, nested ones at depth 2 and more.
+//! * [`random_array`] / [`random_batch`] make seeded data of any of them, with a chosen null
+//!   density and, on request, a non-zero offset.
+//! * [`random_ids`] makes partition ids: uniform, in runs, or all to one destination.
+//! * [`reference_partition`] is the oracle: one arrow `take` per destination, obviously right.
+//! * [`baseline`] holds the peers' ways of doing the same job, for benchmarks;
+//!   [`workload`] the benchmark matrix.
+
+pub mod baseline;
+pub mod workload;
+
+use arrow_array::{
+    Array, ArrayRef, BinaryViewArray, BooleanArray, FixedSizeListArray, GenericBinaryArray,
+    GenericListArray, GenericStringArray, MapArray, NullArray, OffsetSizeTrait, RecordBatch,
+    RecordBatchOptions, StringViewArray, StructArray, UInt32Array, UnionArray, make_array,
+};
+use arrow_buffer::{BooleanBuffer, NullBuffer, OffsetBuffer, ScalarBuffer};
+use arrow_data::ArrayDataBuilder;
+use arrow_schema::{
+    DataType, Field, Fields, IntervalUnit, Schema, TimeUnit, UnionFields, UnionMode,
+};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use std::sync::Arc;
+
+/// The generator every helper takes: small, fast and seeded.
+pub type TestRng = SmallRng;
+
+/// A seeded generator.
+pub fn rng(seed: u64) -> TestRng {
+    SmallRng::seed_from_u64(seed)
+}
+
+fn field(name: &str, data_type: DataType) -> Field {
+    Field::new(name, data_type, true)
+}
+
+fn list_of(data_type: DataType) -> DataType {
+    DataType::List(Arc::new(field("item", data_type)))
+}
+
+fn map_of(key: DataType, value: DataType) -> DataType {
+    let entries = Fields::from(vec![
+        Field::new("key", key, false),
+        Field::new("value", value, true),
+    ]);
+    DataType::Map(
+        Arc::new(Field::new("entries", DataType::Struct(entries), false)),
+        false,
+    )
+}
+
+/// The flat (non-nested) types the scatter supports.
+pub fn flat_types() -> Vec<DataType> {
+    use DataType::*;
+    let mut types = vec![
+        Null,
+        Boolean,
+        Int8,
+        Int16,
+        Int32,
+        Int64,
+        UInt8,
+        UInt16,
+        UInt32,
+        UInt64,
+        Float16,
+        Float32,
+        Float64,
+        Decimal32(9, 2),
+        Decimal64(18, 3),
+        Decimal128(38, 10),
+        Decimal256(76, 20),
+        Date32,
+        Date64,
+        Time32(TimeUnit::Second),
+        Time32(TimeUnit::Millisecond),
+        Time64(TimeUnit::Microsecond),
+        Time64(TimeUnit::Nanosecond),
+        Timestamp(TimeUnit::Second, None),
+        Timestamp(TimeUnit::Millisecond, Some("UTC".into())),
+        Timestamp(TimeUnit::Microsecond, Some("+05:30".into())),
+        Timestamp(TimeUnit::Nanosecond, None),
+        Duration(TimeUnit::Second),
+        Duration(TimeUnit::Millisecond),
+        Duration(TimeUnit::Microsecond),
+        Duration(TimeUnit::Nanosecond),
+        Interval(IntervalUnit::YearMonth),
+        Interval(IntervalUnit::DayTime),
+        Interval(IntervalUnit::MonthDayNano),
+        FixedSizeBinary(3),
+        FixedSizeBinary(16),
+        Utf8,
+        LargeUtf8,
+        Binary,
+        LargeBinary,
+        Utf8View,
+        BinaryView,
+    ];
+    for key in [Int8, Int16, Int32, Int64, UInt8, UInt16, UInt32, UInt64] {
+        types.push(Dictionary(Box::new(key), Box::new(Utf8)));
+    }
+    types.push(Dictionary(Box::new(Int32), Box::new(Int64)));
+    types
+}
+
+/// Nested types the scatter supports, with nesting depth 2 or more.
+pub fn nested_types() -> Vec<DataType> {
+    use DataType::*;
+    let point = Fields::from(vec![field("x", Boolean), field("y", Utf8View)]);
+    vec![
+        Struct(Fields::from(vec![
+            field("a", Int32),
+            field("b", Utf8),
+            field("c", list_of(Int64)),
+        ])),
+        Struct(Fields::empty()),
+        list_of(Int32),
+        list_of(list_of(Utf8)),
+        LargeList(Arc::new(field("item", Struct(point)))),
+        FixedSizeList(Arc::new(field("item", Int16)), 3),
+        FixedSizeList(Arc::new(field("item", list_of(Int8))), 2),
+        FixedSizeList(Arc::new(field("item", Int64)), 0),
+        list_of(Dictionary(Box::new(UInt16), Box::new(Utf8View))),
+        map_of(Utf8, Int64),
+        map_of(Int32, list_of(Utf8)),
+        Union(
+            UnionFields::try_new(
+                vec![0, 3],
+                vec![field("i", Int32), field("s", list_of(Utf8))],
+            )
+            .expect("valid union fields"),
+            UnionMode::Sparse,
+        ),
+    ]
+}
+
+/// Every type the scatter supports: [`flat_types`] then [`nested_types`].
+pub fn every_type() -> Vec<DataType> {
+    let mut types = flat_types();
+    types.extend(nested_types());
+    types
+}
+
+/// Types the scatter refuses, each with a valid array to try it on.
+pub fn unsupported_arrays(rng: &mut TestRng) -> Vec<ArrayRef> {
+    let run_ends = arrow_array::Int32Array::from(vec![2, 5]);
+    let values = arrow_array::Int64Array::from(vec![7, 8]);
+    let ree = arrow_array::RunArray::try_new(&run_ends, &values).expect("valid run array");
+    let dense = UnionArray::try_new(
+        UnionFields::try_new(vec![0], vec![field("i", DataType::Int32)]).expect("valid fields"),
+        ScalarBuffer::from(vec![0i8; 3]),
+        Some(ScalarBuffer::from(vec![0i32, 1, 2])),
+        vec![random_array(&DataType::Int32, 3, 0.0, rng)],
+    )
+    .expect("valid dense union");
+    vec![Arc::new(ree), Arc::new(dense)]
+}
+
+/// A validity bitmap with about `density` of the rows null; none at all for density 0.
+pub fn random_nulls(len: usize, density: f64, rng: &mut TestRng) -> Option<NullBuffer> {
+    if density <= 0.0 {
+        return None;
+    }
+    let valid: BooleanBuffer = (0..len)
+        .map(|_| !rng.random_bool(density.min(1.0)))
+        .collect();
+    Some(NullBuffer::new(valid))
+}
+
+fn random_bytes(len: usize, rng: &mut TestRng) -> Vec<u8> {
+    (0..len).map(|_| rng.random()).collect()
+}
+
+fn random_string(rng: &mut TestRng) -> String {
+    const ALPHABET: [&str; 8] = ["a", "b", "Z", "0", " ", "é", "日", "🦀"];
+    // Mostly short strings (inline views), some long ones (out-of-line views).
+    let len = if rng.random_bool(0.3) {
+        rng.random_range(13..40)
+    } else {
+        rng.random_range(0..13)
+    };
+    (0..len)
+        .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())])
+        .collect()
+}
+
+fn random_lengths(len: usize, max: usize, rng: &mut TestRng) -> Vec<usize> {
+    (0..len).map(|_| rng.random_range(0..=max)).collect()
+}
+
+fn offsets_of<O: OffsetSizeTrait>(lengths: &[usize]) -> OffsetBuffer<O> {
+    OffsetBuffer::from_lengths(lengths.iter().copied())
+}
+
+/// A seeded array of `data_type` and `len` rows, about `null_density` of them null
+/// (0 gives an array with no null buffer). Nested children get their own random nulls.
+///
+/// # Panics
+/// For a type outside [`every_type`]'s families.
+pub fn random_array(
+    data_type: &DataType,
+    len: usize,
+    null_density: f64,
+    rng: &mut TestRng,
+) -> ArrayRef {
+    use DataType::*;
+    let nulls = random_nulls(len, null_density, rng);
+    if let Some(width) = data_type.primitive_width() {
+        let mut bytes = random_bytes(len * width, rng);
+        if *data_type == Float16 {
+            // Keep half floats finite: the top exponent bit clear never makes NaN or infinity.
+            bytes.iter_mut().skip(1).step_by(2).for_each(|b| *b &= 0xbf);
+        }
+        return build(
+            ArrayDataBuilder::new(data_type.clone())
+                .len(len)
+                .add_buffer(bytes.into())
+                .nulls(nulls),
+        );
+    }
+    match data_type {
+        Null => Arc::new(NullArray::new(len)),
+        Boolean => Arc::new(BooleanArray::new(
+            (0..len).map(|_| rng.random::<bool>()).collect(),
+            nulls,
+        )),
+        FixedSizeBinary(width) => {
+            let bytes = random_bytes(len * *width as usize, rng);
+            build(
+                ArrayDataBuilder::new(data_type.clone())
+                    .len(len)
+                    .add_buffer(bytes.into())
+                    .nulls(nulls),
+            )
+        }
+        Utf8 => Arc::new(GenericStringArray::<i32>::from(random_strings(
+            len, &nulls, rng,
+        ))),
+        LargeUtf8 => Arc::new(GenericStringArray::<i64>::from(random_strings(
+            len, &nulls, rng,
+        ))),
+        Utf8View => Arc::new(StringViewArray::from(random_strings(len, &nulls, rng))),
+        Binary => Arc::new(GenericBinaryArray::<i32>::from_iter(random_binaries(
+            len, &nulls, rng,
+        ))),
+        LargeBinary => Arc::new(GenericBinaryArray::<i64>::from_iter(random_binaries(
+            len, &nulls, rng,
+        ))),
+        BinaryView => Arc::new(BinaryViewArray::from_iter(random_binaries(
+            len, &nulls, rng,
+        ))),
+        Dictionary(key_type, value_type) => {
+            let dict_len = rng.random_range(1..8usize);
+            let values = random_array(value_type, dict_len, 0.2, rng);
+            let width = key_type.primitive_width().expect("integer key");
+            let keys: Vec<u8> = (0..len)
+                .flat_map(|_| {
+                    (rng.random_range(0..dict_len) as u64).to_le_bytes()[..width].to_vec()
+                })
+                .collect();
+            build(
+                ArrayDataBuilder::new(data_type.clone())
+                    .len(len)
+                    .add_buffer(keys.into())
+                    .child_data(vec![values.to_data()])
+                    .nulls(nulls),
+            )
+        }
+        Struct(fields) => {
+            let columns = fields.iter().map(|f| random_child(f, len, rng)).collect();
+            Arc::new(
+                StructArray::try_new_with_length(fields.clone(), columns, nulls, len)
+                    .expect("valid struct"),
+            )
+        }
+        List(item) => random_list::<i32>(item, len, nulls, rng),
+        LargeList(item) => random_list::<i64>(item, len, nulls, rng),
+        FixedSizeList(item, size) => {
+            let values = random_child(item, len * *size as usize, rng);
+            Arc::new(
+                FixedSizeListArray::try_new_with_length(item.clone(), *size, values, nulls, len)
+                    .expect("valid fixed-size list"),
+            )
+        }
+        Map(entries, sorted) => {
+            let lengths = random_lengths(len, 3, rng);
+            let DataType::Struct(fields) = entries.data_type() else {
+                panic!("map entries are a struct")
+            };
+            let total = lengths.iter().sum();
+            let columns = fields.iter().map(|f| random_child(f, total, rng)).collect();
+            let entries_array =
+                StructArray::try_new(fields.clone(), columns, None).expect("valid entries");
+            Arc::new(
+                MapArray::try_new(
+                    entries.clone(),
+                    offsets_of(&lengths),
+                    entries_array,
+                    nulls,
+                    *sorted,
+                )
+                .expect("valid map"),
+            )
+        }
+        Union(fields, UnionMode::Sparse) => {
+            let ids: Vec<i8> = fields.iter().map(|(id, _)| id).collect();
+            let type_ids: Vec<i8> = (0..len)
+                .map(|_| ids[rng.random_range(0..ids.len())])
+                .collect();
+            let children = fields
+                .iter()
+                .map(|(_, f)| random_child(f, len, rng))
+                .collect();
+            Arc::new(
+                UnionArray::try_new(fields.clone(), type_ids.into(), None, children)
+                    .expect("valid union"),
+            )
+        }
+        other => panic!("no generator for {other}"),
+    }
+}
+
+/// A child column: half nulls where the field allows them, none where it does not.
+fn random_child(field: &Field, len: usize, rng: &mut TestRng) -> ArrayRef {
+    let density = if field.is_nullable() { 0.5 } else { 0.0 };
+    random_array(field.data_type(), len, density, rng)
+}
+
+fn random_list<O: OffsetSizeTrait>(
+    item: &Arc<Field>,
+    len: usize,
+    nulls: Option<NullBuffer>,
+    rng: &mut TestRng,
+) -> ArrayRef {
+    let lengths = random_lengths(len, 4, rng);
+    let values = random_child(item, lengths.iter().sum(), rng);
+    Arc::new(
+        GenericListArray::<O>::try_new(item.clone(), offsets_of(&lengths), values, nulls)
+            .expect("valid list"),
+    )
+}
+
+fn random_strings(
+    len: usize,
+    nulls: &Option<NullBuffer>,
+    rng: &mut TestRng,
+) -> Vec<Option<String>> {
+    (0..len)
+        .map(|i| {
+            let s = random_string(rng);
+            nulls.as_ref().is_none_or(|n| n.is_valid(i)).then_some(s)
+        })
+        .collect()
+}
+
+fn random_binaries(
+    len: usize,
+    nulls: &Option<NullBuffer>,
+    rng: &mut TestRng,
+) -> Vec<Option<Vec<u8>>> {
+    random_strings(len, nulls, rng)
+        .into_iter()
+        .map(|s| s.map(String::into_bytes))
+        .collect()
+}
+
+fn build(builder: ArrayDataBuilder) -> ArrayRef {
+    make_array(
+        builder
+            .align_buffers(true)
+            .build()
+            .expect("generator built a valid array"),
+    )
+}
+
+/// Like [`random_array`], but the result is a slice at a random non-zero offset of a longer
+/// array, so kernels must honour offsets.
+pub fn random_sliced_array(
+    data_type: &DataType,
+    len: usize,
+    null_density: f64,
+    rng: &mut TestRng,
+) -> ArrayRef {
+    let before = rng.random_range(1..70);
+    let after = rng.random_range(0..5);
+    random_array(data_type, before + len + after, null_density, rng).slice(before, len)
+}
+
+/// A batch with one column per type in `types`, plus a leading `row` column (UInt32, the
+/// row number) that makes every row distinguishable.
+pub fn random_batch(
+    types: &[DataType],
+    len: usize,
+    null_density: f64,
+    sliced: bool,
+    rng: &mut TestRng,
+) -> RecordBatch {
+    let mut fields = vec![Field::new("row", DataType::UInt32, false)];
+    let mut columns: Vec<ArrayRef> = vec![Arc::new(UInt32Array::from_iter_values(0..len as u32))];
+    for (i, data_type) in types.iter().enumerate() {
+        fields.push(field(&format!("c{i}"), data_type.clone()));
+        columns.push(if sliced {
+            random_sliced_array(data_type, len, null_density, rng)
+        } else {
+            random_array(data_type, len, null_density, rng)
+        });
+    }
+    RecordBatch::try_new_with_options(
+        Arc::new(Schema::new(fields)),
+        columns,
+        &RecordBatchOptions::new().with_row_count(Some(len)),
+    )
+    .expect("valid batch")
+}
+
+/// How partition ids are spread over rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IdPattern {
+    /// Every row's id independently uniform.
+    Uniform,
+    /// Runs of equal ids with the given mean length (real keys: lineitem has ~4 rows per order).
+    Runs(usize),
+    /// Every row to the same destination.
+    AllTo(u32),
+}
+
+/// `len` partition ids below `num_partitions` following `pattern`.
+///
+/// # Panics
+/// If `num_partitions` is 0, or `AllTo(p)` names a `p` not below it.
+pub fn random_ids(
+    len: usize,
+    num_partitions: u32,
+    pattern: IdPattern,
+    rng: &mut TestRng,
+) -> Vec<u32> {
+    assert!(num_partitions > 0);
+    match pattern {
+        IdPattern::Uniform => (0..len)
+            .map(|_| rng.random_range(0..num_partitions))
+            .collect(),
+        IdPattern::Runs(mean) => {
+            let mut ids = Vec::with_capacity(len);
+            while ids.len() < len {
+                let id = rng.random_range(0..num_partitions);
+                let run = rng.random_range(1..=2 * mean.max(1) - 1);
+                ids.extend(std::iter::repeat_n(id, run.min(len - ids.len())));
+            }
+            ids
+        }
+        IdPattern::AllTo(p) => {
+            assert!(p < num_partitions);
+            vec![p; len]
+        }
+    }
+}
+
+/// The oracle: destination `p` gets `take(batch, rows whose id is p)`, in input order.
+///
+/// # Panics
+/// If an id is not below `num_partitions`, or arrow's `take` fails.
+pub fn reference_partition(
+    batch: &RecordBatch,
+    ids: &[u32],
+    num_partitions: u32,
+) -> Vec<RecordBatch> {
+    assert_eq!(ids.len(), batch.num_rows());
+    let mut rows: Vec<Vec<u32>> = vec![Vec::new(); num_partitions as usize];
+    for (row, &id) in ids.iter().enumerate() {
+        rows[id as usize].push(row as u32);
+    }
+    rows.into_iter()
+        .map(|rows| {
+            let indices = UInt32Array::from(rows);
+            let columns = batch
+                .columns()
+                .iter()
+                .map(|column| {
+                    let taken = take_column(column, &indices);
+                    assert_eq!(
+                        taken.len(),
+                        indices.len(),
+                        "take of {} returned the wrong length",
+                        column.data_type()
+                    );
+                    taken
+                })
+                .collect();
+            RecordBatch::try_new_with_options(
+                batch.schema(),
+                columns,
+                &RecordBatchOptions::new().with_row_count(Some(indices.len())),
+            )
+            .expect("valid batch")
+        })
+        .collect()
+}
+
+/// arrow's `take`, except for zero-size fixed-size lists, where arrow 59's `take` derives the
+/// length from the (empty) values and returns an empty array: there only validity moves.
+fn take_column(column: &ArrayRef, indices: &UInt32Array) -> ArrayRef {
+    if let DataType::FixedSizeList(item, 0) = column.data_type() {
+        let nulls = column.nulls().map(|nulls| {
+            NullBuffer::new(
+                indices
+                    .values()
+                    .iter()
+                    .map(|&i| nulls.is_valid(i as usize))
+                    .collect(),
+            )
+        });
+        let values = arrow_array::new_empty_array(item.data_type());
+        return Arc::new(
+            FixedSizeListArray::try_new_with_length(item.clone(), 0, values, nulls, indices.len())
+                .expect("valid zero-size list"),
+        );
+    }
+    arrow_select::take::take(column.as_ref(), indices, None).expect("take succeeds")
+}
