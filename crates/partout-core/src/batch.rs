@@ -2,8 +2,8 @@
 //! which makes one from a batch and its partition ids with reusable scratch.
 
 use crate::error::{PartoutError, Result};
-use crate::plan::ScatterPlan;
-use crate::scatter::{ScatterScratch, scatter_column};
+use crate::plan::{MAX_PARTITIONS, ScatterPlan};
+use crate::scatter::{ScatterScratch, scatter_columns};
 use arrow_array::{RecordBatch, RecordBatchOptions};
 use std::ops::Range;
 
@@ -98,12 +98,13 @@ impl Partitioner {
     /// A partitioner over `num_partitions` destinations, with the automatic fan-out.
     ///
     /// # Errors
-    /// [`PartoutError::InvalidArgument`] when `num_partitions` is 0.
+    /// [`PartoutError::InvalidArgument`] when `num_partitions` is 0 or above
+    /// [`MAX_PARTITIONS`].
     pub fn try_new(num_partitions: u32) -> Result<Self> {
-        if num_partitions == 0 {
-            return Err(PartoutError::InvalidArgument(
-                "the partition count must be at least 1".into(),
-            ));
+        if num_partitions == 0 || num_partitions > MAX_PARTITIONS {
+            return Err(PartoutError::InvalidArgument(format!(
+                "the partition count must be between 1 and {MAX_PARTITIONS}, got {num_partitions}"
+            )));
         }
         Ok(Self {
             num_partitions,
@@ -154,11 +155,7 @@ impl Partitioner {
                 .build_with_fanout(ids, self.num_partitions, fanout)?,
             None => self.plan.build(ids, self.num_partitions)?,
         }
-        let columns = batch
-            .columns()
-            .iter()
-            .map(|column| scatter_column(column.as_ref(), &self.plan, &mut self.scratch))
-            .collect::<Result<Vec<_>>>()?;
+        let columns = scatter_columns(batch.columns(), &self.plan, &mut self.scratch)?;
         let batch = RecordBatch::try_new_with_options(
             batch.schema(),
             columns,

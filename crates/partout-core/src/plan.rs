@@ -24,6 +24,10 @@
 
 use crate::error::{PartoutError, Result};
 
+/// The most destinations (times fan-out) a plan accepts: its histogram has one counter per
+/// destination and stripe, so an absurd count would be an absurd allocation.
+pub const MAX_PARTITIONS: u32 = 1 << 20;
+
 /// Virtual-id space that [`auto_fanout`] aims for: `num_partitions * fanout <= VIRTUAL_TARGET`.
 pub const VIRTUAL_TARGET: u32 = 128;
 
@@ -87,7 +91,8 @@ impl ScatterPlan {
     /// Plans `ids` over `num_partitions` destinations with the fan-out [`auto_fanout`] chooses.
     ///
     /// # Errors
-    /// [`PartoutError::InvalidArgument`] when `num_partitions` is 0,
+    /// [`PartoutError::InvalidArgument`] when `num_partitions` is 0 or above
+    /// [`MAX_PARTITIONS`],
     /// [`PartoutError::PartitionIdOutOfRange`] naming the first row whose id is not below
     /// `num_partitions`, [`PartoutError::TooLarge`] beyond `u32::MAX` rows.
     pub fn build(&mut self, ids: &[u32], num_partitions: u32) -> Result<()> {
@@ -99,28 +104,29 @@ impl ScatterPlan {
     ///
     /// # Errors
     /// As [`build`](Self::build), and [`PartoutError::InvalidArgument`] when `fanout` is not a
-    /// power of two or `num_partitions * fanout` overflows.
+    /// power of two or `num_partitions * fanout` exceeds [`MAX_PARTITIONS`].
     pub fn build_with_fanout(
         &mut self,
         ids: &[u32],
         num_partitions: u32,
         fanout: u32,
     ) -> Result<()> {
-        if num_partitions == 0 {
-            return Err(PartoutError::InvalidArgument(
-                "the partition count must be at least 1".into(),
-            ));
+        if num_partitions == 0 || num_partitions > MAX_PARTITIONS {
+            return Err(PartoutError::InvalidArgument(format!(
+                "the partition count must be between 1 and {MAX_PARTITIONS}, got {num_partitions}"
+            )));
         }
-        if !fanout.is_power_of_two() {
+        if !fanout.is_power_of_two() || fanout > MAX_PARTITIONS {
             return Err(PartoutError::InvalidArgument(format!(
                 "the fan-out must be a power of two, got {fanout}"
             )));
         }
-        let num_virtual = num_partitions.checked_mul(fanout).ok_or_else(|| {
-            PartoutError::InvalidArgument(format!(
-                "{num_partitions} partitions with fan-out {fanout} overflow the virtual id space"
-            ))
-        })?;
+        let num_virtual = num_partitions * fanout;
+        if num_virtual > MAX_PARTITIONS {
+            return Err(PartoutError::InvalidArgument(format!(
+                "{num_partitions} partitions with fan-out {fanout} exceed {MAX_PARTITIONS} virtual ids"
+            )));
+        }
         let rows = u32::try_from(ids.len()).map_err(|_| {
             PartoutError::TooLarge(format!(
                 "{} rows in one batch (at most u32::MAX)",
@@ -203,12 +209,12 @@ impl ScatterPlan {
 /// Whether every id is below `num_partitions`.
 ///
 /// Written to vectorize with baseline SSE2, which has no unsigned 32-bit compare or maximum: a
-/// signed compare against `num_partitions - 1` catches ids up to `i32::MAX`, and the top bit
-/// catches the rest. Costs about a tenth of the histogram.
+/// signed compare against `num_partitions - 1` (at most [`MAX_PARTITIONS`], so positive as an
+/// `i32`) catches ids up to `i32::MAX`, and the top bit catches the rest. Costs about a tenth
+/// of the histogram.
 fn all_below(ids: &[u32], num_partitions: u32) -> bool {
-    let Ok(last) = i32::try_from(num_partitions - 1) else {
-        return ids.iter().all(|&id| id < num_partitions);
-    };
+    debug_assert!((1..=MAX_PARTITIONS).contains(&num_partitions));
+    let last = (num_partitions - 1) as i32;
     let bad = ids.iter().fold(0u32, |bad, &id| {
         bad | ((id as i32 > last) as u32) | (id >> 31)
     });
@@ -380,10 +386,15 @@ mod tests {
             plan.build_with_fanout(&[0], 4, 3),
             Err(PartoutError::InvalidArgument(_))
         ));
-        assert!(matches!(
-            plan.build_with_fanout(&[0], u32::MAX, 2),
-            Err(PartoutError::InvalidArgument(_))
-        ));
+        for (n, fanout) in [(u32::MAX, 1), (MAX_PARTITIONS + 1, 1), (MAX_PARTITIONS, 2)] {
+            assert!(
+                matches!(
+                    plan.build_with_fanout(&[0], n, fanout),
+                    Err(PartoutError::InvalidArgument(_))
+                ),
+                "{n} x {fanout}"
+            );
+        }
     }
 
     #[test]
@@ -393,16 +404,20 @@ mod tests {
             (vec![0u32, 3, u32::MAX], 4u32, 2usize),
             (vec![1 << 31, 0], 4, 0),
             (vec![5, (1 << 31) - 1], 6, 1),
-            (vec![0, u32::MAX - 1, u32::MAX], u32::MAX, 2),
+            (
+                vec![0, MAX_PARTITIONS - 1, MAX_PARTITIONS],
+                MAX_PARTITIONS,
+                2,
+            ),
         ] {
             match plan.build_with_fanout(&ids, n, 1) {
                 Err(PartoutError::PartitionIdOutOfRange { row, .. }) => assert_eq!(row, bad_row),
                 other => panic!("{ids:?} over {n}: {other:?}"),
             }
         }
-        plan.build_with_fanout(&[0, u32::MAX - 1], u32::MAX, 1)
+        plan.build_with_fanout(&[MAX_PARTITIONS - 1, 0], MAX_PARTITIONS, 1)
             .unwrap();
-        assert_eq!(plan.order(), &[0, 1]);
+        assert_eq!(plan.order(), &[1, 0]);
     }
 
     #[test]

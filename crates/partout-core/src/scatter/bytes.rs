@@ -37,13 +37,67 @@ pub(crate) fn gather_bytes<O: ArrowNativeType + std::ops::AddAssign + std::ops::
         total
     }));
 
-    let mut out_values = Vec::with_capacity(total.as_usize());
+    (
+        Buffer::from_vec(out_offsets),
+        copy_values(offsets, values, order, total.as_usize()),
+    )
+}
+
+/// Values shorter than this are copied as one fixed-size block: a `memcpy` call per short
+/// string costs more than the string.
+const SHORT: usize = 16;
+
+/// The bytes pass: every taken row's bytes, in order, `total` bytes in all.
+fn copy_values<O: ArrowNativeType>(
+    offsets: &[O],
+    values: &[u8],
+    order: Order<'_>,
+    total: usize,
+) -> Buffer {
+    // A valid array's offsets are monotone and end inside `values`: check the end once here;
+    // monotonicity is the array's own invariant.
+    let end = offsets[order.bound()].as_usize();
+    assert!(
+        end <= values.len(),
+        "offsets end at {end} past {} value bytes",
+        values.len()
+    );
+    // Room for a whole block past the last value.
+    let mut out: Vec<u8> = Vec::with_capacity(total + SHORT);
+    let dst = out.as_mut_ptr();
+    let src = values.as_ptr();
+    let mut written = 0usize;
     for &r in order.rows() {
         let r = r as usize;
-        // Bounds-checked: a corrupt array panics here rather than reading out of bounds.
-        out_values.extend_from_slice(&values[offsets[r].as_usize()..offsets[r + 1].as_usize()]);
+        // SAFETY: `r < order.bound() < offsets.len()` as in the offsets pass.
+        let (start, stop) = unsafe {
+            (
+                offsets.get_unchecked(r).as_usize(),
+                offsets.get_unchecked(r + 1).as_usize(),
+            )
+        };
+        debug_assert!(start <= stop && stop <= end);
+        let len = stop - start;
+        // SAFETY: `start..stop` lies inside `values` (monotone offsets ending at `end <=
+        // values.len()`), and `written + len <= total` because the offsets pass summed exactly
+        // these lengths. A short value copies a whole block only when `start + SHORT` is still
+        // inside `values`, and its block ends by `written + SHORT <= total + SHORT`, the
+        // capacity; bytes past the value are overwritten by the next values or cut off by
+        // `set_len` below.
+        unsafe {
+            if len <= SHORT && start + SHORT <= values.len() {
+                std::ptr::copy_nonoverlapping(src.add(start), dst.add(written), SHORT);
+            } else {
+                std::ptr::copy_nonoverlapping(src.add(start), dst.add(written), len);
+            }
+        }
+        written += len;
     }
-    (Buffer::from_vec(out_offsets), Buffer::from_vec(out_values))
+    debug_assert_eq!(written, total);
+    // SAFETY: the loop initialised `total` bytes (every value written in full, back to back),
+    // and `total <= capacity`.
+    unsafe { out.set_len(total) };
+    Buffer::from_vec(out)
 }
 
 #[cfg(test)]
@@ -59,5 +113,28 @@ mod tests {
         let (o, v) = gather_bytes(&offsets, values, Order::try_new(&order, 4).unwrap());
         assert_eq!(o.typed_data::<i64>(), &[0, 1, 3, 6, 6]);
         assert_eq!(v.as_slice(), b"fabcde");
+    }
+
+    #[test]
+    fn short_and_long_values_near_the_end_of_the_buffer() {
+        // Values of every length up to 40 bytes, the last ones ending at the buffer's end so
+        // the short-block copy must fall back to an exact copy.
+        let mut values = Vec::new();
+        let mut offsets = vec![0i32];
+        for len in (0..=40).chain([1, 0, 17, 3]) {
+            values.extend((0..len).map(|i| (len * 7 + i) as u8));
+            offsets.push(values.len() as i32);
+        }
+        let rows = offsets.len() - 1;
+        let order: Vec<u32> = (0..rows as u32).rev().chain(0..rows as u32).collect();
+        let (o, v) = gather_bytes(&offsets, &values, Order::try_new(&order, rows).unwrap());
+        let want: Vec<u8> = order
+            .iter()
+            .flat_map(|&r| {
+                values[offsets[r as usize] as usize..offsets[r as usize + 1] as usize].to_vec()
+            })
+            .collect();
+        assert_eq!(v.as_slice(), &want[..]);
+        assert_eq!(*o.typed_data::<i32>().last().unwrap() as usize, want.len());
     }
 }

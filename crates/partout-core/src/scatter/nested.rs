@@ -9,20 +9,21 @@
 //!  parent order [2, 0]     offsets [0, 2, 2, 5]     child order [2, 3, 4, 0, 1]
 //! ```
 
-use super::{Order, ScatterScratch, bits, fixed, scatter_array};
+use super::{Order, ScatterScratch, fixed, scatter_array};
 use crate::error::{PartoutError, Result};
 use arrow_array::cast::AsArray;
 use arrow_array::{
     Array, ArrayRef, FixedSizeListArray, GenericListArray, MapArray, OffsetSizeTrait, StructArray,
     UnionArray,
 };
-use arrow_buffer::{OffsetBuffer, ScalarBuffer};
+use arrow_buffer::{NullBuffer, OffsetBuffer, ScalarBuffer};
 use arrow_schema::{DataType, FieldRef};
 use std::sync::Arc;
 
 pub(super) fn scatter_struct(
     array: &StructArray,
     order: Order<'_>,
+    nulls: Option<NullBuffer>,
     scratch: &mut ScatterScratch,
 ) -> Result<ArrayRef> {
     let columns = array
@@ -33,7 +34,7 @@ pub(super) fn scatter_struct(
     Ok(Arc::new(StructArray::try_new_with_length(
         array.fields().clone(),
         columns,
-        bits::scatter_nulls(array.nulls(), order),
+        nulls,
         order.len(),
     )?))
 }
@@ -95,6 +96,7 @@ fn list_field(data_type: &DataType) -> FieldRef {
 pub(super) fn scatter_list<O: OffsetSizeTrait>(
     array: &GenericListArray<O>,
     order: Order<'_>,
+    nulls: Option<NullBuffer>,
     scratch: &mut ScatterScratch,
 ) -> Result<ArrayRef> {
     let (offsets, values) = scatter_list_parts(
@@ -107,13 +109,14 @@ pub(super) fn scatter_list<O: OffsetSizeTrait>(
         list_field(array.data_type()),
         offsets,
         values,
-        bits::scatter_nulls(array.nulls(), order),
+        nulls,
     )?))
 }
 
 pub(super) fn scatter_map(
     array: &MapArray,
     order: Order<'_>,
+    nulls: Option<NullBuffer>,
     scratch: &mut ScatterScratch,
 ) -> Result<ArrayRef> {
     let entries: &dyn Array = array.entries();
@@ -123,7 +126,7 @@ pub(super) fn scatter_map(
         list_field(array.data_type()),
         offsets,
         entries.as_struct().clone(),
-        bits::scatter_nulls(array.nulls(), order),
+        nulls,
         ordered,
     )?))
 }
@@ -131,6 +134,7 @@ pub(super) fn scatter_map(
 pub(super) fn scatter_fixed_size_list(
     array: &FixedSizeListArray,
     order: Order<'_>,
+    nulls: Option<NullBuffer>,
     scratch: &mut ScatterScratch,
 ) -> Result<ArrayRef> {
     let size = array.value_length() as usize;
@@ -154,7 +158,7 @@ pub(super) fn scatter_fixed_size_list(
         list_field(array.data_type()),
         array.value_length(),
         moved?,
-        bits::scatter_nulls(array.nulls(), order),
+        nulls,
         order.len(),
     )?))
 }
