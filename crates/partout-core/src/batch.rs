@@ -2,8 +2,8 @@
 //! which makes one from a batch and its partition ids with reusable scratch.
 
 use crate::error::{PartoutError, Result};
-use crate::plan::{MAX_PARTITIONS, ScatterPlan};
-use crate::scatter::{ScatterScratch, scatter_columns};
+use crate::plan::{MAX_PARTITIONS, ScatterPlan, auto_fanout};
+use crate::scatter::{ScatterScratch, plan_and_scatter};
 use arrow_array::{RecordBatch, RecordBatchOptions};
 use std::ops::Range;
 
@@ -149,13 +149,17 @@ impl Partitioner {
                 batch.num_rows()
             )));
         }
-        match self.fanout {
-            Some(fanout) => self
-                .plan
-                .build_with_fanout(ids, self.num_partitions, fanout)?,
-            None => self.plan.build(ids, self.num_partitions)?,
-        }
-        let columns = scatter_columns(batch.columns(), &self.plan, &mut self.scratch)?;
+        let fanout = self
+            .fanout
+            .unwrap_or_else(|| auto_fanout(self.num_partitions));
+        let columns = plan_and_scatter(
+            &mut self.plan,
+            ids,
+            self.num_partitions,
+            fanout,
+            batch.columns(),
+            &mut self.scratch,
+        )?;
         let batch = RecordBatch::try_new_with_options(
             batch.schema(),
             columns,
@@ -165,11 +169,6 @@ impl Partitioner {
             batch,
             offsets: self.plan.offsets().to_vec(),
         })
-    }
-
-    /// The plan of the last batch.
-    pub fn plan(&self) -> &ScatterPlan {
-        &self.plan
     }
 
     /// The scratch buffers' capacity in `u32`s, plan included (for tests and metrics).

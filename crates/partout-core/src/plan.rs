@@ -74,6 +74,7 @@ pub fn auto_fanout(num_partitions: u32) -> u32 {
 pub struct ScatterPlan {
     num_partitions: u32,
     fanout: u32,
+    rows: usize,
     /// `num_partitions + 1` destination start offsets.
     offsets: Vec<u32>,
     /// Per virtual id: the count, then the start, then the running cursor.
@@ -111,22 +112,91 @@ impl ScatterPlan {
         num_partitions: u32,
         fanout: u32,
     ) -> Result<()> {
+        self.check(num_partitions, fanout)?;
+        self.prepare(ids, num_partitions, fanout)?;
+        // Every slot of `order` is written below, so a reused buffer of the right length
+        // needs no clearing.
+        if self.order.len() != ids.len() {
+            self.order.resize(ids.len(), 0);
+        }
+        let order = self.order.as_mut_ptr();
+        place(ids, &mut self.cursors, fanout, |row, slot| {
+            // SAFETY: `place` hands out every slot below `ids.len() == order.len()` once.
+            unsafe { *order.add(slot) = row as u32 };
+        });
+        Ok(())
+    }
+
+    /// Plans like [`build_with_fanout`](Self::build_with_fanout) (whose checks it assumes
+    /// done) and moves `values` while placing the rows: `moved[slot] = values[row]`, saving a
+    /// separate pass over the order for one column. With `keep_order` false the order is not
+    /// written at all ([`order`](Self::order) is then empty): a one-column batch needs nothing
+    /// else.
+    ///
+    /// # Errors
+    /// As [`build_with_fanout`](Self::build_with_fanout).
+    ///
+    /// # Panics
+    /// If `values` and `ids` differ in length.
+    pub(crate) fn build_moving<T: Copy>(
+        &mut self,
+        ids: &[u32],
+        num_partitions: u32,
+        fanout: u32,
+        values: &[T],
+        keep_order: bool,
+    ) -> Result<Vec<T>> {
+        assert_eq!(values.len(), ids.len(), "one value per id");
+        self.check(num_partitions, fanout)?;
+        self.prepare(ids, num_partitions, fanout)?;
+        let mut moved: Vec<T> = Vec::with_capacity(ids.len());
+        let out = moved.as_mut_ptr();
+        let src = values.as_ptr();
+        if keep_order {
+            if self.order.len() != ids.len() {
+                self.order.resize(ids.len(), 0);
+            }
+            let order = self.order.as_mut_ptr();
+            place(ids, &mut self.cursors, fanout, |row, slot| {
+                // SAFETY: `place` hands out every `slot < ids.len()` once, with
+                // `row < ids.len()`; `order` and `values` have `ids.len()` entries and `moved`
+                // that capacity.
+                unsafe {
+                    *order.add(slot) = row as u32;
+                    *out.add(slot) = *src.add(row);
+                }
+            });
+        } else {
+            self.order.clear();
+            place(ids, &mut self.cursors, fanout, |row, slot| {
+                // SAFETY: as above, without the order.
+                unsafe { *out.add(slot) = *src.add(row) };
+            });
+        }
+        // SAFETY: `place` wrote every slot below `ids.len()` exactly once.
+        unsafe { moved.set_len(ids.len()) };
+        Ok(moved)
+    }
+
+    /// Argument checks shared by the builders.
+    fn check(&self, num_partitions: u32, fanout: u32) -> Result<()> {
         if num_partitions == 0 || num_partitions > MAX_PARTITIONS {
             return Err(PartoutError::InvalidArgument(format!(
                 "the partition count must be between 1 and {MAX_PARTITIONS}, got {num_partitions}"
             )));
         }
-        if !fanout.is_power_of_two() || fanout > MAX_PARTITIONS {
+        if !fanout.is_power_of_two() || num_partitions.saturating_mul(fanout) > MAX_PARTITIONS {
             return Err(PartoutError::InvalidArgument(format!(
-                "the fan-out must be a power of two, got {fanout}"
+                "the fan-out must be a power of two with {num_partitions} partitions times \
+                 fan-out at most {MAX_PARTITIONS}, got {fanout}"
             )));
         }
-        let num_virtual = num_partitions * fanout;
-        if num_virtual > MAX_PARTITIONS {
-            return Err(PartoutError::InvalidArgument(format!(
-                "{num_partitions} partitions with fan-out {fanout} exceed {MAX_PARTITIONS} virtual ids"
-            )));
-        }
+        Ok(())
+    }
+
+    /// Validates the ids, counts them, and turns the counts into start offsets (the cursors)
+    /// and destination offsets.
+    fn prepare(&mut self, ids: &[u32], num_partitions: u32, fanout: u32) -> Result<()> {
         let rows = u32::try_from(ids.len()).map_err(|_| {
             PartoutError::TooLarge(format!(
                 "{} rows in one batch (at most u32::MAX)",
@@ -138,17 +208,12 @@ impl ScatterPlan {
         }
         self.num_partitions = num_partitions;
         self.fanout = fanout;
+        self.rows = ids.len();
         self.cursors.clear();
-        self.cursors.resize(num_virtual as usize, 0);
+        self.cursors.resize((num_partitions * fanout) as usize, 0);
         count(ids, &mut self.cursors, fanout);
-        // Every slot of `order` is written below, so a reused buffer of the right length
-        // needs no clearing.
-        if self.order.len() != ids.len() {
-            self.order.resize(ids.len(), 0);
-        }
 
         let mask = fanout - 1;
-
         self.offsets.clear();
         let mut start = 0u32;
         for (v, slot) in self.cursors.iter_mut().enumerate() {
@@ -161,8 +226,6 @@ impl ScatterPlan {
         }
         self.offsets.push(rows);
         debug_assert_eq!(start, rows);
-
-        place(ids, &mut self.cursors, &mut self.order, fanout);
         Ok(())
     }
 
@@ -178,7 +241,7 @@ impl ScatterPlan {
 
     /// The number of planned rows.
     pub fn num_rows(&self) -> usize {
-        self.order.len()
+        self.rows
     }
 
     /// `num_partitions + 1` offsets: destination `p` owns output slots
@@ -304,25 +367,29 @@ fn count(ids: &[u32], counts: &mut [u32], fanout: u32) {
     });
 }
 
-/// `order[cursor[vid(i)]++] = i`: the counting-sort scatter of row indices.
-#[inline(never)]
-fn place(ids: &[u32], cursors: &mut [u32], order: &mut [u32], fanout: u32) {
-    let (cursors_len, order_len) = (cursors.len(), order.len());
+/// The counting-sort scatter: `store(i, cursor[vid(i)]++)` for every row `i`, handing out
+/// every slot below `ids.len()` exactly once, destination by destination and, within one, in
+/// row order. `cursors` must hold the start slot of every virtual id (the exclusive prefix sum
+/// of the counts of these very ids).
+#[inline(always)]
+fn place(ids: &[u32], cursors: &mut [u32], fanout: u32, mut store: impl FnMut(usize, usize)) {
+    let cursors_len = cursors.len();
     let cursors = cursors.as_mut_ptr();
-    let order = order.as_mut_ptr();
     for_each_virtual(ids, fanout, |i, v| {
         debug_assert!(v < cursors_len);
         // SAFETY: `all_below` checked `id < num_partitions`, so
-        // `v = id * fanout + k < num_partitions * fanout == cursors.len()`. `cursors[v]` starts at the exclusive prefix
-        // sum of the counts and is advanced once per row counted for `v`, so it stays below the
-        // start of the next virtual id, hence below `ids.len() == order.len()`.
-        unsafe {
-            let slot = cursors.add(v);
-            let c = *slot as usize;
-            debug_assert!(c < order_len);
-            *order.add(c) = i as u32;
-            *slot += 1;
-        }
+        // `v = id * fanout + k < num_partitions * fanout == cursors.len()`.
+        let slot = unsafe { cursors.add(v) };
+        // SAFETY: as above. `cursors[v]` starts at the exclusive prefix sum of the counts and
+        // advances once per row counted for `v`, so it stays below the start of the next
+        // virtual id, hence below `ids.len()`.
+        let c = unsafe {
+            let c = *slot;
+            *slot = c + 1;
+            c as usize
+        };
+        debug_assert!(c < ids.len());
+        store(i, c);
     });
 }
 
@@ -358,6 +425,24 @@ mod tests {
                     "rows {rows} fanout {fanout}"
                 );
             }
+        }
+    }
+
+    #[test]
+    fn moving_while_planning_matches_the_order() {
+        let ids: Vec<u32> = (0..1000u32).map(|i| (i * 31 + i / 7) % 13).collect();
+        let values: Vec<u64> = (0..1000u64).map(|i| i * i + 5).collect();
+        for fanout in [1, 2, 8] {
+            let mut plan = ScatterPlan::new();
+            let moved = plan.build_moving(&ids, 13, fanout, &values, true).unwrap();
+            let want: Vec<u64> = plan.order().iter().map(|&r| values[r as usize]).collect();
+            assert_eq!(moved, want);
+            let offsets = plan.offsets().to_vec();
+            let alone = plan.build_moving(&ids, 13, fanout, &values, false).unwrap();
+            assert_eq!(alone, want);
+            assert!(plan.order().is_empty());
+            assert_eq!(plan.num_rows(), 1000);
+            assert_eq!(plan.offsets(), &offsets[..]);
         }
     }
 

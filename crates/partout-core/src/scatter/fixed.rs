@@ -24,15 +24,21 @@ pub(crate) fn gather_fixed(bytes: &[u8], width: usize, order: Order<'_>) -> Buff
     }
 }
 
-fn gather_native<T: ArrowNativeType>(bytes: &[u8], order: Order<'_>) -> Buffer {
+/// Views `bytes` as values of `T`, or `None` when they are not aligned for `T` (possible for
+/// FixedSizeBinary; arrow aligns the buffers of primitive arrays).
+pub(crate) fn typed<T: ArrowNativeType>(bytes: &[u8]) -> Option<&[T]> {
     // SAFETY: `T` is a plain integer type (or a pair of them) for which every bit pattern is
     // a valid value, so viewing aligned bytes as `T` is sound.
     let (head, values, tail) = unsafe { bytes.align_to::<T>() };
-    if !head.is_empty() || !tail.is_empty() {
-        // Unaligned input (possible for FixedSizeBinary): the byte-wise path is still right.
-        return gather_chunks(bytes, size_of::<T>(), order);
+    (head.is_empty() && tail.is_empty()).then_some(values)
+}
+
+fn gather_native<T: ArrowNativeType>(bytes: &[u8], order: Order<'_>) -> Buffer {
+    match typed::<T>(bytes) {
+        Some(values) => Buffer::from_vec(gather_values(values, order)),
+        // Unaligned input: the byte-wise path is still right.
+        None => gather_chunks(bytes, size_of::<T>(), order),
     }
-    Buffer::from_vec(gather_values(values, order))
 }
 
 /// The hot loop: one sequential read of `order`, one read of `values`, one sequential write.

@@ -175,24 +175,118 @@ pub fn scatter_columns(
             plan.num_rows()
         )));
     }
+    scatter_columns_except(columns, plan, None, scratch)
+}
+
+/// [`scatter_columns`], leaving column `skip` (already moved by the caller) as an empty
+/// placeholder.
+fn scatter_columns_except(
+    columns: &[ArrayRef],
+    plan: &ScatterPlan,
+    skip: Option<usize>,
+    scratch: &mut ScatterScratch,
+) -> Result<Vec<ArrayRef>> {
     let order = Order::of_plan(plan);
-    let with_nulls: Vec<&NullBuffer> = columns
-        .iter()
-        .filter_map(|c| c.nulls().filter(|n| n.null_count() > 0))
+    let has_nulls =
+        |i: usize| Some(i) != skip && columns[i].nulls().is_some_and(|n| n.null_count() > 0);
+    let with_nulls: Vec<&NullBuffer> = (0..columns.len())
+        .filter(|&i| has_nulls(i))
+        .filter_map(|i| columns[i].nulls())
         .collect();
     let mut moved_nulls =
         bits::scatter_nulls_many(&with_nulls, order, &mut scratch.bits, &mut scratch.lanes)
             .into_iter();
-    columns
-        .iter()
-        .map(|column| {
-            let nulls = match column.nulls() {
-                Some(n) if n.null_count() > 0 => moved_nulls.next(),
-                _ => None,
+    (0..columns.len())
+        .map(|i| {
+            if Some(i) == skip {
+                return Ok(arrow_array::new_empty_array(columns[i].data_type()));
+            }
+            let nulls = if has_nulls(i) {
+                moved_nulls.next()
+            } else {
+                None
             };
-            scatter_values(column.as_ref(), order, nulls, scratch)
+            scatter_values(columns[i].as_ref(), order, nulls, scratch)
         })
         .collect()
+}
+
+/// Builds `plan` for `ids` and moves `columns` by it, moving the first fixed-width column
+/// while the plan places its rows (one pass less over the order). A batch of one fixed-width
+/// column without nulls never materialises the order at all: counting the ids and placing the
+/// values is the whole kernel.
+///
+/// # Errors
+/// As [`ScatterPlan::build_with_fanout`] and [`scatter_columns`].
+pub(crate) fn plan_and_scatter(
+    plan: &mut ScatterPlan,
+    ids: &[u32],
+    num_partitions: u32,
+    fanout: u32,
+    columns: &[ArrayRef],
+    scratch: &mut ScatterScratch,
+) -> Result<Vec<ArrayRef>> {
+    if let Some(column) = columns.iter().find(|c| c.len() != ids.len()) {
+        return Err(PartoutError::InvalidArgument(format!(
+            "a column of {} rows does not match {} partition ids",
+            column.len(),
+            ids.len()
+        )));
+    }
+    let Some((index, width)) = columns.iter().enumerate().find_map(|(i, c)| {
+        c.data_type()
+            .primitive_width()
+            .filter(|w| [1, 2, 4, 8, 16, 32].contains(w))
+            .map(|w| (i, w))
+    }) else {
+        plan.build_with_fanout(ids, num_partitions, fanout)?;
+        return scatter_columns(columns, plan, scratch);
+    };
+    let data = columns[index].to_data();
+    let bytes = fixed_values(&data, width);
+    let keep_order = columns.len() > 1 || columns[index].null_count() > 0;
+    let moved = match width {
+        1 => plan_moving::<u8>(plan, ids, num_partitions, fanout, bytes, keep_order),
+        2 => plan_moving::<u16>(plan, ids, num_partitions, fanout, bytes, keep_order),
+        4 => plan_moving::<u32>(plan, ids, num_partitions, fanout, bytes, keep_order),
+        8 => plan_moving::<u64>(plan, ids, num_partitions, fanout, bytes, keep_order),
+        16 => plan_moving::<i128>(plan, ids, num_partitions, fanout, bytes, keep_order),
+        _ => {
+            plan_moving::<arrow_buffer::i256>(plan, ids, num_partitions, fanout, bytes, keep_order)
+        }
+    }?;
+    let Some(values) = moved else {
+        plan.build_with_fanout(ids, num_partitions, fanout)?;
+        return scatter_columns(columns, plan, scratch);
+    };
+    if !keep_order {
+        return Ok(vec![fixed_output(&data, ids.len(), values, None)?]);
+    }
+    let mut out = scatter_columns_except(columns, plan, Some(index), scratch)?;
+    let nulls = bits::scatter_nulls(
+        columns[index].nulls(),
+        Order::of_plan(plan),
+        &mut scratch.bits,
+    );
+    out[index] = fixed_output(&data, ids.len(), values, nulls)?;
+    Ok(out)
+}
+
+/// [`ScatterPlan::build_moving`] on `bytes` seen as `T`, or `None` (nothing built) when they
+/// are not aligned for `T`.
+fn plan_moving<T: arrow_buffer::ArrowNativeType>(
+    plan: &mut ScatterPlan,
+    ids: &[u32],
+    num_partitions: u32,
+    fanout: u32,
+    bytes: &[u8],
+    keep_order: bool,
+) -> Result<Option<arrow_buffer::Buffer>> {
+    let Some(values) = fixed::typed::<T>(bytes) else {
+        return Ok(None);
+    };
+    let moved = plan.build_moving(ids, num_partitions, fanout, values, keep_order)?;
+    Ok(Some(arrow_buffer::Buffer::from_vec(moved)))
 }
 
 /// Moves `array` and its nulls by `order`.
@@ -290,8 +384,18 @@ fn scatter_fixed_width(
 ) -> Result<ArrayRef> {
     let data = array.to_data();
     let values = fixed::gather_fixed(fixed_values(&data, width), width, order);
+    fixed_output(&data, order.len(), values, nulls)
+}
+
+/// A fixed-width column of `data`'s type and `len` rows from moved values and nulls.
+fn fixed_output(
+    data: &ArrayData,
+    len: usize,
+    values: arrow_buffer::Buffer,
+    nulls: Option<NullBuffer>,
+) -> Result<ArrayRef> {
     let builder = ArrayDataBuilder::new(data.data_type().clone())
-        .len(order.len())
+        .len(len)
         .add_buffer(values)
         .nulls(nulls);
     // Checking a fixed-width layout is O(1): keep the safe constructor.
