@@ -58,7 +58,7 @@ pub fn scatter(options: &ScatterOptions) -> Result<()> {
         .collect();
     let pattern = options.runs.map_or(IdPattern::Uniform, IdPattern::Runs);
     if !options.json {
-        println!(
+        outln!(
             "scatter: {ROWS} rows per batch, ids {}, fan-out {}; median of {} samples; ratio = baseline time / ours",
             options
                 .runs
@@ -66,9 +66,15 @@ pub fn scatter(options: &ScatterOptions) -> Result<()> {
             options.fanout.map_or("auto".to_string(), |f| f.to_string()),
             budget.samples,
         );
-        println!(
+        outln!(
             "{:<34} {:>9} {:>11} {:>12} {:>7} {:>12} {:>7}",
-            "case", "ours µs", "ns/row/col", "grouped µs", "ratio", "per-dest µs", "ratio"
+            "case",
+            "ours µs",
+            "ns/row/col",
+            "grouped µs",
+            "ratio",
+            "per-dest µs",
+            "ratio"
         );
     }
     for kind in kinds {
@@ -146,13 +152,13 @@ fn print_row(row: &Row, as_json: bool) -> Result<()> {
                 "rows": row.rows,
                 "bytes": row.bytes,
             });
-            println!(
+            outln!(
                 "{}",
                 serde_json::to_string(&object).context("encoding JSON")?
             );
         }
     } else {
-        println!(
+        outln!(
             "{:<34} {:>9.1} {:>11.3} {:>12.1} {:>6.2}x {:>12.1} {:>6.2}x",
             row.case,
             row.ours / 1e3,
@@ -172,15 +178,15 @@ pub fn plan(quick: bool, fanouts: &[u32], partitions: &[u32]) -> Result<()> {
     const ROWS: usize = 10_000;
     let budget = if quick { Budget::QUICK } else { Budget::FULL };
     let mut rng = rng(7);
-    println!(
+    outln!(
         "plan: {ROWS} rows; ns per row for each fan-out (median of {} samples)",
         budget.samples
     );
-    print!("{:<22}", "ids / partitions");
+    out!("{:<22}", "ids / partitions");
     for f in fanouts {
-        print!(" {:>7}", format!("f={f}"));
+        out!(" {:>7}", format!("f={f}"));
     }
-    println!();
+    outln!();
     for pattern in [IdPattern::Uniform, IdPattern::Runs(4)] {
         for &n in partitions {
             let ids = random_ids(ROWS, n, pattern, &mut rng);
@@ -200,11 +206,11 @@ pub fn plan(quick: bool, fanouts: &[u32], partitions: &[u32]) -> Result<()> {
                 .map(|c| c.as_mut() as &mut dyn FnMut())
                 .collect();
             let times = compare(budget, &mut refs);
-            print!("{:<22}", format!("{pattern:?} / {n}"));
+            out!("{:<22}", format!("{pattern:?} / {n}"));
             for t in times {
-                print!(" {:>7.3}", t / ROWS as f64);
+                out!(" {:>7.3}", t / ROWS as f64);
             }
-            println!();
+            outln!();
         }
     }
     Ok(())

@@ -21,13 +21,17 @@ pub fn run(batches: usize) -> Result<()> {
         .collect();
     let rows = batches * ROWS;
     let bytes: usize = input.iter().map(data_bytes).sum();
-    println!(
+    outln!(
         "partout demo: {batches} batches x {ROWS} rows, 10 mixed columns (int, bigint, decimal, strings, bool), {:.1} MiB",
         bytes as f64 / (1 << 20) as f64
     );
-    println!(
+    outln!(
         "{:>10} {:>14} {:>14} {:>16} {:>8}",
-        "partitions", "partout Mrow/s", "partout MiB/s", "baseline Mrow/s", "speedup"
+        "partitions",
+        "partout Mrow/s",
+        "partout MiB/s",
+        "baseline Mrow/s",
+        "speedup"
     );
     for n in [4u32, 64, 256, 1000] {
         let ids: Vec<Vec<u32>> = input
@@ -61,7 +65,7 @@ pub fn run(batches: usize) -> Result<()> {
             ],
         );
         let per_s = |ns: f64| rows as f64 / ns * 1e3;
-        println!(
+        outln!(
             "{n:>10} {:>14.1} {:>14.0} {:>16.1} {:>7.2}x",
             per_s(times[0]),
             bytes as f64 / (1 << 20) as f64 / (times[0] / 1e9),
@@ -69,7 +73,7 @@ pub fn run(batches: usize) -> Result<()> {
             times[1] / times[0]
         );
     }
-    println!(
+    outln!(
         "(baseline: DataFusion's grouped take: per-destination index lists, one arrow take per batch; outputs checked identical)"
     );
     Ok(())

@@ -1,4 +1,21 @@
 //! `partout`: repartition Arrow data by key, run the demo, run the benchmark suites.
+#![forbid(unsafe_code)]
+
+/// `print!` to stdout, returning the write error (a closed pipe) instead of panicking.
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        write!(std::io::stdout().lock(), $($arg)*)?
+    }};
+}
+
+/// `println!` to stdout, returning the write error (a closed pipe) instead of panicking.
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout().lock(), $($arg)*)?
+    }};
+}
 
 mod bench;
 mod demo;
@@ -6,6 +23,7 @@ mod measure;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
+use std::process::ExitCode;
 
 // A partitioner allocates its output columns batch after batch; glibc's allocator hands large
 // blocks back to the kernel and page-faults them in again on the next batch, which dominated
@@ -76,8 +94,25 @@ enum Suite {
     },
 }
 
-fn main() -> Result<()> {
-    match Cli::parse().command {
+fn main() -> ExitCode {
+    match run(Cli::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        // The reader went away (`partout bench ... | head`): not an error.
+        Err(e)
+            if e.downcast_ref::<std::io::Error>()
+                .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe) =>
+        {
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("partout: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<()> {
+    match cli.command {
         Command::Demo { batches } => demo::run(batches),
         Command::Bench { suite } => match suite {
             Suite::Scatter {

@@ -399,7 +399,12 @@ mod tests {
 
     #[test]
     fn every_fanout_gives_the_same_stable_plan() {
-        for rows in [0usize, 1, 7, 63, 64, 100, 1000] {
+        let sizes: &[usize] = if cfg!(miri) {
+            &[0, 1, 7, 64, 100]
+        } else {
+            &[0, 1, 7, 63, 64, 100, 1000]
+        };
+        for &rows in sizes {
             let ids: Vec<u32> = (0..rows as u32).map(|i| (i * 7 + i / 5) % 3).collect();
             let mut expected = ScatterPlan::new();
             expected.build_with_fanout(&ids, 3, 1).unwrap();
@@ -489,17 +494,27 @@ mod tests {
             (vec![0u32, 3, u32::MAX], 4u32, 2usize),
             (vec![1 << 31, 0], 4, 0),
             (vec![5, (1 << 31) - 1], 6, 1),
-            (
-                vec![0, MAX_PARTITIONS - 1, MAX_PARTITIONS],
-                MAX_PARTITIONS,
-                2,
-            ),
+            (vec![2, i32::MAX as u32 + 5, 1], 3, 1),
         ] {
             match plan.build_with_fanout(&ids, n, 1) {
                 Err(PartoutError::PartitionIdOutOfRange { row, .. }) => assert_eq!(row, bad_row),
                 other => panic!("{ids:?} over {n}: {other:?}"),
             }
         }
+    }
+
+    /// A million-entry histogram: too slow under Miri, and no unsafe code differs from the
+    /// small cases.
+    #[test]
+    #[cfg_attr(miri, ignore)]
+    fn the_largest_partition_count_works() {
+        let mut plan = ScatterPlan::new();
+        let err =
+            plan.build_with_fanout(&[0, MAX_PARTITIONS - 1, MAX_PARTITIONS], MAX_PARTITIONS, 1);
+        assert!(matches!(
+            err,
+            Err(PartoutError::PartitionIdOutOfRange { row: 2, .. })
+        ));
         plan.build_with_fanout(&[MAX_PARTITIONS - 1, 0], MAX_PARTITIONS, 1)
             .unwrap();
         assert_eq!(plan.order(), &[1, 0]);
@@ -515,7 +530,7 @@ mod tests {
 
     #[test]
     fn auto_fanout_stays_in_its_bounds() {
-        for n in 1..5000u32 {
+        for n in (1..5000u32).step_by(if cfg!(miri) { 7 } else { 1 }) {
             let f = auto_fanout(n);
             assert!(f.is_power_of_two() && f <= MAX_FANOUT, "{n}: {f}");
             assert!(n * f <= VIRTUAL_TARGET || f <= 2, "{n}: {f}");

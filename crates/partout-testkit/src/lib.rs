@@ -9,6 +9,8 @@
 //! * [`baseline`] holds the peers' ways of doing the same job, for benchmarks;
 //!   [`workload`] the benchmark matrix.
 
+#![forbid(unsafe_code)]
+
 pub mod baseline;
 pub mod workload;
 

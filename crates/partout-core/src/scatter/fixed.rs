@@ -65,6 +65,12 @@ fn gather_chunks(bytes: &[u8], width: usize, order: Order<'_>) -> Buffer {
         "{} bytes of width {width}",
         bytes.len()
     );
+    assert!(
+        order.bound() * width <= bytes.len(),
+        "order addresses values up to {} of {}",
+        order.bound(),
+        bytes.len() / width
+    );
     let mut out = Vec::with_capacity(order.len() * width);
     for &r in order.rows() {
         let start = r as usize * width;
@@ -92,6 +98,12 @@ mod tests {
     }
 
     #[test]
+    #[should_panic(expected = "order addresses values")]
+    fn an_order_past_odd_width_values_is_caught() {
+        gather_fixed(&[0u8; 9], 3, Order::try_new(&[0, 3], 4).unwrap());
+    }
+
+    #[test]
     fn unaligned_wide_values_take_the_byte_path() {
         let backing: Vec<u8> = (0..16 * 10 + 1).map(|i| i as u8).collect();
         let bytes = &backing[1..];
@@ -103,6 +115,8 @@ mod tests {
     #[test]
     #[should_panic(expected = "order addresses values")]
     fn an_order_past_the_values_is_caught() {
-        gather_fixed(&[0u8; 16], 4, Order::try_new(&[0, 4], 5).unwrap());
+        // Aligned for `u32` (a byte array might not be, and would take the byte path).
+        let values = Buffer::from_vec(vec![0u32; 4]);
+        gather_fixed(values.as_slice(), 4, Order::try_new(&[0, 4], 5).unwrap());
     }
 }

@@ -163,6 +163,20 @@ pub fn scatter_column(
 /// As [`scatter_column`], for any of the columns.
 ///
 /// ```
+/// use arrow_array::{ArrayRef, Int64Array, StringArray};
+/// use partout_core::{ScatterPlan, ScatterScratch, scatter_columns};
+/// use std::sync::Arc;
+///
+/// let columns: Vec<ArrayRef> = vec![
+///     Arc::new(Int64Array::from(vec![Some(1), None, Some(3)])),
+///     Arc::new(StringArray::from(vec![Some("a"), Some("b"), None])),
+/// ];
+/// let mut plan = ScatterPlan::new();
+/// plan.build(&[1, 0, 1], 2).unwrap();
+/// let out = scatter_columns(&columns, &plan, &mut ScatterScratch::new()).unwrap();
+/// assert_eq!(out[0].as_ref(), &Int64Array::from(vec![None, Some(1), Some(3)]));
+/// assert_eq!(out[1].as_ref(), &StringArray::from(vec![Some("b"), Some("a"), None]));
+/// ```
 pub fn scatter_columns(
     columns: &[ArrayRef],
     plan: &ScatterPlan,
@@ -175,20 +189,20 @@ pub fn scatter_columns(
             plan.num_rows()
         )));
     }
-    scatter_columns_except(columns, plan, None, scratch)
+    scatter_columns_premoved(columns, plan, None, scratch)
 }
 
-/// [`scatter_columns`], leaving column `skip` (already moved by the caller) as an empty
-/// placeholder.
-fn scatter_columns_except(
+/// [`scatter_columns`], except that the values of column `premoved.0` were already moved (to
+/// `premoved.1`) while the plan was built; its nulls still move with the others'.
+fn scatter_columns_premoved(
     columns: &[ArrayRef],
     plan: &ScatterPlan,
-    skip: Option<usize>,
+    premoved: Option<(usize, arrow_buffer::Buffer)>,
     scratch: &mut ScatterScratch,
 ) -> Result<Vec<ArrayRef>> {
     let order = Order::of_plan(plan);
-    let has_nulls =
-        |i: usize| Some(i) != skip && columns[i].nulls().is_some_and(|n| n.null_count() > 0);
+    let mut premoved = premoved;
+    let has_nulls = |i: usize| columns[i].nulls().is_some_and(|n| n.null_count() > 0);
     let with_nulls: Vec<&NullBuffer> = (0..columns.len())
         .filter(|&i| has_nulls(i))
         .filter_map(|i| columns[i].nulls())
@@ -198,15 +212,17 @@ fn scatter_columns_except(
             .into_iter();
     (0..columns.len())
         .map(|i| {
-            if Some(i) == skip {
-                return Ok(arrow_array::new_empty_array(columns[i].data_type()));
-            }
             let nulls = if has_nulls(i) {
                 moved_nulls.next()
             } else {
                 None
             };
-            scatter_values(columns[i].as_ref(), order, nulls, scratch)
+            match premoved.take_if(|(index, _)| *index == i) {
+                Some((_, values)) => {
+                    fixed_output(&columns[i].to_data(), order.len(), values, nulls)
+                }
+                None => scatter_values(columns[i].as_ref(), order, nulls, scratch),
+            }
         })
         .collect()
 }
@@ -262,14 +278,7 @@ pub(crate) fn plan_and_scatter(
     if !keep_order {
         return Ok(vec![fixed_output(&data, ids.len(), values, None)?]);
     }
-    let mut out = scatter_columns_except(columns, plan, Some(index), scratch)?;
-    let nulls = bits::scatter_nulls(
-        columns[index].nulls(),
-        Order::of_plan(plan),
-        &mut scratch.bits,
-    );
-    out[index] = fixed_output(&data, ids.len(), values, nulls)?;
-    Ok(out)
+    scatter_columns_premoved(columns, plan, Some((index, values)), scratch)
 }
 
 /// [`ScatterPlan::build_moving`] on `bytes` seen as `T`, or `None` (nothing built) when they
@@ -451,4 +460,44 @@ fn scatter_dictionary(
     // SAFETY: the output keys are input keys, each of which (where valid) indexes the shared
     // dictionary, which is carried over unchanged. Re-validating would read every key.
     Ok(unsafe { finish(builder) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow_array::{Int16Array, Int64Array, StringArray};
+
+    /// The fused paths (values moved while planning, with and without an order), small
+    /// enough for Miri.
+    #[test]
+    fn planning_and_moving_in_one_pass_matches_moving_by_the_order() {
+        let ids: Vec<u32> = (0..50u32).map(|i| (i * 7 + i / 3) % 5).collect();
+        let ints: ArrayRef = Arc::new(
+            Int64Array::from_iter((0..60i64).map(|i| (i % 9 != 0).then_some(i * 3))).slice(10, 50),
+        );
+        let dense: ArrayRef =
+            Arc::new(Int16Array::from_iter_values((0..50).map(|i| i as i16 - 20)));
+        let text: ArrayRef = Arc::new(StringArray::from_iter(
+            (0..50).map(|i| (i % 4 != 1).then(|| "x".repeat(i % 19))),
+        ));
+        for columns in [
+            vec![dense.clone()],
+            vec![ints.clone()],
+            vec![text, ints, dense],
+        ] {
+            for fanout in [1, 4] {
+                let mut plan = ScatterPlan::new();
+                let mut scratch = ScatterScratch::new();
+                let fused =
+                    plan_and_scatter(&mut plan, &ids, 5, fanout, &columns, &mut scratch).unwrap();
+                let mut reference = ScatterPlan::new();
+                reference.build_with_fanout(&ids, 5, fanout).unwrap();
+                assert_eq!(plan.offsets(), reference.offsets());
+                for (got, column) in fused.iter().zip(&columns) {
+                    let want = scatter_column(column.as_ref(), &reference, &mut scratch).unwrap();
+                    assert_eq!(got.as_ref(), want.as_ref());
+                }
+            }
+        }
+    }
 }
