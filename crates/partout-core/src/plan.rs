@@ -23,6 +23,7 @@
 //! within each destination, whatever the fan-out.
 
 use crate::error::{PartoutError, Result};
+use std::mem::MaybeUninit;
 
 /// The most destinations (times fan-out) a plan accepts: its histogram has one counter per
 /// destination and stripe, so an absurd count would be an absurd allocation.
@@ -127,29 +128,32 @@ impl ScatterPlan {
         Ok(())
     }
 
-    /// Plans like [`build_with_fanout`](Self::build_with_fanout) (whose checks it assumes
-    /// done) and moves `values` while placing the rows: `moved[slot] = values[row]`, saving a
-    /// separate pass over the order for one column. With `keep_order` false the order is not
-    /// written at all ([`order`](Self::order) is then empty): a one-column batch needs nothing
-    /// else.
+    /// Plans like [`build_with_fanout`](Self::build_with_fanout) and moves `values` while
+    /// placing the rows: `moved[slot] = values[row]`, saving a separate pass over the order for
+    /// one column. With `keep_order` false the order is not written at all
+    /// ([`order`](Self::order) is then empty): a one-column batch needs nothing else. On
+    /// success every slot of `moved` is initialised.
     ///
     /// # Errors
     /// As [`build_with_fanout`](Self::build_with_fanout).
     ///
     /// # Panics
-    /// If `values` and `ids` differ in length.
+    /// If `values` or `moved` differ in length from `ids`.
     pub(crate) fn build_moving<T: Copy>(
         &mut self,
         ids: &[u32],
         num_partitions: u32,
         fanout: u32,
         values: &[T],
+        moved: &mut [MaybeUninit<T>],
         keep_order: bool,
-    ) -> Result<Vec<T>> {
-        assert_eq!(values.len(), ids.len(), "one value per id");
+    ) -> Result<()> {
+        assert!(
+            values.len() == ids.len() && moved.len() == ids.len(),
+            "one value per id"
+        );
         self.check(num_partitions, fanout)?;
         self.prepare(ids, num_partitions, fanout)?;
-        let mut moved: Vec<T> = Vec::with_capacity(ids.len());
         let out = moved.as_mut_ptr();
         let src = values.as_ptr();
         if keep_order {
@@ -159,23 +163,20 @@ impl ScatterPlan {
             let order = self.order.as_mut_ptr();
             place(ids, &mut self.cursors, fanout, |row, slot| {
                 // SAFETY: `place` hands out every `slot < ids.len()` once, with
-                // `row < ids.len()`; `order` and `values` have `ids.len()` entries and `moved`
-                // that capacity.
+                // `row < ids.len()`; `order`, `values` and `moved` have `ids.len()` entries.
                 unsafe {
                     *order.add(slot) = row as u32;
-                    *out.add(slot) = *src.add(row);
+                    (*out.add(slot)).write(*src.add(row));
                 }
             });
         } else {
             self.order.clear();
             place(ids, &mut self.cursors, fanout, |row, slot| {
                 // SAFETY: as above, without the order.
-                unsafe { *out.add(slot) = *src.add(row) };
+                unsafe { (*out.add(slot)).write(*src.add(row)) };
             });
         }
-        // SAFETY: `place` wrote every slot below `ids.len()` exactly once.
-        unsafe { moved.set_len(ids.len()) };
-        Ok(moved)
+        Ok(())
     }
 
     /// Argument checks shared by the builders.
@@ -437,13 +438,23 @@ mod tests {
     fn moving_while_planning_matches_the_order() {
         let ids: Vec<u32> = (0..1000u32).map(|i| (i * 31 + i / 7) % 13).collect();
         let values: Vec<u64> = (0..1000u64).map(|i| i * i + 5).collect();
+        let build = |plan: &mut ScatterPlan, fanout, keep_order| {
+            let mut moved = vec![MaybeUninit::uninit(); values.len()];
+            plan.build_moving(&ids, 13, fanout, &values, &mut moved, keep_order)
+                .unwrap();
+            // SAFETY: `build_moving` initialised every slot.
+            moved
+                .into_iter()
+                .map(|v| unsafe { v.assume_init() })
+                .collect::<Vec<u64>>()
+        };
         for fanout in [1, 2, 8] {
             let mut plan = ScatterPlan::new();
-            let moved = plan.build_moving(&ids, 13, fanout, &values, true).unwrap();
+            let moved = build(&mut plan, fanout, true);
             let want: Vec<u64> = plan.order().iter().map(|&r| values[r as usize]).collect();
             assert_eq!(moved, want);
             let offsets = plan.offsets().to_vec();
-            let alone = plan.build_moving(&ids, 13, fanout, &values, false).unwrap();
+            let alone = build(&mut plan, fanout, false);
             assert_eq!(alone, want);
             assert!(plan.order().is_empty());
             assert_eq!(plan.num_rows(), 1000);

@@ -18,24 +18,73 @@ pub(crate) fn gather_fixed(bytes: &[u8], width: usize, order: Order<'_>) -> Buff
         2 => gather_native::<u16>(bytes, order),
         4 => gather_native::<u32>(bytes, order),
         8 => gather_native::<u64>(bytes, order),
-        16 => gather_native::<i128>(bytes, order),
-        32 => gather_native::<i256>(bytes, order),
+        16 => gather_native::<[u64; 2]>(bytes, order),
+        32 => gather_native::<[u64; 4]>(bytes, order),
         _ => gather_chunks(bytes, width, order),
     }
 }
 
+/// A type of which every bit pattern is a valid value, so that bytes may be viewed as it,
+/// with the arrow native type of the same size that output buffers are allocated as.
+///
+/// Values wider than 8 bytes move as arrays of `u64`: copying `[u64; 2]` compiles to one
+/// 16-byte load and store, where `i128` took two of each.
+///
+/// # Safety
+/// Implement only for types without padding, invalid bit patterns or drop glue, whose
+/// `Storage` has the same size and at least the same alignment.
+pub(crate) unsafe trait Plain: Copy + 'static {
+    /// The arrow native type output buffers are allocated as.
+    type Storage: ArrowNativeType;
+}
+// SAFETY: integers and arrays of integers: no padding, every bit pattern valid; each storage
+// type is the same size with at least the alignment (i128 and i256 are 16-byte aligned).
+unsafe impl Plain for u8 {
+    type Storage = u8;
+}
+// SAFETY: as above.
+unsafe impl Plain for u16 {
+    type Storage = u16;
+}
+// SAFETY: as above.
+unsafe impl Plain for u32 {
+    type Storage = u32;
+}
+// SAFETY: as above.
+unsafe impl Plain for u64 {
+    type Storage = u64;
+}
+// SAFETY: as above.
+unsafe impl Plain for [u64; 2] {
+    type Storage = i128;
+}
+// SAFETY: as above.
+unsafe impl Plain for [u64; 4] {
+    type Storage = i256;
+}
+
 /// Views `bytes` as values of `T`, or `None` when they are not aligned for `T` (possible for
 /// FixedSizeBinary; arrow aligns the buffers of primitive arrays).
-pub(crate) fn typed<T: ArrowNativeType>(bytes: &[u8]) -> Option<&[T]> {
-    // SAFETY: `T` is a plain integer type (or a pair of them) for which every bit pattern is
-    // a valid value, so viewing aligned bytes as `T` is sound.
+pub(crate) fn typed<T: Plain>(bytes: &[u8]) -> Option<&[T]> {
+    // SAFETY: `T: Plain`, so every bit pattern is a valid `T` and viewing aligned bytes as `T`
+    // is sound.
     let (head, values, tail) = unsafe { bytes.align_to::<T>() };
     (head.is_empty() && tail.is_empty()).then_some(values)
 }
 
-fn gather_native<T: ArrowNativeType>(bytes: &[u8], order: Order<'_>) -> Buffer {
+/// Room for `n` values of `T`, allocated as `T::Storage` so that it can become an arrow
+/// buffer, with a pointer to write them through.
+pub(crate) fn output<T: Plain>(n: usize) -> (Vec<T::Storage>, *mut T) {
+    const { assert!(size_of::<T>() == size_of::<T::Storage>()) };
+    const { assert!(align_of::<T>() <= align_of::<T::Storage>()) };
+    let mut out = Vec::<T::Storage>::with_capacity(n);
+    let ptr = out.as_mut_ptr().cast::<T>();
+    (out, ptr)
+}
+
+fn gather_native<T: Plain>(bytes: &[u8], order: Order<'_>) -> Buffer {
     match typed::<T>(bytes) {
-        Some(values) => Buffer::from_vec(gather_values(values, order)),
+        Some(values) => Buffer::from_vec(gather_values::<T>(values, order)),
         // Unaligned input: the byte-wise path is still right.
         None => gather_chunks(bytes, size_of::<T>(), order),
     }
@@ -43,19 +92,24 @@ fn gather_native<T: ArrowNativeType>(bytes: &[u8], order: Order<'_>) -> Buffer {
 
 /// The hot loop: one sequential read of `order`, one read of `values`, one sequential write.
 #[inline(never)]
-pub(crate) fn gather_values<T: Copy>(values: &[T], order: Order<'_>) -> Vec<T> {
+pub(crate) fn gather_values<T: Plain>(values: &[T], order: Order<'_>) -> Vec<T::Storage> {
     assert!(
         order.bound() <= values.len(),
         "order addresses values up to {} of {}",
         order.bound(),
         values.len()
     );
-    let mut out = Vec::with_capacity(order.len());
-    out.extend(order.rows().iter().map(|&r| {
+    let n = order.len();
+    let (mut out, dst) = output::<T>(n);
+    for (j, &r) in order.rows().iter().enumerate() {
         debug_assert!((r as usize) < values.len());
-        // SAFETY: `r < order.bound()` (the `Order` invariant) `<= values.len()`, checked above.
-        unsafe { *values.get_unchecked(r as usize) }
-    }));
+        // SAFETY: `r < order.bound()` (the `Order` invariant) `<= values.len()`, checked above;
+        // `j < n`, the capacity of `out`, which `dst` points into.
+        unsafe { *dst.add(j) = *values.get_unchecked(r as usize) };
+    }
+    // SAFETY: all `n` values were written above, as `T`, which has `T::Storage`'s size and
+    // every bit pattern of which is a valid `T::Storage` (both plain integers).
+    unsafe { out.set_len(n) };
     out
 }
 

@@ -266,10 +266,8 @@ pub(crate) fn plan_and_scatter(
         2 => plan_moving::<u16>(plan, ids, num_partitions, fanout, bytes, keep_order),
         4 => plan_moving::<u32>(plan, ids, num_partitions, fanout, bytes, keep_order),
         8 => plan_moving::<u64>(plan, ids, num_partitions, fanout, bytes, keep_order),
-        16 => plan_moving::<i128>(plan, ids, num_partitions, fanout, bytes, keep_order),
-        _ => {
-            plan_moving::<arrow_buffer::i256>(plan, ids, num_partitions, fanout, bytes, keep_order)
-        }
+        16 => plan_moving::<[u64; 2]>(plan, ids, num_partitions, fanout, bytes, keep_order),
+        _ => plan_moving::<[u64; 4]>(plan, ids, num_partitions, fanout, bytes, keep_order),
     }?;
     let Some(values) = moved else {
         plan.build_with_fanout(ids, num_partitions, fanout)?;
@@ -283,7 +281,7 @@ pub(crate) fn plan_and_scatter(
 
 /// [`ScatterPlan::build_moving`] on `bytes` seen as `T`, or `None` (nothing built) when they
 /// are not aligned for `T`.
-fn plan_moving<T: arrow_buffer::ArrowNativeType>(
+fn plan_moving<T: fixed::Plain>(
     plan: &mut ScatterPlan,
     ids: &[u32],
     num_partitions: u32,
@@ -294,8 +292,17 @@ fn plan_moving<T: arrow_buffer::ArrowNativeType>(
     let Some(values) = fixed::typed::<T>(bytes) else {
         return Ok(None);
     };
-    let moved = plan.build_moving(ids, num_partitions, fanout, values, keep_order)?;
-    Ok(Some(arrow_buffer::Buffer::from_vec(moved)))
+    let (mut out, dst) = fixed::output::<T>(ids.len());
+    // SAFETY: `dst` points at the start of `out`'s capacity of `ids.len()` values of `T`,
+    // unused by anything else while the slice lives.
+    let moved = unsafe {
+        std::slice::from_raw_parts_mut(dst.cast::<std::mem::MaybeUninit<T>>(), ids.len())
+    };
+    plan.build_moving(ids, num_partitions, fanout, values, moved, keep_order)?;
+    // SAFETY: `build_moving` succeeded, so it initialised all `ids.len()` values, as `T`,
+    // which has `T::Storage`'s size and every bit pattern of which is a valid `T::Storage`.
+    unsafe { out.set_len(ids.len()) };
+    Ok(Some(arrow_buffer::Buffer::from_vec(out)))
 }
 
 /// Moves `array` and its nulls by `order`.

@@ -171,14 +171,14 @@ pub(super) fn scatter_sparse_union(
     let DataType::Union(fields, _) = array.data_type() else {
         unreachable!("a UnionArray has a union type")
     };
-    let type_ids = fixed::gather_values(array.type_ids(), order);
+    let type_ids = fixed::gather_values::<u8>(array.type_ids().inner().as_slice(), order);
     let children = fields
         .iter()
         .map(|(type_id, _)| scatter_array(array.child(type_id).as_ref(), order, scratch))
         .collect::<Result<Vec<_>>>()?;
     Ok(Arc::new(UnionArray::try_new(
         fields.clone(),
-        ScalarBuffer::from(type_ids),
+        ScalarBuffer::new(arrow_buffer::Buffer::from_vec(type_ids), 0, order.len()),
         None,
         children,
     )?))
