@@ -9,19 +9,30 @@ use partout_testkit::{IdPattern, random_ids, rng};
 use serde_json::json;
 
 /// Options of `partout bench scatter`.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, clap::Args)]
 pub struct ScatterOptions {
-    /// Print one JSON object per case and baseline instead of a table.
+    /// One JSON object per case and baseline instead of a table.
+    #[arg(long)]
     pub json: bool,
     /// Fewer, shorter samples.
+    #[arg(long)]
     pub quick: bool,
-    /// A fixed virtual fan-out instead of the automatic one.
+    /// A fixed virtual fan-out (a power of two) instead of the automatic one.
+    #[arg(long)]
     pub fanout: Option<u32>,
-    /// Ids in runs of this mean length instead of uniform.
+    /// Partition ids in runs of this mean length (real keys) instead of uniform.
+    #[arg(long)]
     pub runs: Option<usize>,
-    /// Only these partition counts.
+    /// Partition counts to run.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_values_t = [4u32, 16, 64, 256, 1024],
+        value_parser = clap::value_parser!(u32).range(1..=i64::from(partout_core::plan::MAX_PARTITIONS)),
+    )]
     pub partitions: Vec<u32>,
-    /// Only these column kinds (names as printed), or all.
+    /// Column kinds to run (BOOLEAN, INTEGER, BIGINT, HUGEINT, VARCHAR, VARCHAR_VIEW, Mixed).
+    #[arg(long, value_delimiter = ',')]
     pub kinds: Vec<String>,
 }
 
@@ -46,6 +57,15 @@ pub fn scatter(options: &ScatterOptions) -> Result<()> {
     };
     let mut rng = rng(42);
     let mut results = Vec::new();
+    for name in &options.kinds {
+        anyhow::ensure!(
+            ColumnKind::ALL
+                .iter()
+                .any(|k| k.to_string().eq_ignore_ascii_case(name)),
+            "unknown column kind {name:?} (known: {})",
+            ColumnKind::ALL.map(|k| k.to_string()).join(", ")
+        );
+    }
     let kinds: Vec<ColumnKind> = ColumnKind::ALL
         .into_iter()
         .filter(|k| {
@@ -192,6 +212,10 @@ pub fn plan(quick: bool, fanouts: &[u32], partitions: &[u32]) -> Result<()> {
             let ids = random_ids(ROWS, n, pattern, &mut rng);
             let mut plans: Vec<partout_core::ScatterPlan> =
                 fanouts.iter().map(|_| Default::default()).collect();
+            // Bad options fail here, before anything is timed.
+            for (plan, &f) in plans.iter_mut().zip(fanouts) {
+                plan.build_with_fanout(&ids, n, f)?;
+            }
             let mut closures: Vec<Box<dyn FnMut()>> = plans
                 .iter_mut()
                 .zip(fanouts)

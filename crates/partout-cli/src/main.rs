@@ -60,26 +60,7 @@ enum Command {
 #[derive(Subcommand)]
 enum Suite {
     /// The scatter kernels on Velox's PartitionedVectorBenchmark matrix.
-    Scatter {
-        /// One JSON object per case and baseline.
-        #[arg(long)]
-        json: bool,
-        /// Fewer, shorter samples.
-        #[arg(long)]
-        quick: bool,
-        /// A fixed virtual fan-out (a power of two) instead of the automatic one.
-        #[arg(long)]
-        fanout: Option<u32>,
-        /// Partition ids in runs of this mean length (real keys) instead of uniform.
-        #[arg(long)]
-        runs: Option<usize>,
-        /// Partition counts to run.
-        #[arg(long, value_delimiter = ',', default_values_t = [4u32, 16, 64, 256, 1024])]
-        partitions: Vec<u32>,
-        /// Column kinds to run (BOOLEAN, INTEGER, BIGINT, HUGEINT, VARCHAR, VARCHAR_VIEW, Mixed).
-        #[arg(long, value_delimiter = ',')]
-        kinds: Vec<String>,
-    },
+    Scatter(bench::ScatterOptions),
     /// The scatter plan alone, for every fan-out (to choose the automatic one).
     Plan {
         /// Fewer, shorter samples.
@@ -89,7 +70,12 @@ enum Suite {
         #[arg(long, value_delimiter = ',', default_values_t = [1u32, 2, 4, 8, 16, 32, 64])]
         fanouts: Vec<u32>,
         /// Partition counts to run.
-        #[arg(long, value_delimiter = ',', default_values_t = [4u32, 16, 64, 256, 1024])]
+        #[arg(
+        long,
+        value_delimiter = ',',
+        default_values_t = [4u32, 16, 64, 256, 1024],
+        value_parser = clap::value_parser!(u32).range(1..=i64::from(partout_core::plan::MAX_PARTITIONS)),
+    )]
         partitions: Vec<u32>,
     },
 }
@@ -115,21 +101,7 @@ fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Demo { batches } => demo::run(batches),
         Command::Bench { suite } => match suite {
-            Suite::Scatter {
-                json,
-                quick,
-                fanout,
-                runs,
-                partitions,
-                kinds,
-            } => bench::scatter(&bench::ScatterOptions {
-                json,
-                quick,
-                fanout,
-                runs,
-                partitions,
-                kinds,
-            }),
+            Suite::Scatter(options) => bench::scatter(&options),
             Suite::Plan {
                 quick,
                 fanouts,

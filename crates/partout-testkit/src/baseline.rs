@@ -31,11 +31,7 @@ impl GroupedTake {
         ids: &[u32],
         num_partitions: usize,
     ) -> Result<(RecordBatch, Vec<usize>), ArrowError> {
-        self.indices.resize_with(num_partitions, Vec::new);
-        self.indices.iter_mut().for_each(Vec::clear);
-        for (row, &id) in ids.iter().enumerate() {
-            self.indices[id as usize].push(row as u32);
-        }
+        fill_index_lists(&mut self.indices, ids, num_partitions);
         let mut offsets = Vec::with_capacity(num_partitions + 1);
         let mut all = Vec::with_capacity(ids.len());
         offsets.push(0);
@@ -71,11 +67,7 @@ impl TakePerDestination {
         ids: &[u32],
         num_partitions: usize,
     ) -> Result<Vec<(usize, RecordBatch)>, ArrowError> {
-        self.indices.resize_with(num_partitions, Vec::new);
-        self.indices.iter_mut().for_each(Vec::clear);
-        for (row, &id) in ids.iter().enumerate() {
-            self.indices[id as usize].push(row as u32);
-        }
+        fill_index_lists(&mut self.indices, ids, num_partitions);
         let mut out = Vec::new();
         for (p, list) in self.indices.iter().enumerate() {
             if list.is_empty() {
@@ -86,6 +78,15 @@ impl TakePerDestination {
             out.push((p, with_columns(batch, columns, list.len())?));
         }
         Ok(out)
+    }
+}
+
+/// DataFusion's index lists: the rows of each destination, lists reused across batches.
+fn fill_index_lists(indices: &mut Vec<Vec<u32>>, ids: &[u32], num_partitions: usize) {
+    indices.resize_with(num_partitions, Vec::new);
+    indices.iter_mut().for_each(Vec::clear);
+    for (row, &id) in ids.iter().enumerate() {
+        indices[id as usize].push(row as u32);
     }
 }
 

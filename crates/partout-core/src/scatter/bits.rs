@@ -41,6 +41,47 @@ fn pack8(x: u64) -> u8 {
     (x.wrapping_mul(0x0102_0408_1020_4080) >> 56) as u8
 }
 
+/// Hands `emit` the bytes `bytes[order[j]]` eight at a time (byte `k` of the `u64` from row
+/// `j + k`; the last group zero-padded).
+///
+/// # Panics
+/// If the order's bound reaches past `bytes`.
+#[inline(always)]
+fn gather_bytes8(bytes: &[u8], order: Order<'_>, mut emit: impl FnMut(u64)) {
+    assert!(
+        order.bound() <= bytes.len(),
+        "order addresses bytes up to {} of {}",
+        order.bound(),
+        bytes.len()
+    );
+    let read = |r: u32| -> u64 {
+        debug_assert!((r as usize) < bytes.len());
+        // SAFETY: `r < order.bound()` (the `Order` invariant) `<= bytes.len()`, checked above.
+        u64::from(unsafe { *bytes.get_unchecked(r as usize) })
+    };
+    let mut chunks = order.rows().chunks_exact(8);
+    for c in &mut chunks {
+        emit(
+            read(c[0])
+                | read(c[1]) << 8
+                | read(c[2]) << 16
+                | read(c[3]) << 24
+                | read(c[4]) << 32
+                | read(c[5]) << 40
+                | read(c[6]) << 48
+                | read(c[7]) << 56,
+        );
+    }
+    let rest = chunks.remainder();
+    if !rest.is_empty() {
+        emit(
+            rest.iter()
+                .enumerate()
+                .fold(0u64, |x, (k, &r)| x | read(r) << (8 * k)),
+        );
+    }
+}
+
 /// Unpacks bits `offset..offset + len` of `bits` into `bytes`, one 0/1 byte per bit, starting
 /// at `bytes[offset % 8]` (the caller indexes with `offset % 8 + row`).
 fn unpack(bits: &[u8], offset: usize, len: usize, bytes: &mut Vec<u8>) {
@@ -72,34 +113,8 @@ pub(crate) fn gather_bits(
     );
     unpack(bits, offset, order.bound(), scratch);
     let unpacked = &scratch[offset % 8..];
-    let read = |r: u32| -> u64 {
-        debug_assert!((r as usize) < unpacked.len());
-        // SAFETY: `r < order.bound()` (the `Order` invariant), and `unpack` wrote at least
-        // `offset % 8 + bound` bytes, so `unpacked` has more than `r` bytes.
-        u64::from(unsafe { *unpacked.get_unchecked(r as usize) })
-    };
-    let rows = order.rows();
-    let mut out: Vec<u8> = Vec::with_capacity(rows.len().div_ceil(8));
-    let mut chunks = rows.chunks_exact(8);
-    for c in &mut chunks {
-        let x = read(c[0])
-            | read(c[1]) << 8
-            | read(c[2]) << 16
-            | read(c[3]) << 24
-            | read(c[4]) << 32
-            | read(c[5]) << 40
-            | read(c[6]) << 48
-            | read(c[7]) << 56;
-        out.push(pack8(x));
-    }
-    let rest = chunks.remainder();
-    if !rest.is_empty() {
-        let x = rest
-            .iter()
-            .enumerate()
-            .fold(0u64, |x, (k, &r)| x | read(r) << (8 * k));
-        out.push(pack8(x));
-    }
+    let mut out: Vec<u8> = Vec::with_capacity(order.len().div_ceil(8));
+    gather_bytes8(unpacked, order, |x| out.push(pack8(x)));
     Buffer::from_vec(out)
 }
 
@@ -141,36 +156,11 @@ pub(crate) fn scatter_nulls_many(
             .iter()
             .map(|_| Vec::with_capacity(out_bytes))
             .collect();
-        let lanes = &lanes[..];
-        let read = |r: u32| -> u64 {
-            debug_assert!((r as usize) < lanes.len());
-            // SAFETY: `r < order.bound() == lanes.len()` (the `Order` invariant).
-            u64::from(unsafe { *lanes.get_unchecked(r as usize) })
-        };
-        let mut chunks = rows.chunks_exact(8);
-        for c in &mut chunks {
-            let x = read(c[0])
-                | read(c[1]) << 8
-                | read(c[2]) << 16
-                | read(c[3]) << 24
-                | read(c[4]) << 32
-                | read(c[5]) << 40
-                | read(c[6]) << 48
-                | read(c[7]) << 56;
+        gather_bytes8(lanes, order, |x| {
             for (lane, bytes) in moved.iter_mut().enumerate() {
                 bytes.push(pack8((x >> lane) & 0x0101_0101_0101_0101));
             }
-        }
-        let rest = chunks.remainder();
-        if !rest.is_empty() {
-            let x = rest
-                .iter()
-                .enumerate()
-                .fold(0u64, |x, (k, &r)| x | read(r) << (8 * k));
-            for (lane, bytes) in moved.iter_mut().enumerate() {
-                bytes.push(pack8((x >> lane) & 0x0101_0101_0101_0101));
-            }
-        }
+        });
         out.extend(moved.into_iter().map(|bytes| {
             NullBuffer::new(BooleanBuffer::new(Buffer::from_vec(bytes), 0, rows.len()))
         }));

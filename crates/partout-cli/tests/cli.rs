@@ -1,0 +1,96 @@
+//! The `partout` binary end to end: the bench JSON contract, the demo, and errors.
+
+use std::process::{Command, Output};
+
+fn partout(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_partout"))
+        .args(args)
+        .output()
+        .expect("the partout binary runs")
+}
+
+#[test]
+fn bench_json_has_one_object_per_case_and_baseline() {
+    let out = partout(&[
+        "bench",
+        "scatter",
+        "--json",
+        "--quick",
+        "--kinds",
+        "INTEGER,VARCHAR",
+        "--partitions",
+        "3,256",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("each line is a JSON object"))
+        .collect();
+    // 2 kinds x 2 column counts x 2 null densities x 2 partition counts x 2 baselines.
+    assert_eq!(lines.len(), 32);
+    for object in &lines {
+        assert_eq!(object["suite"], "scatter");
+        for field in ["ours_ns", "baseline_ns", "ratio", "rows", "bytes"] {
+            assert!(
+                object[field].as_f64().is_some_and(|v| v > 0.0),
+                "{field} in {object}"
+            );
+        }
+        let ratio = object["baseline_ns"].as_f64().unwrap() / object["ours_ns"].as_f64().unwrap();
+        assert!(
+            (ratio - object["ratio"].as_f64().unwrap()).abs() < 0.01 + ratio * 0.01,
+            "{object}"
+        );
+        assert!(
+            ["grouped_take", "take_per_destination"]
+                .contains(&object["baseline"].as_str().unwrap())
+        );
+        assert!(object["case"].as_str().unwrap().contains("_P"));
+    }
+}
+
+#[test]
+fn the_demo_checks_and_reports() {
+    let out = partout(&["demo", "--batches", "2"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("outputs checked identical"), "{text}");
+    assert_eq!(
+        text.lines().filter(|l| l.trim_end().ends_with('x')).count(),
+        4,
+        "{text}"
+    );
+}
+
+#[test]
+fn bad_options_are_one_line_errors_with_exit_code_2() {
+    for args in [
+        &["bench", "scatter", "--kinds", "NOPE"][..],
+        &["bench", "scatter", "--partitions", "0"],
+        &[
+            "bench",
+            "plan",
+            "--quick",
+            "--partitions",
+            "4",
+            "--fanouts",
+            "3",
+        ],
+        &["demo", "--batches", "0"],
+    ] {
+        let out = partout(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert!(!err.trim().is_empty(), "{args:?}");
+    }
+}
