@@ -85,12 +85,12 @@ fn gather_bytes8(bytes: &[u8], order: Order<'_>, mut emit: impl FnMut(u64)) {
 /// Unpacks bits `offset..offset + len` of `bits` into `bytes`, one 0/1 byte per bit, starting
 /// at `bytes[offset % 8]` (the caller indexes with `offset % 8 + row`).
 fn unpack(bits: &[u8], offset: usize, len: usize, bytes: &mut Vec<u8>) {
-    bytes.clear();
     let first = offset / 8;
     let last = (offset + len).div_ceil(8);
-    bytes.reserve((last - first) * 8);
-    for &b in &bits[first..last] {
-        bytes.extend_from_slice(&SPREAD[b as usize].to_le_bytes());
+    bytes.clear();
+    bytes.resize((last - first) * 8, 0);
+    for (out, &b) in bytes.chunks_exact_mut(8).zip(&bits[first..last]) {
+        out.copy_from_slice(&SPREAD[b as usize].to_le_bytes());
     }
 }
 
@@ -156,12 +156,27 @@ pub(crate) fn scatter_nulls_many(
             .iter()
             .map(|_| Vec::with_capacity(out_bytes))
             .collect();
+        // Plain pointers in a local array: the compiler keeps them in registers rather than
+        // reloading every Vec's length and capacity per byte.
+        let mut dst = [std::ptr::null_mut::<u8>(); LANES];
+        for (d, bytes) in dst.iter_mut().zip(&mut moved) {
+            *d = bytes.as_mut_ptr();
+        }
+        let lanes_used = group.len();
+        let mut written = 0usize;
         gather_bytes8(lanes, order, |x| {
-            for (lane, bytes) in moved.iter_mut().enumerate() {
-                bytes.push(pack8((x >> lane) & 0x0101_0101_0101_0101));
+            debug_assert!(written < out_bytes);
+            for (lane, d) in dst.iter().enumerate().take(lanes_used) {
+                // SAFETY: `gather_bytes8` emits `rows.len().div_ceil(8) == out_bytes` words,
+                // so `written < out_bytes`, the capacity of every output.
+                unsafe { *d.add(written) = pack8((x >> lane) & 0x0101_0101_0101_0101) };
             }
+            written += 1;
         });
-        out.extend(moved.into_iter().map(|bytes| {
+        debug_assert_eq!(written, out_bytes);
+        out.extend(moved.into_iter().map(|mut bytes| {
+            // SAFETY: the loop above wrote all `out_bytes` bytes of every output.
+            unsafe { bytes.set_len(out_bytes) };
             NullBuffer::new(BooleanBuffer::new(Buffer::from_vec(bytes), 0, rows.len()))
         }));
     }
