@@ -113,8 +113,13 @@ pub(crate) fn gather_bits(
     );
     unpack(bits, offset, order.bound(), scratch);
     let unpacked = &scratch[offset % 8..];
-    let mut out: Vec<u8> = Vec::with_capacity(order.len().div_ceil(8));
-    gather_bytes8(unpacked, order, |x| out.push(pack8(x)));
+    let mut out = vec![0u8; order.len().div_ceil(8)];
+    let mut next = out.iter_mut();
+    gather_bytes8(unpacked, order, |x| {
+        if let Some(byte) = next.next() {
+            *byte = pack8(x);
+        }
+    });
     Buffer::from_vec(out)
 }
 
@@ -137,6 +142,12 @@ pub(crate) fn scatter_nulls_many(
     let out_bytes = rows.len().div_ceil(8);
     let mut out = Vec::with_capacity(nulls.len());
     for group in nulls.chunks(LANES) {
+        if let [single] = group {
+            // One bitmap: its unpacked bytes are already its lanes.
+            let bits = gather_bits(single.validity(), single.offset(), order, unpacked);
+            out.push(NullBuffer::new(BooleanBuffer::new(bits, 0, rows.len())));
+            continue;
+        }
         // Bit `c` of `lanes[r]` is row `r`'s validity in the group's column `c`.
         lanes.clear();
         lanes.resize(bound, 0);
