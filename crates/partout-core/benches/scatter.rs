@@ -13,6 +13,11 @@ use std::hint::black_box;
 
 const ROWS: usize = 10_000;
 
+// The same allocator as the `partout` binary: glibc's returns freed output buffers to the
+// kernel and page-faults them back in on the next batch, which swamps both contenders.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn scatter(c: &mut Criterion) {
     let mut rng = rng(42);
     for kind in [ColumnKind::Integer, ColumnKind::Varchar, ColumnKind::Mixed] {
