@@ -1,7 +1,8 @@
 //! `partout bench <suite>`: partout's kernels beside the honest baseline, in the same run.
 
-use crate::measure::{Budget, compare, keep};
+use crate::measure::{Budget, compare, keep, median};
 use anyhow::{Context, Result};
+use arrow_array::RecordBatch;
 use partout_core::Partitioner;
 use partout_testkit::baseline::{GroupedTake, TakePerDestination};
 use partout_testkit::workload::{ColumnKind, data_bytes, matrix_batch};
@@ -34,6 +35,10 @@ pub struct ScatterOptions {
     /// Column kinds to run (BOOLEAN, INTEGER, BIGINT, HUGEINT, VARCHAR, VARCHAR_VIEW, Mixed).
     #[arg(long, value_delimiter = ',')]
     pub kinds: Vec<String>,
+    /// Rounds over the whole matrix; each figure is the median of the rounds' medians
+    /// (default 3, or 1 with --quick).
+    #[arg(long)]
+    pub rounds: Option<usize>,
 }
 
 struct Row {
@@ -56,7 +61,6 @@ pub fn scatter(options: &ScatterOptions) -> Result<()> {
         Budget::FULL
     };
     let mut rng = rng(42);
-    let mut results = Vec::new();
     for name in &options.kinds {
         anyhow::ensure!(
             ColumnKind::ALL
@@ -79,11 +83,15 @@ pub fn scatter(options: &ScatterOptions) -> Result<()> {
     let pattern = options.runs.map_or(IdPattern::Uniform, IdPattern::Runs);
     if !options.json {
         outln!(
-            "scatter: {ROWS} rows per batch, ids {}, fan-out {}; median of {} samples; ratio = baseline time / ours",
+            "scatter: {ROWS} rows per batch, ids {}, fan-out {}; median of {} rounds of {} samples; ratio = baseline time / ours",
             options
                 .runs
                 .map_or("uniform".to_string(), |r| format!("in runs of ~{r}")),
             options.fanout.map_or("auto".to_string(), |f| f.to_string()),
+            options
+                .rounds
+                .unwrap_or(if options.quick { 1 } else { 3 })
+                .max(1),
             budget.samples,
         );
         outln!(
@@ -97,6 +105,19 @@ pub fn scatter(options: &ScatterOptions) -> Result<()> {
             "ratio"
         );
     }
+    // Build every case first, then time them round after round: a burst of noise on the
+    // machine then hits one round of a case, not all of its samples.
+    struct Case {
+        name: String,
+        columns: usize,
+        batch: RecordBatch,
+        ids: Vec<u32>,
+        ours: Partitioner,
+        grouped: GroupedTake,
+        per_destination: TakePerDestination,
+        times: [Vec<f64>; 3],
+    }
+    let mut cases = Vec::new();
     for kind in kinds {
         for columns in [1usize, 10] {
             for null_density in [0.0, 0.5] {
@@ -108,7 +129,6 @@ pub fn scatter(options: &ScatterOptions) -> Result<()> {
                         ours = ours.with_fanout(f)?;
                     }
                     let mut grouped = GroupedTake::new();
-                    let mut per_destination = TakePerDestination::new();
                     // Same answer before timing anything.
                     let check = ours.partition(&batch, &ids)?;
                     let (want, offsets) = grouped.partition(&batch, &ids, n as usize)?;
@@ -117,41 +137,65 @@ pub fn scatter(options: &ScatterOptions) -> Result<()> {
                             && check.offsets().iter().map(|&o| o as usize).eq(offsets),
                         "partout and the grouped take disagree on {kind}"
                     );
-                    let times = compare(
-                        budget,
-                        &mut [
-                            &mut || keep(ours.partition(&batch, &ids).expect("partition")),
-                            &mut || {
-                                keep(grouped.partition(&batch, &ids, n as usize).expect("take"))
-                            },
-                            &mut || {
-                                keep(
-                                    per_destination
-                                        .partition(&batch, &ids, n as usize)
-                                        .expect("take"),
-                                )
-                            },
-                        ],
-                    );
                     let nulls = if null_density > 0.0 {
                         "halfNulls"
                     } else {
                         "noNulls"
                     };
-                    let row = Row {
-                        case: format!("{kind}_{columns}Cols_P{n}_{nulls}"),
-                        rows: ROWS,
+                    cases.push(Case {
+                        name: format!("{kind}_{columns}Cols_P{n}_{nulls}"),
                         columns,
-                        bytes: data_bytes(&batch),
-                        ours: times[0],
-                        grouped: times[1],
-                        per_destination: times[2],
-                    };
-                    print_row(&row, options.json)?;
-                    results.push(row);
+                        batch: batch.clone(),
+                        ids,
+                        ours,
+                        grouped,
+                        per_destination: TakePerDestination::new(),
+                        times: Default::default(),
+                    });
                 }
             }
         }
+    }
+    let rounds = options
+        .rounds
+        .unwrap_or(if options.quick { 1 } else { 3 })
+        .max(1);
+    for _ in 0..rounds {
+        for case in &mut cases {
+            let Case {
+                batch,
+                ids,
+                ours,
+                grouped,
+                per_destination,
+                ..
+            } = case;
+            let n = ours.num_partitions() as usize;
+            let times = compare(
+                budget,
+                &mut [
+                    &mut || keep(ours.partition(batch, ids).expect("partition")),
+                    &mut || keep(grouped.partition(batch, ids, n).expect("take")),
+                    &mut || keep(per_destination.partition(batch, ids, n).expect("take")),
+                ],
+            );
+            for (all, t) in case.times.iter_mut().zip(times) {
+                all.push(t);
+            }
+        }
+    }
+    for case in cases {
+        let [ours, grouped, per_destination] = case.times.map(median);
+        let row = Row {
+            case: case.name,
+            rows: ROWS,
+            columns: case.columns,
+            bytes: data_bytes(&case.batch),
+            ours,
+            grouped,
+            per_destination,
+        };
+        print_row(&row, options.json)?;
     }
     Ok(())
 }
