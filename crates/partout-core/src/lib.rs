@@ -6,6 +6,8 @@
 //!                         offsets, order)  every Arrow layout)       destination)
 //! ```
 //!
+//! * [`ids`] computes a destination per row from key columns: a fast hash, Spark's exact
+//!   Murmur3, round-robin, single, or ids given in a column.
 //! * [`ScatterPlan`] counts the rows of each destination and computes, once per batch, where
 //!   every row goes (a counting sort, with a virtual fan-out for few destinations).
 //! * [`scatter_column`] moves one column by a plan, with one kernel per physical layout.
@@ -16,6 +18,7 @@
 
 pub mod batch;
 pub mod error;
+pub mod ids;
 pub mod plan;
 pub mod scatter;
 

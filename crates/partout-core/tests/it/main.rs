@@ -1,4 +1,6 @@
 //! Integration tests of partout-core: every kernel held to the naive reference partitioner.
 
 mod alloc;
+mod ids;
 mod oracle;
+mod spark;

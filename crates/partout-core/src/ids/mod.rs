@@ -1,0 +1,303 @@
+//! Partition ids: one destination per row, from the key columns of a batch.
+//!
+//! ```text
+//!  RecordBatch ──► key columns ──► running hash per row ──► reducer ──► ids (u32 per row)
+//! ```
+//!
+//! A [`Partitioning`] describes the scheme, the key columns and the partition count;
+//! [`PartitionIds`] checks it against a schema once and then computes ids batch after batch
+//! into a caller-owned buffer, reusing its own scratch.
+//!
+//! | scheme | destination of a row |
+//! |---|---|
+//! | [`Scheme::Hash`] | [`hash`]'s 64-bit hash of the keys, range-reduced by [`multiply_shift`] |
+//! | [`Scheme::Spark`] | Spark's `pmod(murmur3(keys, 42), n)` ([`spark`]), bit for bit |
+//! | [`Scheme::RoundRobin`] | `0, 1, ..., n - 1, 0, ...`, continuing across batches |
+//! | [`Scheme::Single`] | 0 |
+//! | [`Scheme::Given`] | the value of one integer column, checked to be below `n` |
+
+pub mod hash;
+mod reduce;
+pub mod spark;
+
+pub use reduce::{Modulo, Pmod, multiply_shift};
+
+use crate::error::{PartoutError, Result};
+use crate::plan::MAX_PARTITIONS;
+use arrow_array::cast::AsArray;
+use arrow_array::types::*;
+use arrow_array::{Array, RecordBatch};
+use arrow_schema::{DataType, Schema};
+
+/// How rows are assigned to destinations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scheme {
+    /// The fast 64-bit hash of the key columns, multiply-shift reduced.
+    Hash,
+    /// Spark's `HashPartitioning`: Murmur3_x86_32, seed 42, `pmod(h, n)`.
+    Spark,
+    /// Rows dealt out in turn, continuing across batches.
+    RoundRobin,
+    /// Every row to destination 0.
+    Single,
+    /// The destination is the value of the one key column (an integer column).
+    Given,
+}
+
+/// A scheme, its key columns (indices into the batch's columns) and the partition count.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Partitioning {
+    scheme: Scheme,
+    keys: Vec<usize>,
+    num_partitions: u32,
+}
+
+impl Partitioning {
+    /// Hash partitioning on `keys` with the fast hash.
+    pub fn hash(keys: impl Into<Vec<usize>>, num_partitions: u32) -> Self {
+        Self {
+            scheme: Scheme::Hash,
+            keys: keys.into(),
+            num_partitions,
+        }
+    }
+
+    /// Spark's hash partitioning on `keys`.
+    pub fn spark(keys: impl Into<Vec<usize>>, num_partitions: u32) -> Self {
+        Self {
+            scheme: Scheme::Spark,
+            keys: keys.into(),
+            num_partitions,
+        }
+    }
+
+    /// Round-robin over `num_partitions` destinations.
+    pub fn round_robin(num_partitions: u32) -> Self {
+        Self {
+            scheme: Scheme::RoundRobin,
+            keys: Vec::new(),
+            num_partitions,
+        }
+    }
+
+    /// Everything to one destination.
+    pub fn single() -> Self {
+        Self {
+            scheme: Scheme::Single,
+            keys: Vec::new(),
+            num_partitions: 1,
+        }
+    }
+
+    /// Destinations read from integer column `column`.
+    pub fn given(column: usize, num_partitions: u32) -> Self {
+        Self {
+            scheme: Scheme::Given,
+            keys: vec![column],
+            num_partitions,
+        }
+    }
+
+    /// The scheme.
+    pub fn scheme(&self) -> Scheme {
+        self.scheme
+    }
+
+    /// The key columns.
+    pub fn keys(&self) -> &[usize] {
+        &self.keys
+    }
+
+    /// The partition count.
+    pub fn num_partitions(&self) -> u32 {
+        self.num_partitions
+    }
+}
+
+/// Computes the partition ids of batches of one schema.
+///
+/// ```
+/// use arrow_array::{Int64Array, RecordBatch};
+/// use partout_core::ids::{PartitionIds, Partitioning};
+/// use std::sync::Arc;
+///
+/// let batch = RecordBatch::try_from_iter([("k", Arc::new(Int64Array::from(vec![1, 0, -1])) as _)]).unwrap();
+/// let mut ids = PartitionIds::try_new(Partitioning::spark([0], 200), &batch.schema()).unwrap();
+/// let mut out = Vec::new();
+/// ids.compute(&batch, &mut out).unwrap();
+/// assert_eq!(out, [69, 5, 193]); // Spark's own pmod(hash(k), 200)
+/// ```
+#[derive(Debug)]
+pub struct PartitionIds {
+    partitioning: Partitioning,
+    key_types: Vec<DataType>,
+    /// Round-robin: the destination of the next row.
+    next: u32,
+    pmod: Pmod,
+    hashes32: Vec<u32>,
+    hashes64: Vec<u64>,
+    values64: Vec<u64>,
+}
+
+impl PartitionIds {
+    /// Checks `partitioning` against `schema`.
+    ///
+    /// # Errors
+    /// [`PartoutError::InvalidArgument`] for a partition count of 0 or above
+    /// [`MAX_PARTITIONS`], a key index past the schema, a hash scheme without keys, a given
+    /// scheme without exactly one key or with a non-integer key, or a single scheme over more
+    /// than one partition; [`PartoutError::UnsupportedType`] for a key type the scheme cannot
+    /// hash.
+    pub fn try_new(partitioning: Partitioning, schema: &Schema) -> Result<Self> {
+        let n = partitioning.num_partitions;
+        let invalid = |msg: String| Err(PartoutError::InvalidArgument(msg));
+        if n == 0 || n > MAX_PARTITIONS {
+            return invalid(format!(
+                "the partition count must be between 1 and {MAX_PARTITIONS}, got {n}"
+            ));
+        }
+        if let Some(&k) = partitioning
+            .keys
+            .iter()
+            .find(|&&k| k >= schema.fields().len())
+        {
+            return invalid(format!(
+                "key column {k} is past the schema's {} columns",
+                schema.fields().len()
+            ));
+        }
+        let key_types: Vec<DataType> = partitioning
+            .keys
+            .iter()
+            .map(|&k| schema.field(k).data_type().clone())
+            .collect();
+        match partitioning.scheme {
+            Scheme::Hash | Scheme::Spark if key_types.is_empty() => {
+                return invalid("hash partitioning needs at least one key column".into());
+            }
+            Scheme::Hash => key_types.iter().try_for_each(hash::check_type)?,
+            Scheme::Spark => key_types.iter().try_for_each(spark::check_type)?,
+            Scheme::Given => match key_types.as_slice() {
+                [t] if t.is_integer() => {}
+                [t] => {
+                    return Err(PartoutError::UnsupportedType {
+                        data_type: t.clone(),
+                        context: "given partition ids (an integer column is needed)",
+                    });
+                }
+                _ => return invalid("given partition ids come from exactly one column".into()),
+            },
+            Scheme::Single if n != 1 => {
+                return invalid(format!("single partitioning has 1 partition, not {n}"));
+            }
+            Scheme::RoundRobin | Scheme::Single => {}
+        }
+        Ok(Self {
+            key_types,
+            next: 0,
+            pmod: Pmod::new(n),
+            hashes32: Vec::new(),
+            hashes64: Vec::new(),
+            values64: Vec::new(),
+            partitioning,
+        })
+    }
+
+    /// The partitioning.
+    pub fn partitioning(&self) -> &Partitioning {
+        &self.partitioning
+    }
+
+    /// Writes one id per row of `batch` to `ids` (cleared first).
+    ///
+    /// # Errors
+    /// [`PartoutError::InvalidArgument`] when the batch's key columns are not the types the
+    /// partitioning was built for; [`PartoutError::PartitionIdOutOfRange`] for a given id that
+    /// is negative, null or not below the partition count.
+    pub fn compute(&mut self, batch: &RecordBatch, ids: &mut Vec<u32>) -> Result<()> {
+        for (&k, t) in self.partitioning.keys.iter().zip(&self.key_types) {
+            let found = batch.columns().get(k).map(|c| c.data_type());
+            if found != Some(t) {
+                return Err(PartoutError::InvalidArgument(format!(
+                    "key column {k} should be {t}, found {}",
+                    found.map_or("nothing".to_string(), |f| f.to_string())
+                )));
+            }
+        }
+        let rows = batch.num_rows();
+        let n = self.partitioning.num_partitions;
+        ids.clear();
+        match self.partitioning.scheme {
+            Scheme::Single => ids.resize(rows, 0),
+            Scheme::RoundRobin => {
+                let mut next = self.next;
+                ids.extend((0..rows).map(|_| {
+                    let id = next;
+                    next = if next + 1 == n { 0 } else { next + 1 };
+                    id
+                }));
+                self.next = next;
+            }
+            Scheme::Spark => {
+                self.hashes32.clear();
+                self.hashes32.resize(rows, spark::SEED);
+                for &k in &self.partitioning.keys {
+                    spark::update(batch.column(k).as_ref(), &mut self.hashes32)?;
+                }
+                let pmod = self.pmod;
+                ids.extend(self.hashes32.iter().map(|&h| pmod.reduce(h)));
+            }
+            Scheme::Hash => {
+                self.hashes64.clear();
+                self.hashes64.resize(rows, hash::SEED);
+                for &k in &self.partitioning.keys {
+                    hash::value_hashes(batch.column(k).as_ref(), &mut self.values64)?;
+                    for (h, &v) in self.hashes64.iter_mut().zip(&self.values64) {
+                        *h = hash::combine(*h, v);
+                    }
+                }
+                ids.extend(self.hashes64.iter().map(|&h| multiply_shift(h, n)));
+            }
+            Scheme::Given => given(batch.column(self.partitioning.keys[0]).as_ref(), n, ids)?,
+        }
+        Ok(())
+    }
+}
+
+/// Ids read from an integer column, each checked to be a valid destination.
+fn given(column: &dyn Array, n: u32, ids: &mut Vec<u32>) -> Result<()> {
+    fn read<T: ArrowPrimitiveType>(column: &dyn Array, n: u32, ids: &mut Vec<u32>) -> Result<()>
+    where
+        T::Native: TryInto<u32> + Copy + std::fmt::Display,
+    {
+        let values = column.as_primitive::<T>();
+        for (row, value) in values.iter().enumerate() {
+            let id = value.and_then(|v| v.try_into().ok()).filter(|&id| id < n);
+            match id {
+                Some(id) => ids.push(id),
+                None => {
+                    return Err(PartoutError::PartitionIdOutOfRange {
+                        row,
+                        id: value.and_then(|v| v.try_into().ok()).unwrap_or(u32::MAX),
+                        num_partitions: n,
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+    match column.data_type() {
+        DataType::Int8 => read::<Int8Type>(column, n, ids),
+        DataType::Int16 => read::<Int16Type>(column, n, ids),
+        DataType::Int32 => read::<Int32Type>(column, n, ids),
+        DataType::Int64 => read::<Int64Type>(column, n, ids),
+        DataType::UInt8 => read::<UInt8Type>(column, n, ids),
+        DataType::UInt16 => read::<UInt16Type>(column, n, ids),
+        DataType::UInt32 => read::<UInt32Type>(column, n, ids),
+        DataType::UInt64 => read::<UInt64Type>(column, n, ids),
+        other => Err(PartoutError::UnsupportedType {
+            data_type: other.clone(),
+            context: "given partition ids (an integer column is needed)",
+        }),
+    }
+}

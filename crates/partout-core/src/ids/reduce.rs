@@ -1,0 +1,167 @@
+//! Range reduction: turning a hash into a destination without a per-row `%`.
+//!
+//! * [`Modulo`]: exact `x mod n` (and Java's `pmod` of a signed hash), chosen once per
+//!   partition count: a mask for powers of two, otherwise Lemire's reciprocal multiply
+//!   ("Faster remainder by direct computation", 2019), exact for every 32-bit `x` and `n`.
+//! * [`multiply_shift`]: `(h * n) >> 32` on the top 32 bits of a 64-bit hash, the fast
+//!   scheme's reduction. Not a modulo, but as uniform as the hash's top bits.
+
+/// Exact remainder by a fixed divisor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Modulo {
+    /// `n` is a power of two: `x & (n - 1)`.
+    Mask(u32),
+    /// Any other `n`: `((M * x mod 2^64) * n) >> 64` with `M = ceil(2^64 / n)`.
+    Reciprocal {
+        /// The divisor.
+        n: u32,
+        /// `u64::MAX / n + 1`.
+        m: u64,
+    },
+}
+
+impl Modulo {
+    /// The reducer for `n`.
+    ///
+    /// # Panics
+    /// If `n` is 0.
+    pub fn new(n: u32) -> Self {
+        assert!(n > 0, "a modulo by zero");
+        if n.is_power_of_two() {
+            Self::Mask(n - 1)
+        } else {
+            Self::Reciprocal {
+                n,
+                m: u64::MAX / u64::from(n) + 1,
+            }
+        }
+    }
+
+    /// `x mod n`.
+    ///
+    /// ```
+    /// use partout_core::ids::Modulo;
+    /// assert_eq!(Modulo::new(7).reduce(100), 2);
+    /// assert_eq!(Modulo::new(8).reduce(100), 4);
+    /// ```
+    #[inline(always)]
+    pub fn reduce(self, x: u32) -> u32 {
+        match self {
+            Self::Mask(mask) => x & mask,
+            Self::Reciprocal { n, m } => {
+                let low = m.wrapping_mul(u64::from(x));
+                ((u128::from(low) * u128::from(n)) >> 64) as u32
+            }
+        }
+    }
+
+    /// The divisor.
+    pub fn divisor(self) -> u32 {
+        match self {
+            Self::Mask(mask) => mask + 1,
+            Self::Reciprocal { n, .. } => n,
+        }
+    }
+}
+
+/// Java's `pmod(h, n)` for a signed 32-bit `h`: the non-negative remainder.
+///
+/// Computed without a sign branch: `h + 2^31` is `h`'s bits with the top one flipped, a
+/// non-negative number whose remainder differs from `h`'s by the constant `2^31 mod n`.
+#[derive(Debug, Clone, Copy)]
+pub struct Pmod {
+    modulo: Modulo,
+    /// `(n - 2^31 mod n) mod n`: added back after reducing `h + 2^31`.
+    correction: u32,
+}
+
+impl Pmod {
+    /// The reducer for `n`.
+    ///
+    /// # Panics
+    /// If `n` is 0.
+    pub fn new(n: u32) -> Self {
+        let modulo = Modulo::new(n);
+        let shift = ((1u64 << 31) % u64::from(n)) as u32;
+        Self {
+            modulo,
+            correction: (n - shift) % n,
+        }
+    }
+
+    /// `pmod(h, n)`, `h` read as a signed 32-bit integer.
+    ///
+    /// ```
+    /// use partout_core::ids::Pmod;
+    /// assert_eq!(Pmod::new(7).reduce(-1i32 as u32), 6);
+    /// assert_eq!(Pmod::new(200).reduce(0x99f0149d), 69);
+    /// ```
+    #[inline(always)]
+    pub fn reduce(self, h: u32) -> u32 {
+        // In 64 bits: with `n` near `u32::MAX` the sum passes 32 bits.
+        let r = u64::from(self.modulo.reduce(h ^ 0x8000_0000)) + u64::from(self.correction);
+        let n = u64::from(self.modulo.divisor());
+        (if r >= n { r - n } else { r }) as u32
+    }
+}
+
+/// `(top 32 bits of h) * n >> 32`: a destination below `n` for a 64-bit hash.
+///
+/// ```
+/// use partout_core::ids::multiply_shift;
+/// assert_eq!(multiply_shift(u64::MAX, 10), 9);
+/// assert_eq!(multiply_shift(0, 10), 0);
+/// ```
+#[inline(always)]
+pub fn multiply_shift(h: u64, n: u32) -> u32 {
+    (((h >> 32) * u64::from(n)) >> 32) as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn modulo_is_exact_on_the_edges() {
+        let values = [
+            0u32,
+            1,
+            2,
+            3,
+            7,
+            100,
+            1 << 31,
+            (1 << 31) - 1,
+            u32::MAX,
+            u32::MAX - 1,
+        ];
+        for n in [
+            1u32,
+            2,
+            3,
+            7,
+            10,
+            200,
+            256,
+            1000,
+            1 << 20,
+            (1 << 31) + 1,
+            u32::MAX,
+        ] {
+            let modulo = Modulo::new(n);
+            let pmod = Pmod::new(n);
+            for x in values
+                .into_iter()
+                .chain((0..2000).map(|i| i * 2_654_435_761u32))
+            {
+                assert_eq!(modulo.reduce(x), x % n, "{x} mod {n}");
+                let h = x as i32;
+                assert_eq!(
+                    pmod.reduce(x) as i64,
+                    (h as i64).rem_euclid(n as i64),
+                    "pmod({h}, {n})"
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,231 @@
+//! Properties of every partition-id scheme: ids in range; equal keys, equal ids, whatever the
+//! batch boundaries, slicing or dictionary encoding; round-robin balance; given ids checked.
+
+use arrow_array::types::{Int32Type, UInt16Type};
+use arrow_array::*;
+use arrow_schema::{DataType, Field, Schema};
+use partout_core::PartoutError;
+use partout_core::ids::{PartitionIds, Partitioning, Scheme};
+use partout_testkit::{random_array, random_sliced_array, rng};
+use proptest::prelude::*;
+use std::sync::Arc;
+
+fn batch_of(columns: Vec<ArrayRef>) -> RecordBatch {
+    let fields: Vec<Field> = columns
+        .iter()
+        .enumerate()
+        .map(|(i, c)| Field::new(format!("c{i}"), c.data_type().clone(), true))
+        .collect();
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).unwrap()
+}
+
+fn ids_of(partitioning: &Partitioning, batch: &RecordBatch) -> Vec<u32> {
+    let mut ids = PartitionIds::try_new(partitioning.clone(), &batch.schema()).unwrap();
+    let mut out = Vec::new();
+    ids.compute(batch, &mut out).unwrap();
+    out
+}
+
+/// Key types both hash schemes accept.
+fn key_types() -> Vec<DataType> {
+    vec![
+        DataType::Int32,
+        DataType::Int64,
+        DataType::Float64,
+        DataType::Date32,
+        DataType::Decimal128(38, 4),
+        DataType::Utf8,
+        DataType::Utf8View,
+        DataType::LargeBinary,
+        DataType::Boolean,
+        DataType::Dictionary(Box::new(DataType::Int8), Box::new(DataType::Utf8)),
+    ]
+}
+
+/// A dictionary-encoded copy of `values` (a random dictionary, keys pointing into it) and the
+/// same values decoded.
+fn dictionary_pair(values: &ArrayRef, rows: usize, seed: u64) -> (ArrayRef, ArrayRef) {
+    use rand::Rng;
+    let mut rng = rng(seed);
+    let keys = Int32Array::from_iter((0..rows).map(|_| {
+        rng.random_bool(0.9)
+            .then(|| rng.random_range(0..values.len() as i32))
+    }));
+    let decoded = arrow_select::take::take(values.as_ref(), &keys, None).unwrap();
+    let encoded: ArrayRef = Arc::new(DictionaryArray::<Int32Type>::new(keys, values.clone()));
+    (encoded, decoded)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+
+    /// Ids are in range and depend only on the key values: splitting the batch anywhere,
+    /// slicing it, or dictionary-encoding a key column changes nothing.
+    #[test]
+    fn hash_ids_depend_only_on_key_values(
+        seed in any::<u64>(),
+        type_indices in prop::collection::vec(0..key_types().len(), 1..3),
+        rows in 1usize..300,
+        split in 0usize..300,
+        n in prop_oneof![Just(1u32), 2..=17u32, Just(200u32), Just(1000u32), Just(1024u32)],
+        spark_scheme in any::<bool>(),
+    ) {
+        let mut rng = rng(seed);
+        let types = key_types();
+        let columns: Vec<ArrayRef> = type_indices
+            .iter()
+            .map(|&i| random_sliced_array(&types[i], rows, 0.2, &mut rng))
+            .collect();
+        let batch = batch_of(columns.clone());
+        let keys: Vec<usize> = (0..columns.len()).collect();
+        let partitioning = if spark_scheme { Partitioning::spark(keys, n) } else { Partitioning::hash(keys, n) };
+        let whole = ids_of(&partitioning, &batch);
+        prop_assert_eq!(whole.len(), rows);
+        prop_assert!(whole.iter().all(|&id| id < n));
+
+        let split = split.min(rows);
+        let mut pieces = ids_of(&partitioning, &batch.slice(0, split));
+        pieces.extend(ids_of(&partitioning, &batch.slice(split, rows - split)));
+        prop_assert_eq!(&pieces, &whole);
+
+        // Dictionary-encode the first key column (values taken from a random pool).
+        let pool = random_array(&DataType::Utf8, 40, 0.1, &mut rng);
+        let (encoded, decoded) = dictionary_pair(&pool, rows, seed);
+        let plain = batch_of(vec![decoded]);
+        let dict = batch_of(vec![encoded]);
+        let p = if spark_scheme { Partitioning::spark([0], n) } else { Partitioning::hash([0], n) };
+        prop_assert_eq!(ids_of(&p, &plain), ids_of(&p, &dict));
+    }
+}
+
+#[test]
+fn a_key_hashes_the_same_in_every_string_layout() {
+    let strings: Vec<Option<&str>> = vec![
+        Some(""),
+        Some("short"),
+        None,
+        Some("a string longer than twelve bytes"),
+    ];
+    let layouts: Vec<ArrayRef> = vec![
+        Arc::new(StringArray::from(strings.clone())),
+        Arc::new(LargeStringArray::from(strings.clone())),
+        Arc::new(StringViewArray::from(strings.clone())),
+        Arc::new(DictionaryArray::<UInt16Type>::from_iter(strings.clone())),
+    ];
+    for scheme in [
+        Partitioning::hash([0], 1000),
+        Partitioning::spark([0], 1000),
+    ] {
+        let ids: Vec<Vec<u32>> = layouts
+            .iter()
+            .map(|l| ids_of(&scheme, &batch_of(vec![l.clone()])))
+            .collect();
+        assert!(
+            ids.windows(2).all(|w| w[0] == w[1]),
+            "{:?}: {ids:?}",
+            scheme.scheme()
+        );
+    }
+}
+
+#[test]
+fn the_fast_hash_spreads_keys_evenly() {
+    // 100,000 consecutive integers over 64 destinations: each gets its share within 10%.
+    let keys = Int64Array::from_iter_values(0..100_000);
+    let ids = ids_of(
+        &Partitioning::hash([0], 64),
+        &batch_of(vec![Arc::new(keys)]),
+    );
+    let mut counts = [0usize; 64];
+    ids.iter().for_each(|&id| counts[id as usize] += 1);
+    let share = 100_000 / 64;
+    assert!(
+        counts.iter().all(|&c| c.abs_diff(share) < share / 10),
+        "{counts:?}"
+    );
+}
+
+#[test]
+fn round_robin_deals_evenly_and_continues_across_batches() {
+    let batch = batch_of(vec![Arc::new(Int32Array::from_iter_values(0..10))]);
+    let mut ids = PartitionIds::try_new(Partitioning::round_robin(3), &batch.schema()).unwrap();
+    let mut all = Vec::new();
+    for _ in 0..4 {
+        let mut out = Vec::new();
+        ids.compute(&batch, &mut out).unwrap();
+        all.extend(out);
+    }
+    let want: Vec<u32> = (0..40).map(|i| i % 3).collect();
+    assert_eq!(all, want);
+}
+
+#[test]
+fn given_ids_are_checked() {
+    let good = batch_of(vec![Arc::new(Int64Array::from(vec![3, 0, 4]))]);
+    assert_eq!(ids_of(&Partitioning::given(0, 5), &good), [3, 0, 4]);
+    for (column, bad_row) in [
+        (Arc::new(Int64Array::from(vec![0, -1])) as ArrayRef, 1),
+        (Arc::new(UInt8Array::from(vec![Some(1), None])), 1),
+        (Arc::new(Int32Array::from(vec![5, 0])), 0),
+        (Arc::new(UInt64Array::from(vec![0, u64::MAX])), 1),
+    ] {
+        let batch = batch_of(vec![column]);
+        let mut ids = PartitionIds::try_new(Partitioning::given(0, 5), &batch.schema()).unwrap();
+        let err = ids.compute(&batch, &mut Vec::new()).unwrap_err();
+        assert!(
+            matches!(err, PartoutError::PartitionIdOutOfRange { row, .. } if row == bad_row),
+            "{err}"
+        );
+    }
+    let strings = batch_of(vec![Arc::new(StringArray::from(vec!["1"]))]);
+    assert!(matches!(
+        PartitionIds::try_new(Partitioning::given(0, 5), &strings.schema()),
+        Err(PartoutError::UnsupportedType { .. })
+    ));
+}
+
+#[test]
+fn impossible_partitionings_are_refused() {
+    let schema = Schema::new(vec![
+        Field::new("i", DataType::Int32, true),
+        Field::new(
+            "l",
+            DataType::List(Arc::new(Field::new("item", DataType::Int32, true))),
+            true,
+        ),
+    ]);
+    let refused = [
+        Partitioning::hash([0], 0),
+        Partitioning::hash([0], (1 << 20) + 1),
+        Partitioning::hash([2], 4),
+        Partitioning::hash(Vec::new(), 4),
+        Partitioning::spark(Vec::new(), 4),
+        Partitioning::round_robin(0),
+    ];
+    for p in refused {
+        assert!(
+            matches!(
+                PartitionIds::try_new(p.clone(), &schema),
+                Err(PartoutError::InvalidArgument(_))
+            ),
+            "{p:?}"
+        );
+    }
+    let err = PartitionIds::try_new(Partitioning::hash([1], 4), &schema).unwrap_err();
+    assert!(matches!(err, PartoutError::UnsupportedType { .. }), "{err}");
+    // Spark chains lists.
+    PartitionIds::try_new(Partitioning::spark([1], 4), &schema).unwrap();
+    assert_eq!(Partitioning::single().scheme(), Scheme::Single);
+}
+
+#[test]
+fn a_batch_of_another_shape_is_an_error() {
+    let schema = Schema::new(vec![Field::new("i", DataType::Int32, true)]);
+    let mut ids = PartitionIds::try_new(Partitioning::hash([0], 4), &schema).unwrap();
+    let other = batch_of(vec![Arc::new(Int64Array::from(vec![1]))]);
+    let err = ids.compute(&other, &mut Vec::new()).unwrap_err();
+    assert!(
+        err.to_string().contains("key column 0 should be Int32"),
+        "{err}"
+    );
+}
