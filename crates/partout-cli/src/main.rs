@@ -61,6 +61,8 @@ enum Command {
 enum Suite {
     /// The scatter kernels on Velox's PartitionedVectorBenchmark matrix.
     Scatter(bench::ScatterOptions),
+    /// Partition ids: the fast and the Spark hash beside DataFusion's and a plain Murmur3.
+    Ids(bench::IdsOptions),
     /// The scatter plan alone, for every fan-out (to choose the automatic one).
     Plan {
         /// Fewer, shorter samples.
@@ -102,6 +104,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Demo { batches } => demo::run(batches),
         Command::Bench { suite } => match suite {
             Suite::Scatter(options) => bench::scatter(&options),
+            Suite::Ids(options) => bench::ids(&options),
             Suite::Plan {
                 quick,
                 fanouts,

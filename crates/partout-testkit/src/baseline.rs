@@ -101,3 +101,176 @@ fn with_columns(
         &RecordBatchOptions::new().with_row_count(Some(rows)),
     )
 }
+
+/// DataFusion's hash partitioning ids: ahash with fixed seeds per value (`hash_one`), columns
+/// chained with `combine_hashes`, nulls leaving the hash as it was, Utf8View values of up to 12
+/// bytes hashed from their 16-byte view, then a strength-reduced `hash % n`.
+#[derive(Debug)]
+pub struct DataFusionHash {
+    state: ahash::RandomState,
+    hashes: Vec<u64>,
+}
+
+impl Default for DataFusionHash {
+    fn default() -> Self {
+        Self {
+            state: ahash::RandomState::with_seeds(0, 0, 0, 0),
+            hashes: Vec::new(),
+        }
+    }
+}
+
+/// DataFusion's `combine_hashes`.
+fn combine_hashes(l: u64, r: u64) -> u64 {
+    let hash = (17 * 37u64).wrapping_add(l);
+    hash.wrapping_mul(37).wrapping_add(r)
+}
+
+impl DataFusionHash {
+    /// A baseline with DataFusion's fixed seeds.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// One id per row of `batch` into `ids`.
+    ///
+    /// # Panics
+    /// For a key type other than Int64, Utf8 and Utf8View (all the benchmark uses).
+    pub fn ids(&mut self, batch: &RecordBatch, keys: &[usize], n: u32, ids: &mut Vec<u32>) {
+        use arrow_array::cast::AsArray;
+        use arrow_array::{Array, types::Int64Type};
+        let rows = batch.num_rows();
+        self.hashes.clear();
+        self.hashes.resize(rows, 0);
+        for (c, &k) in keys.iter().enumerate() {
+            let column = batch.column(k);
+            let state = &self.state;
+            let mut update = |i: usize, h: u64| {
+                self.hashes[i] = if c == 0 {
+                    h
+                } else {
+                    combine_hashes(h, self.hashes[i])
+                };
+            };
+            match column.data_type() {
+                arrow_schema::DataType::Int64 => {
+                    let values = column.as_primitive::<Int64Type>();
+                    for i in 0..rows {
+                        if values.is_valid(i) {
+                            update(i, state.hash_one(values.value(i)));
+                        }
+                    }
+                }
+                arrow_schema::DataType::Utf8 => {
+                    let values = column.as_string::<i32>();
+                    for i in 0..rows {
+                        if values.is_valid(i) {
+                            update(i, state.hash_one(values.value(i)));
+                        }
+                    }
+                }
+                arrow_schema::DataType::Utf8View => {
+                    let values = column.as_string_view();
+                    let views = values.views();
+                    for i in 0..rows {
+                        if values.is_valid(i) {
+                            let view = views[i];
+                            let h = if (view as u32) <= 12 {
+                                state.hash_one(view)
+                            } else {
+                                state.hash_one(values.value(i))
+                            };
+                            update(i, h);
+                        }
+                    }
+                }
+                other => panic!("the DataFusion baseline does not hash {other}"),
+            }
+        }
+        let divisor = strength_reduce::StrengthReducedU64::new(u64::from(n));
+        ids.clear();
+        ids.extend(self.hashes.iter().map(|&h| (h % divisor) as u32));
+    }
+}
+
+/// Spark's hash partitioning done plainly: per row and per key column, dispatch on the type,
+/// Murmur3_x86_32 written out in Java's signed arithmetic, then `pmod` with `%`. Also an
+/// independent check of partout's columnar implementation.
+#[derive(Debug, Default)]
+pub struct NaiveSparkHash;
+
+impl NaiveSparkHash {
+    fn mix_k1(k: i32) -> i32 {
+        k.wrapping_mul(0xcc9e2d51u32 as i32)
+            .rotate_left(15)
+            .wrapping_mul(0x1b873593)
+    }
+
+    fn mix_h1(h: i32, k: i32) -> i32 {
+        (h ^ k)
+            .rotate_left(13)
+            .wrapping_mul(5)
+            .wrapping_add(0xe6546b64u32 as i32)
+    }
+
+    fn fmix(h: i32, len: i32) -> i32 {
+        let mut h = (h ^ len) as u32;
+        h ^= h >> 16;
+        h = h.wrapping_mul(0x85ebca6b);
+        h ^= h >> 13;
+        h = h.wrapping_mul(0xc2b2ae35);
+        (h ^ (h >> 16)) as i32
+    }
+
+    fn long(v: i64, seed: i32) -> i32 {
+        let h = Self::mix_h1(seed, Self::mix_k1(v as i32));
+        Self::fmix(Self::mix_h1(h, Self::mix_k1((v >> 32) as i32)), 8)
+    }
+
+    fn bytes(b: &[u8], seed: i32) -> i32 {
+        let aligned = b.len() - b.len() % 4;
+        let mut h = seed;
+        for i in (0..aligned).step_by(4) {
+            h = Self::mix_h1(
+                h,
+                Self::mix_k1(i32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]])),
+            );
+        }
+        for &byte in &b[aligned..] {
+            h = Self::mix_h1(h, Self::mix_k1(byte as i8 as i32));
+        }
+        Self::fmix(h, b.len() as i32)
+    }
+
+    /// One id per row of `batch` into `ids`.
+    ///
+    /// # Panics
+    /// For a key type other than Int64, Utf8 and Utf8View.
+    pub fn ids(&self, batch: &RecordBatch, keys: &[usize], n: u32, ids: &mut Vec<u32>) {
+        use arrow_array::cast::AsArray;
+        use arrow_array::{Array, types::Int64Type};
+        ids.clear();
+        for row in 0..batch.num_rows() {
+            let mut h = 42i32;
+            for &k in keys {
+                let column = batch.column(k);
+                if column.is_null(row) {
+                    continue;
+                }
+                h = match column.data_type() {
+                    arrow_schema::DataType::Int64 => {
+                        Self::long(column.as_primitive::<Int64Type>().value(row), h)
+                    }
+                    arrow_schema::DataType::Utf8 => {
+                        Self::bytes(column.as_string::<i32>().value(row).as_bytes(), h)
+                    }
+                    arrow_schema::DataType::Utf8View => {
+                        Self::bytes(column.as_string_view().value(row).as_bytes(), h)
+                    }
+                    other => panic!("the naive Spark baseline does not hash {other}"),
+                };
+            }
+            ids.push((((h % n as i32) + n as i32) % n as i32) as u32);
+        }
+    }
+}

@@ -1,7 +1,7 @@
 //! The fast hash: a 64-bit hash of the key columns, fixed seeds, the same on every machine.
 //!
-//! Each value gets a 64-bit hash of its own; the columns are then folded together row by row,
-//! `h = fold(h ^ value_hash)`, starting from a fixed seed. Keeping the value hash independent
+//! Each value gets a 64-bit hash of its own; a row's hash is its first key's value hash, with
+//! every further key folded in, `h = fold(h ^ value_hash)`. Keeping the value hash independent
 //! of the running one lets a dictionary hash each distinct value once and gather the hashes
 //! through its keys.
 //!
@@ -24,12 +24,10 @@ use arrow_buffer::ArrowNativeType;
 use arrow_data::ArrayData;
 use arrow_schema::DataType;
 
-/// The running hash every row starts from.
-pub const SEED: u64 = 0x243f_6a88_85a3_08d3;
 /// The hash of a null value.
 pub const NULL_HASH: u64 = 0x1319_8a2e_0370_7344;
 const K0: u64 = 0xa409_3822_299f_31d0;
-const K1: u64 = 0x082e_fa98_ec4e_6c89;
+const K1: u64 = 0x243f_6a88_85a3_08d3;
 const XXH3_SEED: u64 = 0x4528_21e6_38d0_1377;
 
 /// The folded multiplication (high and low halves of the 128-bit product, xored): a fast,
@@ -59,11 +57,26 @@ fn hash_u128(v: u128) -> u64 {
 /// The hash of a string or binary value (see the module documentation).
 #[inline(always)]
 pub fn hash_bytes(bytes: &[u8]) -> u64 {
-    if bytes.len() <= 12 {
-        let mut view = [0u8; 16];
-        view[..4].copy_from_slice(&(bytes.len() as u32).to_le_bytes());
-        view[4..4 + bytes.len()].copy_from_slice(bytes);
-        hash_u128(u128::from_le_bytes(view))
+    let len = bytes.len();
+    if len <= 12 {
+        // The 16 bytes of an inline view, `len` then the bytes zero-padded, assembled from
+        // (possibly overlapping) fixed-size reads rather than a copy of run-time length.
+        let word = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
+        let value: u128 = match len {
+            0 => 0,
+            1..=3 => {
+                u128::from(bytes[0])
+                    | u128::from(bytes[len / 2]) << (8 * (len / 2))
+                    | u128::from(bytes[len - 1]) << (8 * (len - 1))
+            }
+            4..=8 => u128::from(word(0)) | u128::from(word(len - 4)) << (8 * (len - 4)),
+            _ => {
+                u128::from(word(0))
+                    | u128::from(word(4)) << 32
+                    | u128::from(word(len - 4)) << (8 * (len - 4))
+            }
+        };
+        hash_u128(value << 32 | len as u128)
     } else {
         xxhash_rust::xxh3::xxh3_64_with_seed(bytes, XXH3_SEED)
     }
@@ -204,21 +217,33 @@ pub fn value_hashes(column: &dyn Array, out: &mut Vec<u64>) -> Result<()> {
 fn fixed(data: &ArrayData, width: usize, out: &mut Vec<u64>) {
     let start = data.offset() * width;
     let bytes = &data.buffers()[0].as_slice()[start..start + data.len() * width];
-    match width {
-        1 => out.extend(bytes.iter().map(|&b| hash_u64(u64::from(b)))),
-        2 | 4 | 8 => out.extend(bytes.chunks_exact(width).map(|c| {
-            let mut v = [0u8; 8];
-            v[..width].copy_from_slice(c);
-            hash_u64(u64::from_le_bytes(v))
-        })),
-        _ => out.extend(bytes.chunks_exact(width).map(|c| {
-            c.chunks(16).fold(0u64, |h, part| {
-                let mut v = [0u8; 16];
-                v[..part.len()].copy_from_slice(part);
-                h ^ hash_u128(u128::from_le_bytes(v)).rotate_left(17)
-            })
-        })),
+    // A loop per width: a copy of a run-time width would be a `memcpy` call per value.
+    fn words<T: Copy>(bytes: &[u8], out: &mut Vec<u64>, to_u64: impl Fn(T) -> u64) -> bool {
+        // SAFETY: only instantiated below with plain integers, valid for every bit pattern.
+        let (head, values, tail) = unsafe { bytes.align_to::<T>() };
+        if !head.is_empty() || !tail.is_empty() {
+            return false;
+        }
+        out.extend(values.iter().map(|&v| hash_u64(to_u64(v))));
+        true
     }
+    let done = match width {
+        1 => words::<u8>(bytes, out, u64::from),
+        2 => words::<u16>(bytes, out, u64::from),
+        4 => words::<u32>(bytes, out, u64::from),
+        8 => words::<u64>(bytes, out, |v| v),
+        _ => false,
+    };
+    if done {
+        return;
+    }
+    out.extend(bytes.chunks_exact(width).map(|c| {
+        c.chunks(16).fold(0u64, |h, part| {
+            let mut v = [0u8; 16];
+            v[..part.len()].copy_from_slice(part);
+            h ^ hash_u128(u128::from_le_bytes(v)).rotate_left(17)
+        })
+    }));
 }
 
 fn bytes<T: ByteArrayType>(values: &GenericByteArray<T>, out: &mut Vec<u64>)
@@ -238,6 +263,23 @@ where
 mod tests {
     use super::*;
     use arrow_array::{StringArray, StringViewArray};
+
+    #[test]
+    fn short_values_are_assembled_like_views() {
+        for len in 0..=12usize {
+            let bytes: Vec<u8> = (0..len as u8)
+                .map(|b| b.wrapping_mul(37).wrapping_add(200))
+                .collect();
+            let mut view = [0u8; 16];
+            view[..4].copy_from_slice(&(len as u32).to_le_bytes());
+            view[4..4 + len].copy_from_slice(&bytes);
+            assert_eq!(
+                hash_bytes(&bytes),
+                hash_u128(u128::from_le_bytes(view)),
+                "length {len}"
+            );
+        }
+    }
 
     #[test]
     fn a_string_hashes_the_same_in_every_layout() {

@@ -248,9 +248,15 @@ impl PartitionIds {
                 ids.extend(self.hashes32.iter().map(|&h| pmod.reduce(h)));
             }
             Scheme::Hash => {
-                self.hashes64.clear();
-                self.hashes64.resize(rows, hash::SEED);
-                for &k in &self.partitioning.keys {
+                // The first key's value hashes are the running hashes; every further key is
+                // folded in. (For one key, that is one hash per value and nothing more.)
+                let (first, rest) = self
+                    .partitioning
+                    .keys
+                    .split_first()
+                    .expect("checked: a key");
+                hash::value_hashes(batch.column(*first).as_ref(), &mut self.hashes64)?;
+                for &k in rest {
                     hash::value_hashes(batch.column(k).as_ref(), &mut self.values64)?;
                     for (h, &v) in self.hashes64.iter_mut().zip(&self.values64) {
                         *h = hash::combine(*h, v);

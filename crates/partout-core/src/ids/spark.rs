@@ -354,6 +354,32 @@ pub fn row_hash(column: &dyn Array, row: usize, seed: u32) -> u32 {
     }
 }
 
+/// `hashes[i] = f(values[i], hashes[i])` for a column without nulls: compiled for AVX2 too
+/// and picked at run time, where the murmur steps vectorise eight rows at a time (baseline
+/// SSE2 has no 32-bit multiply).
+#[inline(always)]
+fn dense<V: Copy>(hashes: &mut [u32], values: &[V], f: impl Fn(V, u32) -> u32) {
+    #[inline(always)]
+    fn each<V: Copy>(hashes: &mut [u32], values: &[V], f: impl Fn(V, u32) -> u32) {
+        for (h, &v) in hashes.iter_mut().zip(values) {
+            *h = f(v, *h);
+        }
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx2")]
+        fn each_avx2<V: Copy>(hashes: &mut [u32], values: &[V], f: impl Fn(V, u32) -> u32) {
+            each(hashes, values, f);
+        }
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU supports AVX2, checked just above.
+            unsafe { each_avx2(hashes, values, f) };
+            return;
+        }
+    }
+    each(hashes, values, f);
+}
+
 /// The columnar loop for values hashed with `hashInt`.
 fn ints<T: ArrowPrimitiveType>(
     values: &PrimitiveArray<T>,
@@ -361,11 +387,7 @@ fn ints<T: ArrowPrimitiveType>(
     to_int: impl Fn(T::Native) -> i32,
 ) {
     match values.nulls().filter(|n| n.null_count() > 0) {
-        None => {
-            for (h, &v) in hashes.iter_mut().zip(values.values().iter()) {
-                *h = hash_int(to_int(v), *h);
-            }
-        }
+        None => dense(hashes, values.values(), |v, h| hash_int(to_int(v), h)),
         Some(nulls) => {
             for ((h, &v), valid) in hashes
                 .iter_mut()
@@ -387,11 +409,7 @@ fn longs<T: ArrowPrimitiveType>(
     to_long: impl Fn(T::Native) -> i64,
 ) {
     match values.nulls().filter(|n| n.null_count() > 0) {
-        None => {
-            for (h, &v) in hashes.iter_mut().zip(values.values().iter()) {
-                *h = hash_long(to_long(v), *h);
-            }
-        }
+        None => dense(hashes, values.values(), |v, h| hash_long(to_long(v), h)),
         Some(nulls) => {
             for ((h, &v), valid) in hashes
                 .iter_mut()
