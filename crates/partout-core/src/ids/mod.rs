@@ -15,6 +15,7 @@
 //! | [`Scheme::RoundRobin`] | `0, 1, ..., n - 1, 0, ...`, continuing across batches |
 //! | [`Scheme::Single`] | 0 |
 //! | [`Scheme::Given`] | the value of one integer column, checked to be below `n` |
+//! | [`Scheme::Range`] | the number of split points below the row's key (lexicographic over the key columns, each ascending or descending, nulls first or last), by binary search over arrow-row encodings |
 
 pub mod hash;
 mod reduce;
@@ -42,14 +43,28 @@ pub enum Scheme {
     Single,
     /// The destination is the value of the one key column (an integer column).
     Given,
+    /// Sorted split points over the key columns: destination `p` holds the keys above split
+    /// point `p - 1` and up to split point `p`.
+    Range,
+}
+
+/// The split points of range partitioning: `num_partitions - 1` rows of the key columns, in
+/// order, with the sort order of each key column.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RangeBounds {
+    /// One column per key column, one row per split point, sorted.
+    pub splits: RecordBatch,
+    /// Per key column: descending or not, nulls first or not.
+    pub options: Vec<arrow_schema::SortOptions>,
 }
 
 /// A scheme, its key columns (indices into the batch's columns) and the partition count.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Partitioning {
     scheme: Scheme,
     keys: Vec<usize>,
     num_partitions: u32,
+    bounds: Option<RangeBounds>,
 }
 
 impl Partitioning {
@@ -59,6 +74,7 @@ impl Partitioning {
             scheme: Scheme::Hash,
             keys: keys.into(),
             num_partitions,
+            bounds: None,
         }
     }
 
@@ -68,6 +84,7 @@ impl Partitioning {
             scheme: Scheme::Spark,
             keys: keys.into(),
             num_partitions,
+            bounds: None,
         }
     }
 
@@ -77,6 +94,7 @@ impl Partitioning {
             scheme: Scheme::RoundRobin,
             keys: Vec::new(),
             num_partitions,
+            bounds: None,
         }
     }
 
@@ -86,6 +104,7 @@ impl Partitioning {
             scheme: Scheme::Single,
             keys: Vec::new(),
             num_partitions: 1,
+            bounds: None,
         }
     }
 
@@ -95,6 +114,18 @@ impl Partitioning {
             scheme: Scheme::Given,
             keys: vec![column],
             num_partitions,
+            bounds: None,
+        }
+    }
+
+    /// Range partitioning of `keys` by `bounds`: `bounds.splits.num_rows() + 1` destinations.
+    pub fn range(keys: impl Into<Vec<usize>>, bounds: RangeBounds) -> Self {
+        let num_partitions = u32::try_from(bounds.splits.num_rows() + 1).unwrap_or(u32::MAX);
+        Self {
+            scheme: Scheme::Range,
+            keys: keys.into(),
+            num_partitions,
+            bounds: Some(bounds),
         }
     }
 
@@ -137,6 +168,87 @@ pub struct PartitionIds {
     hashes32: Vec<u32>,
     hashes64: Vec<u64>,
     values64: Vec<u64>,
+    range: Option<Range>,
+}
+
+/// Range partitioning's state: the row encoder, the encoded split points, reused rows.
+#[derive(Debug)]
+struct Range {
+    converter: arrow_row::RowConverter,
+    splits: arrow_row::Rows,
+    rows: arrow_row::Rows,
+}
+
+impl Range {
+    fn try_new(key_types: &[DataType], bounds: &RangeBounds) -> Result<Self> {
+        let invalid = |msg: String| Err(PartoutError::InvalidArgument(msg));
+        if bounds.options.len() != key_types.len() || bounds.splits.num_columns() != key_types.len()
+        {
+            return invalid(format!(
+                "range bounds need one split column and one sort option per key column ({} keys, {} split columns, {} options)",
+                key_types.len(),
+                bounds.splits.num_columns(),
+                bounds.options.len()
+            ));
+        }
+        for (i, (t, c)) in key_types.iter().zip(bounds.splits.columns()).enumerate() {
+            if t != c.data_type() {
+                return invalid(format!(
+                    "split column {i} is {}, its key column {t}",
+                    c.data_type()
+                ));
+            }
+        }
+        let fields: Vec<arrow_row::SortField> = key_types
+            .iter()
+            .zip(&bounds.options)
+            .map(|(t, o)| arrow_row::SortField::new_with_options(t.clone(), *o))
+            .collect();
+        if let Some((t, _)) = key_types
+            .iter()
+            .zip(&fields)
+            .find(|(_, f)| !arrow_row::RowConverter::supports_fields(std::slice::from_ref(*f)))
+        {
+            return Err(PartoutError::UnsupportedType {
+                data_type: t.clone(),
+                context: "range partitioning (no sortable encoding)",
+            });
+        }
+        let converter = arrow_row::RowConverter::new(fields)?;
+        let splits = converter.convert_columns(bounds.splits.columns())?;
+        if let Some(i) = (1..splits.num_rows()).find(|&i| splits.row(i - 1) > splits.row(i)) {
+            return invalid(format!(
+                "range split points are not sorted: split {} comes after split {i}",
+                i - 1
+            ));
+        }
+        let rows = converter.empty_rows(0, 0);
+        Ok(Self {
+            converter,
+            splits,
+            rows,
+        })
+    }
+
+    /// For each row, the number of split points strictly below its key.
+    fn ids(&mut self, columns: &[arrow_array::ArrayRef], ids: &mut Vec<u32>) -> Result<()> {
+        self.rows.clear();
+        self.converter.append(&mut self.rows, columns)?;
+        let splits = &self.splits;
+        ids.extend(self.rows.iter().map(|key| {
+            let (mut lo, mut hi) = (0, splits.num_rows());
+            while lo < hi {
+                let mid = (lo + hi) / 2;
+                if splits.row(mid) < key {
+                    lo = mid + 1
+                } else {
+                    hi = mid
+                }
+            }
+            lo as u32
+        }));
+        Ok(())
+    }
 }
 
 impl PartitionIds {
@@ -190,8 +302,18 @@ impl PartitionIds {
             Scheme::Single if n != 1 => {
                 return invalid(format!("single partitioning has 1 partition, not {n}"));
             }
-            Scheme::RoundRobin | Scheme::Single => {}
+            Scheme::Range if key_types.is_empty() => {
+                return invalid("range partitioning needs at least one key column".into());
+            }
+            Scheme::RoundRobin | Scheme::Single | Scheme::Range => {}
         }
+        let range = match (&partitioning.scheme, &partitioning.bounds) {
+            (Scheme::Range, Some(bounds)) => Some(Range::try_new(&key_types, bounds)?),
+            (Scheme::Range, None) => {
+                return invalid("range partitioning needs split points".into());
+            }
+            _ => None,
+        };
         Ok(Self {
             key_types,
             next: 0,
@@ -199,6 +321,7 @@ impl PartitionIds {
             hashes32: Vec::new(),
             hashes64: Vec::new(),
             values64: Vec::new(),
+            range,
             partitioning,
         })
     }
@@ -265,6 +388,18 @@ impl PartitionIds {
                 ids.extend(self.hashes64.iter().map(|&h| multiply_shift(h, n)));
             }
             Scheme::Given => given(batch.column(self.partitioning.keys[0]).as_ref(), n, ids)?,
+            Scheme::Range => {
+                let columns: Vec<arrow_array::ArrayRef> = self
+                    .partitioning
+                    .keys
+                    .iter()
+                    .map(|&k| batch.column(k).clone())
+                    .collect();
+                self.range
+                    .as_mut()
+                    .expect("built with the partitioning")
+                    .ids(&columns, ids)?;
+            }
         }
         Ok(())
     }

@@ -229,3 +229,183 @@ fn a_batch_of_another_shape_is_an_error() {
         "{err}"
     );
 }
+
+mod range {
+    use super::*;
+    use arrow_schema::SortOptions;
+    use partout_core::ids::RangeBounds;
+    use std::cmp::Ordering;
+
+    /// A key's ordering under `options`, written out by hand: the oracle.
+    fn compare<T: Ord>(a: &Option<T>, b: &Option<T>, options: SortOptions) -> Ordering {
+        match (a, b) {
+            (None, None) => Ordering::Equal,
+            (None, Some(_)) => {
+                if options.nulls_first {
+                    Ordering::Less
+                } else {
+                    Ordering::Greater
+                }
+            }
+            (Some(_), None) => {
+                if options.nulls_first {
+                    Ordering::Greater
+                } else {
+                    Ordering::Less
+                }
+            }
+            (Some(a), Some(b)) => {
+                if options.descending {
+                    b.cmp(a)
+                } else {
+                    a.cmp(b)
+                }
+            }
+        }
+    }
+
+    type Key = (Option<i64>, Option<String>);
+
+    fn compare_keys(a: &Key, b: &Key, options: &[SortOptions]) -> Ordering {
+        compare(&a.0, &b.0, options[0]).then_with(|| compare(&a.1, &b.1, options[1]))
+    }
+
+    fn random_keys(rows: usize, rng: &mut partout_testkit::TestRng) -> Vec<Key> {
+        use rand::Rng;
+        (0..rows)
+            .map(|_| {
+                let a = rng.random_bool(0.9).then(|| rng.random_range(-20..20i64));
+                let b = rng
+                    .random_bool(0.9)
+                    .then(|| ["", "a", "ab", "b", "zz"][rng.random_range(0..5)].to_string());
+                (a, b)
+            })
+            .collect()
+    }
+
+    fn batch_of_keys(keys: &[Key]) -> RecordBatch {
+        batch_of(vec![
+            Arc::new(Int64Array::from(
+                keys.iter().map(|k| k.0).collect::<Vec<_>>(),
+            )),
+            Arc::new(StringArray::from(
+                keys.iter().map(|k| k.1.clone()).collect::<Vec<_>>(),
+            )),
+        ])
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+        /// Every row goes to the number of split points below its key, under every sort
+        /// order, and sorted keys get non-decreasing ids.
+        #[test]
+        fn range_ids_match_the_oracle(
+            seed in any::<u64>(),
+            rows in 0usize..200,
+            splits in 0usize..12,
+            descending in any::<(bool, bool)>(),
+            nulls_first in any::<(bool, bool)>(),
+        ) {
+            let mut rng = rng(seed);
+            let options = vec![
+                SortOptions { descending: descending.0, nulls_first: nulls_first.0 },
+                SortOptions { descending: descending.1, nulls_first: nulls_first.1 },
+            ];
+            let mut split_keys = random_keys(splits, &mut rng);
+            split_keys.sort_by(|a, b| compare_keys(a, b, &options));
+            let bounds = RangeBounds { splits: batch_of_keys(&split_keys), options: options.clone() };
+            let mut keys = random_keys(rows, &mut rng);
+            let partitioning = Partitioning::range([0, 1], bounds);
+            prop_assert_eq!(partitioning.num_partitions() as usize, splits + 1);
+            let ids = ids_of(&partitioning, &batch_of_keys(&keys));
+            for (key, &id) in keys.iter().zip(&ids) {
+                let below = split_keys.iter().filter(|s| compare_keys(s, key, &options) == Ordering::Less).count();
+                prop_assert_eq!(id as usize, below, "{:?}", key);
+            }
+            keys.sort_by(|a, b| compare_keys(a, b, &options));
+            let sorted_ids = ids_of(&partitioning, &batch_of_keys(&keys));
+            prop_assert!(sorted_ids.windows(2).all(|w| w[0] <= w[1]));
+        }
+    }
+
+    #[test]
+    fn bad_split_points_are_refused() {
+        let schema = Schema::new(vec![Field::new("k", DataType::Int64, true)]);
+        let asc = vec![SortOptions::default()];
+        let unsorted = RangeBounds {
+            splits: batch_of(vec![Arc::new(Int64Array::from(vec![5, 3]))]),
+            options: asc.clone(),
+        };
+        let err = PartitionIds::try_new(Partitioning::range([0], unsorted), &schema).unwrap_err();
+        assert!(err.to_string().contains("not sorted"), "{err}");
+        let wrong_type = RangeBounds {
+            splits: batch_of(vec![Arc::new(Int32Array::from(vec![1]))]),
+            options: asc.clone(),
+        };
+        let err = PartitionIds::try_new(Partitioning::range([0], wrong_type), &schema).unwrap_err();
+        assert!(err.to_string().contains("split column 0 is Int32"), "{err}");
+        let no_options = RangeBounds {
+            splits: batch_of(vec![Arc::new(Int64Array::from(vec![1]))]),
+            options: vec![],
+        };
+        assert!(PartitionIds::try_new(Partitioning::range([0], no_options), &schema).is_err());
+        // No split points: one destination.
+        let none = RangeBounds {
+            splits: batch_of(vec![Arc::new(Int64Array::from(Vec::<i64>::new()))]),
+            options: asc,
+        };
+        let batch = batch_of(vec![Arc::new(Int64Array::from(vec![Some(7), None]))]);
+        assert_eq!(ids_of(&Partitioning::range([0], none), &batch), [0, 0]);
+    }
+}
+
+/// Ids of every scheme feed the scatter plan, with and without virtual fan-out.
+#[test]
+fn every_scheme_feeds_the_partitioner() {
+    use partout_core::Partitioner;
+    use partout_core::ids::RangeBounds;
+    let mut rng = rng(31);
+    let key = random_array(&DataType::Int64, 1000, 0.1, &mut rng);
+    let payload = random_array(&DataType::Utf8View, 1000, 0.3, &mut rng);
+    let batch = batch_of(vec![
+        key,
+        payload,
+        Arc::new(UInt32Array::from_iter_values((0..1000).map(|i| i % 7))),
+    ]);
+    let bounds = RangeBounds {
+        splits: batch_of(vec![Arc::new(Int64Array::from(vec![
+            -(1 << 40),
+            0,
+            1 << 40,
+        ]))]),
+        options: vec![arrow_schema::SortOptions::default()],
+    };
+    for partitioning in [
+        Partitioning::hash([0, 1], 7),
+        Partitioning::spark([0], 7),
+        Partitioning::round_robin(7),
+        Partitioning::single(),
+        Partitioning::given(2, 7),
+        Partitioning::range([0], bounds),
+    ] {
+        let ids = ids_of(&partitioning, &batch);
+        let n = partitioning.num_partitions();
+        let reference = partout_testkit::reference_partition(&batch, &ids, n);
+        for fanout in [None, Some(1), Some(8)] {
+            let mut partitioner = Partitioner::try_new(n).unwrap();
+            if let Some(f) = fanout {
+                partitioner = partitioner.with_fanout(f).unwrap();
+            }
+            let out = partitioner.partition(&batch, &ids).unwrap();
+            for (p, want) in reference.iter().enumerate() {
+                assert_eq!(
+                    &out.partition(p),
+                    want,
+                    "{:?} fan-out {fanout:?}",
+                    partitioning.scheme()
+                );
+            }
+        }
+    }
+}
