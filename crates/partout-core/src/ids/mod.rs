@@ -367,8 +367,7 @@ impl PartitionIds {
                 for &k in &self.partitioning.keys {
                     spark::update(batch.column(k).as_ref(), &mut self.hashes32)?;
                 }
-                let pmod = self.pmod;
-                ids.extend(self.hashes32.iter().map(|&h| pmod.reduce(h)));
+                self.pmod.reduce_all(&self.hashes32, ids);
             }
             Scheme::Hash => {
                 // The first key's value hashes are the running hashes; every further key is

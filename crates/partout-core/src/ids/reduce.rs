@@ -105,6 +105,49 @@ impl Pmod {
     }
 }
 
+impl Pmod {
+    /// `pmod(h, n)` for every hash, appended to `out`.
+    ///
+    /// With AVX2 (detected at run time) and `n <= 2^20`, the quotient comes from
+    /// double-precision arithmetic, four lanes at a time: `q = floor(h * (1 / n))` is exact
+    /// but when `h / n` is an integer, where it may come out one low (its error, below 2^-21,
+    /// is smaller than the 1/n ≥ 2^-20 that separates any other quotient from an integer), and
+    /// one compare-and-subtract corrects that case.
+    pub fn reduce_all(self, hashes: &[u32], out: &mut Vec<u32>) {
+        let n = self.modulo.divisor();
+        #[cfg(target_arch = "x86_64")]
+        if n <= 1 << 20 && std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU supports AVX2, checked just above.
+            unsafe { pmod_f64_avx2(hashes, n, out) };
+            return;
+        }
+        out.extend(hashes.iter().map(|&h| self.reduce(h)));
+    }
+}
+
+/// `pmod(h, n)` by a floating-point quotient; exact for `n <= 2^20` (see [`Pmod::reduce_all`]).
+#[inline(always)]
+fn pmod_f64(h: u32, n: i32, inverse: f64) -> u32 {
+    let h = h as i32;
+    let q = (f64::from(h) * inverse).floor() as i32;
+    let mut r = h.wrapping_sub(q.wrapping_mul(n));
+    if r >= n {
+        r -= n;
+    }
+    if r < 0 {
+        r += n;
+    }
+    r as u32
+}
+
+/// [`pmod_f64`] over a slice, compiled for AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn pmod_f64_avx2(hashes: &[u32], n: u32, out: &mut Vec<u32>) {
+    let inverse = 1.0 / f64::from(n);
+    out.extend(hashes.iter().map(|&h| pmod_f64(h, n as i32, inverse)));
+}
+
 /// `(top 32 bits of h) * n >> 32`: a destination below `n` for a 64-bit hash.
 ///
 /// ```
@@ -120,6 +163,44 @@ pub fn multiply_shift(h: u64, n: u32) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_floating_point_pmod_is_exact() {
+        let mut hashes: Vec<u32> = (0..20_000u32)
+            .map(|i| i.wrapping_mul(2_654_435_761))
+            .collect();
+        hashes.extend([0, 1, u32::MAX, 1 << 31, (1 << 31) - 1, (1 << 31) + 1]);
+        for n in [
+            1u32,
+            2,
+            3,
+            7,
+            200,
+            999,
+            1000,
+            1 << 19,
+            (1 << 20) - 1,
+            1 << 20,
+        ] {
+            // Multiples of n (positive and negative) are where the quotient may come out low.
+            let multiples = (-50i64..50)
+                .map(|k| (k * i64::from(n)).clamp(i32::MIN.into(), i32::MAX.into()) as i32 as u32);
+            let all: Vec<u32> = hashes.iter().copied().chain(multiples).collect();
+            let inverse = 1.0 / f64::from(n);
+            let mut batch = Vec::new();
+            Pmod::new(n).reduce_all(&all, &mut batch);
+            for (&h, &got) in all.iter().zip(&batch) {
+                let want = i64::from(h as i32).rem_euclid(i64::from(n)) as u32;
+                assert_eq!(
+                    pmod_f64(h, n as i32, inverse),
+                    want,
+                    "pmod({}, {n})",
+                    h as i32
+                );
+                assert_eq!(got, want, "pmod({}, {n})", h as i32);
+            }
+        }
+    }
 
     #[test]
     fn modulo_is_exact_on_the_edges() {

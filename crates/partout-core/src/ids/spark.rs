@@ -247,14 +247,35 @@ pub fn update(column: &dyn Array, hashes: &mut [u32]) -> Result<()> {
             for_each_valid(column, hashes, |i, h| hash_bytes(values.value(i), h));
         }
         Dictionary(_, _) => {
-            // Keys normalised once; each row then hashes its value with its own seed.
             let dictionary = column.as_any_dictionary();
             let keys = dictionary.normalized_keys();
             let values = dictionary.values().as_ref();
             let key_nulls = dictionary.keys().nulls().filter(|n| n.null_count() > 0);
-            for (i, h) in hashes.iter_mut().enumerate() {
-                if key_nulls.is_none_or(|n| n.is_valid(i)) && values.is_valid(keys[i]) {
-                    *h = row_hash(values, keys[i], *h);
+            let valid =
+                |i: usize| key_nulls.is_none_or(|n| n.is_valid(i)) && values.is_valid(keys[i]);
+            if hashes.iter().all(|&h| h == SEED) {
+                // Every row still has the initial seed (the first key column): hash each
+                // dictionary value once and gather through the keys.
+                let value_hashes: Vec<u32> = (0..values.len())
+                    .map(|v| {
+                        if values.is_valid(v) {
+                            row_hash(values, v, SEED)
+                        } else {
+                            SEED
+                        }
+                    })
+                    .collect();
+                for (i, h) in hashes.iter_mut().enumerate() {
+                    if valid(i) {
+                        *h = value_hashes[keys[i]];
+                    }
+                }
+            } else {
+                // Each row hashes its value with its own running hash as the seed.
+                for (i, h) in hashes.iter_mut().enumerate() {
+                    if valid(i) {
+                        *h = row_hash(values, keys[i], *h);
+                    }
                 }
             }
         }
