@@ -16,6 +16,7 @@
 //! Nested types (lists, structs, maps, unions) have no fast hash and are refused when the
 //! partitioning is built.
 
+use super::{double_bits, float_bits};
 use crate::error::{PartoutError, Result};
 use arrow_array::cast::AsArray;
 use arrow_array::types::ByteArrayType;
@@ -119,43 +120,30 @@ pub fn value_hashes(column: &dyn Array, out: &mut Vec<u64>) -> Result<()> {
         }
         Float16 => {
             let values = column.as_primitive::<arrow_array::types::Float16Type>();
-            out.extend(values.values().iter().map(|v| {
-                let v = v.to_f32();
-                let bits = if v == 0.0 {
-                    0
-                } else if v.is_nan() {
-                    0x7e00
-                } else {
-                    v.to_bits()
-                };
-                hash_u64(u64::from(bits))
-            }));
+            out.extend(
+                values
+                    .values()
+                    .iter()
+                    .map(|v| hash_u64(float_bits(v.to_f32()) as u32 as u64)),
+            );
         }
         Float32 => {
             let values = column.as_primitive::<arrow_array::types::Float32Type>();
-            out.extend(values.values().iter().map(|&v| {
-                let bits = if v == 0.0 {
-                    0
-                } else if v.is_nan() {
-                    0x7fc0_0000
-                } else {
-                    v.to_bits()
-                };
-                hash_u64(u64::from(bits))
-            }));
+            out.extend(
+                values
+                    .values()
+                    .iter()
+                    .map(|&v| hash_u64(float_bits(v) as u32 as u64)),
+            );
         }
         Float64 => {
             let values = column.as_primitive::<arrow_array::types::Float64Type>();
-            out.extend(values.values().iter().map(|&v| {
-                let bits = if v == 0.0 {
-                    0
-                } else if v.is_nan() {
-                    0x7ff8_0000_0000_0000
-                } else {
-                    v.to_bits()
-                };
-                hash_u64(bits)
-            }));
+            out.extend(
+                values
+                    .values()
+                    .iter()
+                    .map(|&v| hash_u64(double_bits(v) as u64)),
+            );
         }
         Utf8 => bytes(column.as_string::<i32>(), out),
         LargeUtf8 => bytes(column.as_string::<i64>(), out),

@@ -404,6 +404,29 @@ impl PartitionIds {
     }
 }
 
+/// Java's `Float.floatToIntBits` after `-0.0 -> 0.0`: equal floats, equal bits (every NaN
+/// the one canonical NaN). Both hashes hash floats through it.
+pub(crate) fn float_bits(value: f32) -> i32 {
+    if value == 0.0 {
+        0
+    } else if value.is_nan() {
+        0x7fc0_0000
+    } else {
+        value.to_bits() as i32
+    }
+}
+
+/// Java's `Double.doubleToLongBits` after `-0.0 -> 0.0` (see [`float_bits`]).
+pub(crate) fn double_bits(value: f64) -> i64 {
+    if value == 0.0 {
+        0
+    } else if value.is_nan() {
+        0x7ff8_0000_0000_0000
+    } else {
+        value.to_bits() as i64
+    }
+}
+
 /// Ids read from an integer column, each checked to be a valid destination.
 fn given(column: &dyn Array, n: u32, ids: &mut Vec<u32>) -> Result<()> {
     fn read<T: ArrowPrimitiveType>(column: &dyn Array, n: u32, ids: &mut Vec<u32>) -> Result<()>

@@ -23,6 +23,7 @@
 //! Anything else (unsigned 64-bit integers, times of day, maps, unions, ...) has no Spark
 //! hash and is refused when the partitioning is built.
 
+use super::{double_bits, float_bits};
 use crate::error::{PartoutError, Result};
 use arrow_array::cast::AsArray;
 use arrow_array::types::ByteArrayType;
@@ -89,28 +90,6 @@ pub fn hash_bytes(bytes: &[u8], seed: u32) -> u32 {
         h = mix_h1(h, mix_k1(byte as i8 as i32 as u32));
     }
     fmix(h, bytes.len() as u32)
-}
-
-/// Java's `Float.floatToIntBits` of `value` after Spark's `-0.0 -> 0.0`.
-fn float_bits(value: f32) -> i32 {
-    if value == 0.0 {
-        0
-    } else if value.is_nan() {
-        0x7fc0_0000
-    } else {
-        value.to_bits() as i32
-    }
-}
-
-/// Java's `Double.doubleToLongBits` of `value` after Spark's `-0.0 -> 0.0`.
-fn double_bits(value: f64) -> i64 {
-    if value == 0.0 {
-        0
-    } else if value.is_nan() {
-        0x7ff8_0000_0000_0000
-    } else {
-        value.to_bits() as i64
-    }
 }
 
 /// Java's `BigInteger.toByteArray()`: big-endian two's complement, as short as possible (at
@@ -401,36 +380,34 @@ fn dense<V: Copy>(hashes: &mut [u32], values: &[V], f: impl Fn(V, u32) -> u32) {
     each(hashes, values, f);
 }
 
-/// The columnar loop for values hashed with `hashInt`.
+/// `hashInt` of every valid value, converted by `to_int`.
 fn ints<T: ArrowPrimitiveType>(
     values: &PrimitiveArray<T>,
     hashes: &mut [u32],
     to_int: impl Fn(T::Native) -> i32,
 ) {
-    match values.nulls().filter(|n| n.null_count() > 0) {
-        None => dense(hashes, values.values(), |v, h| hash_int(to_int(v), h)),
-        Some(nulls) => {
-            for ((h, &v), valid) in hashes
-                .iter_mut()
-                .zip(values.values().iter())
-                .zip(nulls.iter())
-            {
-                if valid {
-                    *h = hash_int(to_int(v), *h);
-                }
-            }
-        }
-    }
+    fold_values(values, hashes, |v, h| hash_int(to_int(v), h));
 }
 
-/// The columnar loop for values hashed with `hashLong`.
+/// `hashLong` of every valid value, converted by `to_long`.
 fn longs<T: ArrowPrimitiveType>(
     values: &PrimitiveArray<T>,
     hashes: &mut [u32],
     to_long: impl Fn(T::Native) -> i64,
 ) {
+    fold_values(values, hashes, |v, h| hash_long(to_long(v), h));
+}
+
+/// `hashes[i] = f(values[i], hashes[i])` for every valid row: the dense loop when there are
+/// no nulls.
+#[inline(always)]
+fn fold_values<T: ArrowPrimitiveType>(
+    values: &PrimitiveArray<T>,
+    hashes: &mut [u32],
+    f: impl Fn(T::Native, u32) -> u32,
+) {
     match values.nulls().filter(|n| n.null_count() > 0) {
-        None => dense(hashes, values.values(), |v, h| hash_long(to_long(v), h)),
+        None => dense(hashes, values.values(), f),
         Some(nulls) => {
             for ((h, &v), valid) in hashes
                 .iter_mut()
@@ -438,7 +415,7 @@ fn longs<T: ArrowPrimitiveType>(
                 .zip(nulls.iter())
             {
                 if valid {
-                    *h = hash_long(to_long(v), *h);
+                    *h = f(v, *h);
                 }
             }
         }
