@@ -231,10 +231,9 @@ mod tests {
         ] {
             let modulo = Modulo::new(n);
             let pmod = Pmod::new(n);
-            for x in values
-                .into_iter()
-                .chain((0..2000).map(|i| i * 2_654_435_761u32))
-            {
+            for x in values.into_iter().chain(
+                (0..if cfg!(miri) { 100u32 } else { 2000 }).map(|i| i.wrapping_mul(2_654_435_761)),
+            ) {
                 assert_eq!(modulo.reduce(x), x % n, "{x} mod {n}");
                 let h = x as i32;
                 assert_eq!(

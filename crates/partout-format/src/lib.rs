@@ -1,0 +1,52 @@
+//! partout-format: the bytes partout sends to destinations.
+//!
+//! * [`ipc`]: one Arrow IPC stream per destination, encoded without IO (bytes out), with the
+//!   IPC format's own LZ4_FRAME or ZSTD body compression, and a decoder that turns malformed
+//!   bytes into errors.
+
+#![forbid(unsafe_code)]
+
+pub mod ipc;
+
+use arrow_schema::ArrowError;
+use std::fmt;
+
+/// Errors of partout-format.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum FormatError {
+    /// Bytes that are not a valid stream: what was wrong, as found by the decoder.
+    Corrupt(String),
+    /// The encoder was used wrongly (a batch of another schema, a finished stream).
+    InvalidArgument(String),
+    /// An error from arrow-rs while encoding.
+    Arrow(ArrowError),
+}
+
+impl fmt::Display for FormatError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Corrupt(what) => write!(f, "corrupt input: {what}"),
+            Self::InvalidArgument(what) => write!(f, "invalid argument: {what}"),
+            Self::Arrow(e) => write!(f, "arrow error: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for FormatError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Arrow(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<ArrowError> for FormatError {
+    fn from(e: ArrowError) -> Self {
+        Self::Arrow(e)
+    }
+}
+
+/// The result type of partout-format.
+pub type Result<T, E = FormatError> = std::result::Result<T, E>;
