@@ -12,12 +12,12 @@
 //!
 //! | layout | types | kernel |
 //! |---|---|---|
-//! | bits | Boolean values, every validity bitmap | [`bits`]: 64 bits per register, whole words out |
-//! | fixed width | every primitive, temporal, interval and decimal type, FixedSizeBinary | [`fixed`]: one loop per byte width |
-//! | variable width | Utf8, LargeUtf8, Binary, LargeBinary | [`bytes`]: offsets pass, then bytes pass |
+//! | bits | Boolean values, every validity bitmap | `bits`: unpacked to bytes, gathered, packed 8 rows per multiply |
+//! | fixed width | every primitive, temporal, interval and decimal type, FixedSizeBinary | `fixed`: one loop per byte width |
+//! | variable width | Utf8, LargeUtf8, Binary, LargeBinary | `bytes`: offsets pass, then bytes pass |
 //! | views | Utf8View, BinaryView | the 16-byte views as fixed width; data buffers shared |
 //! | dictionary | any key type | the keys as fixed width; the dictionary shared |
-//! | nested | Struct, List, LargeList, FixedSizeList, Map, sparse Union | [`nested`]: children by a derived order |
+//! | nested | Struct, List, LargeList, FixedSizeList, Map, sparse Union | `nested`: children by a derived order |
 //!
 //! A column without nulls (no null buffer, or one with no null in it) comes out without a
 //! null buffer. Sliced inputs (a non-zero offset) are read from their offset.
@@ -155,7 +155,7 @@ pub fn scatter_column(
 
 /// Moves every column of a batch by `plan`, like [`scatter_column`] on each, but with the
 /// validity of all of them moved together (eight bitmaps per pass over the order, see
-/// [`bits`]). Values still move one column at a time: measured, moving several fixed-width
+/// the bit kernels). Values still move one column at a time: measured, moving several fixed-width
 /// columns in one pass over the order is slower once the order is random, because the
 /// columns then compete for the L1 cache.
 ///
