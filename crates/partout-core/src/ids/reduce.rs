@@ -164,7 +164,10 @@ pub fn multiply_shift(h: u64, n: u32) -> u32 {
 mod tests {
     use super::*;
 
+    /// Takes minutes under Miri whatever its size (the floating-point path is slow to
+    /// interpret), and holds no unsafe code of its own: run natively only.
     #[test]
+    #[cfg_attr(miri, ignore)]
     fn the_floating_point_pmod_is_exact() {
         let mut hashes: Vec<u32> = (0..20_000u32)
             .map(|i| i.wrapping_mul(2_654_435_761))
@@ -183,8 +186,7 @@ mod tests {
             1 << 20,
         ] {
             // Multiples of n (positive and negative) are where the quotient may come out low.
-            let around = if cfg!(miri) { 3i64 } else { 50 };
-            let multiples = (-around..around)
+            let multiples = (-50i64..50)
                 .map(|k| (k * i64::from(n)).clamp(i32::MIN.into(), i32::MAX.into()) as i32 as u32);
             let all: Vec<u32> = hashes.iter().copied().chain(multiples).collect();
             let inverse = 1.0 / f64::from(n);
