@@ -19,7 +19,7 @@ fn batch(start: usize, len: usize) -> RecordBatch {
     let rows = start..start + len;
     let name = |i: usize| (i % 7 != 3).then(|| format!("row-{i}"));
     let label = |i: usize| {
-        if i % 5 == 0 {
+        if i.is_multiple_of(5) {
             format!("a longer label {i}")
         } else {
             format!("l{i}")
