@@ -182,13 +182,7 @@ pub fn scatter_columns(
     plan: &ScatterPlan,
     scratch: &mut ScatterScratch,
 ) -> Result<Vec<ArrayRef>> {
-    if let Some(column) = columns.iter().find(|c| c.len() != plan.num_rows()) {
-        return Err(PartoutError::InvalidArgument(format!(
-            "a column of {} rows does not match a plan of {} rows",
-            column.len(),
-            plan.num_rows()
-        )));
-    }
+    check_lengths(columns, plan.num_rows(), "a plan of")?;
     scatter_columns_premoved(columns, plan, None, scratch)
 }
 
@@ -242,13 +236,7 @@ pub(crate) fn plan_and_scatter(
     columns: &[ArrayRef],
     scratch: &mut ScatterScratch,
 ) -> Result<Vec<ArrayRef>> {
-    if let Some(column) = columns.iter().find(|c| c.len() != ids.len()) {
-        return Err(PartoutError::InvalidArgument(format!(
-            "a column of {} rows does not match {} partition ids",
-            column.len(),
-            ids.len()
-        )));
-    }
+    check_lengths(columns, ids.len(), "partition ids for")?;
     let Some((index, width)) = columns.iter().enumerate().find_map(|(i, c)| {
         c.data_type()
             .primitive_width()
@@ -303,6 +291,17 @@ fn plan_moving<T: fixed::Plain>(
     // which has `T::Storage`'s size and every bit pattern of which is a valid `T::Storage`.
     unsafe { out.set_len(ids.len()) };
     Ok(Some(arrow_buffer::Buffer::from_vec(out)))
+}
+
+/// An error unless every column has `rows` rows; `what` names what they must match.
+fn check_lengths(columns: &[ArrayRef], rows: usize, what: &str) -> Result<()> {
+    match columns.iter().find(|c| c.len() != rows) {
+        Some(column) => Err(PartoutError::InvalidArgument(format!(
+            "a column of {} rows does not match {what} {rows} rows",
+            column.len()
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// Moves `array` and its nulls by `order`.
