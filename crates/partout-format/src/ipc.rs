@@ -22,7 +22,7 @@ use arrow_array::{Array, ArrayRef, RecordBatch};
 use arrow_ipc::CompressionType;
 use arrow_ipc::reader::StreamReader;
 use arrow_ipc::writer::{IpcWriteOptions, StreamWriter};
-use arrow_schema::{DataType, SchemaRef};
+use arrow_schema::{ArrowError, DataType, SchemaRef};
 use std::sync::Arc;
 
 /// Body compression of an IPC stream.
@@ -83,9 +83,22 @@ impl IpcStreamEncoder {
             )));
         }
         let batch = compact_views(batch)?;
-        self.writer.write(&batch)?;
+        self.write_into(out, |writer| writer.write(&batch))
+    }
+
+    /// Runs `write` with the stream writing straight into `out` (after its contents): no copy
+    /// of the encoded bytes, and no buffer kept per stream between calls.
+    fn write_into(
+        &mut self,
+        out: &mut Vec<u8>,
+        write: impl FnOnce(&mut StreamWriter<Vec<u8>>) -> std::result::Result<(), ArrowError>,
+    ) -> Result<()> {
+        // The schema message, written when the stream was opened, comes first.
         out.append(self.writer.get_mut());
-        Ok(())
+        std::mem::swap(self.writer.get_mut(), out);
+        let written = write(&mut self.writer);
+        std::mem::swap(self.writer.get_mut(), out);
+        Ok(written?)
     }
 
     /// Ends the stream, appending the end-of-stream marker (and the schema, if no batch was
@@ -94,9 +107,7 @@ impl IpcStreamEncoder {
     /// # Errors
     /// [`FormatError::Arrow`] when arrow-rs cannot write the marker.
     pub fn finish(mut self, out: &mut Vec<u8>) -> Result<()> {
-        self.writer.finish()?;
-        out.append(self.writer.get_mut());
-        Ok(())
+        self.write_into(out, StreamWriter::finish)
     }
 }
 

@@ -523,3 +523,20 @@ fn take_column(column: &ArrayRef, indices: &UInt32Array) -> ArrayRef {
     }
     arrow_select::take::take(column.as_ref(), indices, None).expect("take succeeds")
 }
+
+/// Asserts that destination `p`'s batch `got` holds the same rows as `want`, column by column,
+/// naming the destination, column and type of the first difference.
+///
+/// # Panics
+/// When they differ.
+pub fn assert_same_rows(got: &RecordBatch, want: &RecordBatch, p: usize) {
+    assert_eq!(got.num_rows(), want.num_rows(), "destination {p}'s rows");
+    for (c, (g, w)) in got.columns().iter().zip(want.columns()).enumerate() {
+        assert_eq!(
+            g.as_ref(),
+            w.as_ref(),
+            "destination {p}, column {c} ({})",
+            w.data_type()
+        );
+    }
+}

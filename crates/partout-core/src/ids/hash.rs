@@ -22,7 +22,6 @@ use arrow_array::cast::AsArray;
 use arrow_array::types::ByteArrayType;
 use arrow_array::{Array, GenericByteArray, OffsetSizeTrait};
 use arrow_buffer::ArrowNativeType;
-use arrow_data::ArrayData;
 use arrow_schema::DataType;
 
 /// The hash of a null value.
@@ -150,10 +149,7 @@ pub fn value_hashes(column: &dyn Array, out: &mut Vec<u64>) -> Result<()> {
         Binary => bytes(column.as_binary::<i32>(), out),
         LargeBinary => bytes(column.as_binary::<i64>(), out),
         Utf8View | BinaryView => {
-            let data = column.to_data();
-            let views =
-                &data.buffers()[0].typed_data::<u128>()[data.offset()..data.offset() + data.len()];
-            let buffers = &data.buffers()[1..];
+            let (views, buffers) = crate::scatter::view_parts(column);
             out.extend(views.iter().map(|&view| {
                 let len = view as u32 as usize;
                 if len <= 12 {
@@ -182,7 +178,7 @@ pub fn value_hashes(column: &dyn Array, out: &mut Vec<u64>) -> Result<()> {
             );
         }
         other => match other.primitive_width() {
-            Some(width) => fixed(&column.to_data(), width, out),
+            Some(width) => fixed(crate::scatter::fixed_bytes(column, width), width, out),
             None => {
                 return Err(PartoutError::UnsupportedType {
                     data_type: other.clone(),
@@ -202,9 +198,7 @@ pub fn value_hashes(column: &dyn Array, out: &mut Vec<u64>) -> Result<()> {
 }
 
 /// Fixed-width values hashed from their little-endian bits.
-fn fixed(data: &ArrayData, width: usize, out: &mut Vec<u64>) {
-    let start = data.offset() * width;
-    let bytes = &data.buffers()[0].as_slice()[start..start + data.len() * width];
+fn fixed(bytes: &[u8], width: usize, out: &mut Vec<u64>) {
     // A loop per width: a copy of a run-time width would be a `memcpy` call per value.
     fn words<T: Copy>(bytes: &[u8], out: &mut Vec<u64>, to_u64: impl Fn(T) -> u64) -> bool {
         // SAFETY: only instantiated below with plain integers, valid for every bit pattern.

@@ -197,9 +197,7 @@ pub fn update(column: &dyn Array, hashes: &mut [u32]) -> Result<()> {
         }
         Timestamp(unit, _) | Duration(unit) => {
             // Every timestamp and duration type stores an i64: read the buffer once.
-            let data = column.to_data();
-            let raw =
-                &data.buffers()[0].typed_data::<i64>()[data.offset()..data.offset() + data.len()];
+            let raw = i64_values(column);
             let (mul, div) = micros_per(unit);
             for_each_valid(column, hashes, |i, h| {
                 hash_long(raw[i].wrapping_mul(mul).div_euclid(div), h)
@@ -298,8 +296,7 @@ pub fn row_hash(column: &dyn Array, row: usize, seed: u32) -> u32 {
         ),
         Timestamp(unit, _) | Duration(unit) => {
             // Every timestamp and duration type stores an i64.
-            let data = column.to_data();
-            let raw = data.buffers()[0].typed_data::<i64>()[data.offset() + row];
+            let raw = i64_values(column)[row];
             let (mul, div) = micros_per(unit);
             hash_long(raw.wrapping_mul(mul).div_euclid(div), seed)
         }
@@ -447,6 +444,34 @@ fn for_each_valid(column: &dyn Array, hashes: &mut [u32], f: impl Fn(usize, u32)
                 }
             }
         }
+    }
+}
+
+/// The values of a timestamp or duration column (every unit stores an `i64`), read without
+/// building its `ArrayData` (which would allocate).
+fn i64_values(column: &dyn Array) -> &[i64] {
+    use arrow_array::types::*;
+    use arrow_schema::TimeUnit::*;
+    match column.data_type() {
+        DataType::Timestamp(Second, _) => column.as_primitive::<TimestampSecondType>().values(),
+        DataType::Timestamp(Millisecond, _) => {
+            column.as_primitive::<TimestampMillisecondType>().values()
+        }
+        DataType::Timestamp(Microsecond, _) => {
+            column.as_primitive::<TimestampMicrosecondType>().values()
+        }
+        DataType::Timestamp(Nanosecond, _) => {
+            column.as_primitive::<TimestampNanosecondType>().values()
+        }
+        DataType::Duration(Second) => column.as_primitive::<DurationSecondType>().values(),
+        DataType::Duration(Millisecond) => {
+            column.as_primitive::<DurationMillisecondType>().values()
+        }
+        DataType::Duration(Microsecond) => {
+            column.as_primitive::<DurationMicrosecondType>().values()
+        }
+        DataType::Duration(Nanosecond) => column.as_primitive::<DurationNanosecondType>().values(),
+        other => unreachable!("{other} is not a timestamp or duration"),
     }
 }
 

@@ -123,6 +123,106 @@ pub(crate) fn gather_bits(
     Buffer::from_vec(out)
 }
 
+/// Unpacks bits `offset..offset + len` of `bits` into `scratch` and returns the unpacked
+/// bytes of those rows, `len` of them (plus up to 7 of padding after).
+///
+/// # Panics
+/// If the bits reach past the bitmap.
+pub(crate) fn unpack_rows<'a>(
+    bits: &[u8],
+    offset: usize,
+    len: usize,
+    scratch: &'a mut Vec<u8>,
+) -> &'a [u8] {
+    assert!(
+        offset + len <= bits.len() * 8,
+        "bits up to {} of a {}-byte bitmap",
+        offset + len,
+        bits.len()
+    );
+    unpack(bits, offset, len, scratch);
+    &scratch[offset % 8..]
+}
+
+/// Appends the bits `unpacked[order[j]]` (0/1 bytes, from [`unpack_rows`]) to the bitmap in
+/// `out`, which holds `bit_len` bits.
+///
+/// # Panics
+/// If the order's bound reaches past `unpacked`.
+pub(crate) fn append_gathered(
+    unpacked: &[u8],
+    order: Order<'_>,
+    out: &mut arrow_buffer::MutableBuffer,
+    bit_len: usize,
+) {
+    let mut appender = BitAppender::new(out, bit_len, order.len());
+    gather_bytes8(unpacked, order, |x| appender.push(pack8(x)));
+    appender.finish();
+}
+
+/// Appends `count` set bits to the bitmap in `out`, which holds `bit_len` bits.
+pub(crate) fn append_ones(out: &mut arrow_buffer::MutableBuffer, bit_len: usize, count: usize) {
+    let mut appender = BitAppender::new(out, bit_len, count);
+    for _ in 0..count.div_ceil(8) {
+        appender.push(0xff);
+    }
+    appender.finish();
+}
+
+/// Appends whole bytes of bits to a bitmap whose length need not be a multiple of 8: each byte
+/// is shifted past the bits already in the last, partial byte.
+struct BitAppender<'a> {
+    out: &'a mut arrow_buffer::MutableBuffer,
+    shift: u32,
+    /// The partial byte's bits, then each pushed byte's bits that did not fit.
+    pending: u16,
+    end_bits: usize,
+}
+
+impl<'a> BitAppender<'a> {
+    /// Room for `count` more bits after the `bit_len` `out` holds (`bit_len.div_ceil(8)`
+    /// bytes, the bits past `bit_len` zero).
+    fn new(out: &'a mut arrow_buffer::MutableBuffer, bit_len: usize, count: usize) -> Self {
+        debug_assert_eq!(out.len(), bit_len.div_ceil(8));
+        let shift = (bit_len % 8) as u32;
+        let pending = if shift == 0 {
+            0
+        } else {
+            u16::from(out.as_slice()[bit_len / 8])
+        };
+        out.truncate(bit_len / 8);
+        out.reserve(count.div_ceil(8) + 1);
+        Self {
+            out,
+            shift,
+            pending,
+            end_bits: bit_len + count,
+        }
+    }
+
+    #[inline(always)]
+    fn push(&mut self, byte: u8) {
+        let v = self.pending | u16::from(byte) << self.shift;
+        self.out.push(v as u8);
+        self.pending = v >> 8;
+    }
+
+    /// Writes the carried bits and cuts the bitmap to its new length, clearing the bits past
+    /// it.
+    fn finish(self) {
+        if self.shift != 0 {
+            self.out.push(self.pending as u8);
+        }
+        let bytes = self.end_bits.div_ceil(8);
+        debug_assert!(self.out.len() >= bytes);
+        self.out.truncate(bytes);
+        let rest = self.end_bits % 8;
+        if rest != 0 {
+            self.out.as_slice_mut()[bytes - 1] &= (1u8 << rest) - 1;
+        }
+    }
+}
+
 /// Up to this many bitmaps share one byte per row in [`scatter_nulls_many`].
 const LANES: usize = 8;
 
@@ -219,6 +319,35 @@ pub(crate) fn scatter_boolean_values(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn appended_bits_land_after_any_partial_byte() {
+        let source: Vec<bool> = (0..90).map(|i| (i * 13 + i / 5) % 3 == 0).collect();
+        let buffer = BooleanBuffer::from(source.as_slice());
+        let mut scratch = Vec::new();
+        let unpacked = unpack_rows(buffer.values(), 0, source.len(), &mut scratch).to_vec();
+        let mut out = arrow_buffer::MutableBuffer::new(0);
+        let mut want: Vec<bool> = Vec::new();
+        for (k, step) in [3usize, 1, 8, 5, 2, 7].into_iter().enumerate() {
+            let order: Vec<u32> = (k as u32..source.len() as u32).step_by(step).collect();
+            let order = Order::try_new(&order, source.len()).unwrap();
+            append_gathered(&unpacked, order, &mut out, want.len());
+            want.extend(order.rows().iter().map(|&r| source[r as usize]));
+            append_ones(&mut out, want.len(), k);
+            want.extend(std::iter::repeat_n(true, k));
+            assert_eq!(out.len(), want.len().div_ceil(8));
+            let got = BooleanBuffer::new(Buffer::from(out.as_slice()), 0, want.len());
+            assert_eq!(got.iter().collect::<Vec<_>>(), want, "round {k}");
+            let rest = want.len() % 8;
+            if rest != 0 {
+                assert_eq!(
+                    out.as_slice()[out.len() - 1] >> rest,
+                    0,
+                    "bits past the end"
+                );
+            }
+        }
+    }
 
     #[test]
     fn pack8_is_the_inverse_of_spread() {

@@ -18,42 +18,75 @@ pub(crate) fn gather_bytes<O: ArrowNativeType + std::ops::AddAssign + std::ops::
     values: &[u8],
     order: Order<'_>,
 ) -> (Buffer, Buffer) {
+    let mut out_offsets = Vec::<O>::with_capacity(order.len() + 1);
+    // SAFETY: `out_offsets` has room for `order.len() + 1` offsets.
+    let total = unsafe { offsets_to(offsets, order, O::usize_as(0), out_offsets.as_mut_ptr()) };
+    // SAFETY: `offsets_to` wrote all `order.len() + 1` offsets.
+    unsafe { out_offsets.set_len(order.len() + 1) };
+    let total = total.as_usize();
+    let mut out: Vec<u8> = Vec::with_capacity(total + SHORT);
+    // SAFETY: `out` has room for the `total` bytes the offsets pass summed, plus `SHORT`.
+    unsafe { copy_values_to(offsets, values, order, total, out.as_mut_ptr()) };
+    // SAFETY: `copy_values_to` initialised the first `total` bytes.
+    unsafe { out.set_len(total) };
+    (Buffer::from_vec(out_offsets), Buffer::from_vec(out))
+}
+
+/// The offsets pass: writes `base`, then `base` plus the running total of the lengths of the
+/// rows `order` takes, to `dst` (`order.len() + 1` offsets); returns the last one.
+///
+/// # Safety
+/// `dst` must be valid for writes of `order.len() + 1` offsets.
+///
+/// # Panics
+/// If the order's bound reaches past `offsets.len() - 1`.
+pub(crate) unsafe fn offsets_to<O>(offsets: &[O], order: Order<'_>, base: O, dst: *mut O) -> O
+where
+    O: ArrowNativeType + std::ops::AddAssign + std::ops::Sub<Output = O>,
+{
     assert!(
         order.bound() < offsets.len(),
         "order addresses rows up to {} of {}",
         order.bound(),
         offsets.len().saturating_sub(1)
     );
-    let mut out_offsets = Vec::with_capacity(order.len() + 1);
-    let mut total = O::usize_as(0);
-    out_offsets.push(total);
-    out_offsets.extend(order.rows().iter().map(|&r| {
+    let mut total = base;
+    // SAFETY: the caller's promise covers `order.len() + 1` offsets.
+    unsafe { *dst = total };
+    for (j, &r) in order.rows().iter().enumerate() {
         let r = r as usize;
         debug_assert!(r + 1 < offsets.len());
         // SAFETY: `r < order.bound() < offsets.len()` (the `Order` invariant and the check
-        // above), so `r` and `r + 1` are both in bounds.
-        let (start, end) = unsafe { (*offsets.get_unchecked(r), *offsets.get_unchecked(r + 1)) };
-        total += end - start;
-        total
-    }));
-
-    (
-        Buffer::from_vec(out_offsets),
-        copy_values(offsets, values, order, total.as_usize()),
-    )
+        // above), so `r` and `r + 1` are both in bounds; `j + 1 <= order.len()`.
+        unsafe {
+            let (start, end) = (*offsets.get_unchecked(r), *offsets.get_unchecked(r + 1));
+            total += end - start;
+            *dst.add(j + 1) = total;
+        }
+    }
+    total
 }
 
 /// Values shorter than this are copied as one fixed-size block: a `memcpy` call per short
 /// string costs more than the string.
-const SHORT: usize = 16;
+pub(crate) const SHORT: usize = 16;
 
-/// The bytes pass: every taken row's bytes, in order, `total` bytes in all.
-fn copy_values<O: ArrowNativeType>(
+/// The bytes pass: every taken row's bytes, in order, `total` bytes in all, to `dst`.
+///
+/// # Safety
+/// `dst` must be valid for writes of `total + SHORT` bytes (the block copies may write up to
+/// `SHORT` bytes past the last value), and `total` must be the sum of the lengths of the rows
+/// `order` takes (what [`offsets_to`] returns minus its base).
+///
+/// # Panics
+/// If the offsets reach past `values`.
+pub(crate) unsafe fn copy_values_to<O: ArrowNativeType>(
     offsets: &[O],
     values: &[u8],
     order: Order<'_>,
     total: usize,
-) -> Buffer {
+    dst: *mut u8,
+) {
     // A valid array's offsets are monotone and end inside `values`: check the end once here;
     // monotonicity is the array's own invariant.
     let end = offsets[order.bound()].as_usize();
@@ -62,9 +95,6 @@ fn copy_values<O: ArrowNativeType>(
         "offsets end at {end} past {} value bytes",
         values.len()
     );
-    // Room for a whole block past the last value.
-    let mut out: Vec<u8> = Vec::with_capacity(total + SHORT);
-    let dst = out.as_mut_ptr();
     let src = values.as_ptr();
     let mut written = 0usize;
     for &r in order.rows() {
@@ -78,12 +108,13 @@ fn copy_values<O: ArrowNativeType>(
         };
         debug_assert!(start <= stop && stop <= end);
         let len = stop - start;
+        debug_assert!(written + len <= total);
         // SAFETY: `start..stop` lies inside `values` (monotone offsets ending at `end <=
-        // values.len()`), and `written + len <= total` because the offsets pass summed exactly
-        // these lengths. A short value copies a whole block only when `start + SHORT` is still
-        // inside `values`, and its block ends by `written + SHORT <= total + SHORT`, the
-        // capacity; bytes past the value are overwritten by the next values or cut off by
-        // `set_len` below.
+        // values.len()`), and `written + len <= total` because the lengths sum to `total`
+        // (the caller's promise). A short value copies a whole block only when `start + SHORT`
+        // is still inside `values`, and its block ends by `written + SHORT <= total + SHORT`,
+        // the room the caller vouches for; bytes past the value are overwritten by the next
+        // values or lie past the `total` bytes the caller keeps.
         unsafe {
             if len <= SHORT && start + SHORT <= values.len() {
                 std::ptr::copy_nonoverlapping(src.add(start), dst.add(written), SHORT);
@@ -94,10 +125,6 @@ fn copy_values<O: ArrowNativeType>(
         written += len;
     }
     debug_assert_eq!(written, total);
-    // SAFETY: the loop initialised `total` bytes (every value written in full, back to back),
-    // and `total <= capacity`.
-    unsafe { out.set_len(total) };
-    Buffer::from_vec(out)
 }
 
 #[cfg(test)]

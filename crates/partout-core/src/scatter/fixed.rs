@@ -93,27 +93,80 @@ fn gather_native<T: Plain>(bytes: &[u8], order: Order<'_>) -> Buffer {
 /// The hot loop: one sequential read of `order`, one read of `values`, one sequential write.
 #[inline(never)]
 pub(crate) fn gather_values<T: Plain>(values: &[T], order: Order<'_>) -> Vec<T::Storage> {
-    assert!(
-        order.bound() <= values.len(),
-        "order addresses values up to {} of {}",
-        order.bound(),
-        values.len()
-    );
     let n = order.len();
     let (mut out, dst) = output::<T>(n);
-    for (j, &r) in order.rows().iter().enumerate() {
-        debug_assert!((r as usize) < values.len());
-        // SAFETY: `r < order.bound()` (the `Order` invariant) `<= values.len()`, checked above;
-        // `j < n`, the capacity of `out`, which `dst` points into.
-        unsafe { *dst.add(j) = *values.get_unchecked(r as usize) };
-    }
+    // SAFETY: `dst` points at `out`'s capacity of `n` values.
+    unsafe { gather_values_to(values, order, dst) };
     // SAFETY: all `n` values were written above, as `T`, which has `T::Storage`'s size and
     // every bit pattern of which is a valid `T::Storage` (both plain integers).
     unsafe { out.set_len(n) };
     out
 }
 
-fn gather_chunks(bytes: &[u8], width: usize, order: Order<'_>) -> Buffer {
+/// Writes `values[order[j]]` to `dst[j]` for every `j`.
+///
+/// # Safety
+/// `dst` must be valid for writes of `order.len()` values of `T` and aligned for `T`.
+///
+/// # Panics
+/// If the order's bound reaches past `values`.
+#[inline(always)]
+pub(crate) unsafe fn gather_values_to<T: Plain>(values: &[T], order: Order<'_>, dst: *mut T) {
+    assert!(
+        order.bound() <= values.len(),
+        "order addresses values up to {} of {}",
+        order.bound(),
+        values.len()
+    );
+    for (j, &r) in order.rows().iter().enumerate() {
+        debug_assert!((r as usize) < values.len());
+        // SAFETY: `r < order.bound()` (the `Order` invariant) `<= values.len()`, checked above;
+        // `j < order.len()`, for which the caller vouches that `dst` is valid.
+        unsafe { *dst.add(j) = *values.get_unchecked(r as usize) };
+    }
+}
+
+/// Writes the `width`-byte values `bytes[order[j]]` to `dst`, back to back, whatever the
+/// alignment of either.
+///
+/// # Safety
+/// `dst` must be valid for writes of `order.len() * width` bytes.
+///
+/// # Panics
+/// If `width` is 0, `bytes.len()` is not a multiple of it, or the order's bound reaches past
+/// the values.
+pub(crate) unsafe fn gather_fixed_to(bytes: &[u8], width: usize, order: Order<'_>, dst: *mut u8) {
+    macro_rules! native {
+        ($t:ty) => {
+            if let Some(values) = typed::<$t>(bytes)
+                && (dst as usize).is_multiple_of(align_of::<$t>())
+            {
+                // SAFETY: `dst` is aligned for the type (checked) and valid for
+                // `order.len() * width` bytes, `order.len()` values (the caller's promise).
+                return unsafe { gather_values_to::<$t>(values, order, dst.cast()) };
+            }
+        };
+    }
+    match width {
+        1 => native!(u8),
+        2 => native!(u16),
+        4 => native!(u32),
+        8 => native!(u64),
+        16 => native!([u64; 2]),
+        32 => native!([u64; 4]),
+        _ => {}
+    }
+    check_chunks(bytes, width, order);
+    for (j, &r) in order.rows().iter().enumerate() {
+        let start = r as usize * width;
+        let value = &bytes[start..start + width];
+        // SAFETY: `j < order.len()`, so the `width` bytes at `j * width` are within the
+        // caller's `order.len() * width`; `value` is a distinct live slice.
+        unsafe { std::ptr::copy_nonoverlapping(value.as_ptr(), dst.add(j * width), width) };
+    }
+}
+
+fn check_chunks(bytes: &[u8], width: usize, order: Order<'_>) {
     assert!(
         width > 0 && bytes.len().is_multiple_of(width),
         "{} bytes of width {width}",
@@ -125,6 +178,10 @@ fn gather_chunks(bytes: &[u8], width: usize, order: Order<'_>) -> Buffer {
         order.bound(),
         bytes.len() / width
     );
+}
+
+fn gather_chunks(bytes: &[u8], width: usize, order: Order<'_>) -> Buffer {
+    check_chunks(bytes, width, order);
     let mut out = Vec::with_capacity(order.len() * width);
     for &r in order.rows() {
         let start = r as usize * width;

@@ -24,6 +24,7 @@
 //! RunEndEncoded, dense Union and the list-view types are refused with
 //! [`PartoutError::UnsupportedType`].
 
+mod append;
 mod bits;
 mod bytes;
 mod fixed;
@@ -32,11 +33,14 @@ mod nested;
 use crate::error::{PartoutError, Result};
 use crate::plan::ScatterPlan;
 use arrow_array::cast::AsArray;
-use arrow_array::{Array, ArrayRef, BooleanArray, NullArray, make_array};
+use arrow_array::{Array, ArrayRef, BooleanArray, NullArray, downcast_primitive_array, make_array};
+use arrow_buffer::Buffer;
 use arrow_buffer::NullBuffer;
 use arrow_data::{ArrayData, ArrayDataBuilder};
 use arrow_schema::{DataType, UnionMode};
 use std::sync::Arc;
+
+pub use append::DestinationBuffers;
 
 /// Reusable buffers for the orders that nested columns derive for their children.
 ///
@@ -378,6 +382,36 @@ fn unsupported(data_type: &DataType) -> PartoutError {
 fn fixed_values(data: &ArrayData, width: usize) -> &[u8] {
     let start = data.offset() * width;
     &data.buffers()[0].as_slice()[start..start + data.len() * width]
+}
+
+/// The logical values of a fixed-width array, `len * width` bytes, read without building its
+/// `ArrayData` (which would allocate).
+pub(crate) fn fixed_bytes(array: &dyn Array, width: usize) -> &[u8] {
+    let bytes = downcast_primitive_array!(
+        array => array.values().inner().as_slice(),
+        DataType::FixedSizeBinary(_) => {
+            let array = array.as_fixed_size_binary();
+            &array.value_data()[..array.len() * width]
+        }
+        other => unreachable!("{other} is not fixed width"),
+    );
+    debug_assert_eq!(bytes.len(), array.len() * width);
+    bytes
+}
+
+/// The views and data buffers of a Utf8View/BinaryView array, read without building its
+/// `ArrayData`.
+pub(crate) fn view_parts(array: &dyn Array) -> (&[u128], &[Buffer]) {
+    match array.data_type() {
+        DataType::Utf8View => {
+            let a = array.as_string_view();
+            (a.views(), a.data_buffers())
+        }
+        _ => {
+            let a = array.as_binary_view();
+            (a.views(), a.data_buffers())
+        }
+    }
 }
 
 /// # Safety

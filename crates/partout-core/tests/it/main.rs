@@ -1,6 +1,7 @@
 //! Integration tests of partout-core: every kernel held to the naive reference partitioner.
 
 mod alloc;
+mod buffers;
 mod ids;
 mod oracle;
 mod spark;

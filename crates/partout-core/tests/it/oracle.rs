@@ -6,8 +6,8 @@ use arrow_array::types::UInt32Type;
 use arrow_array::{Array, RecordBatch};
 use partout_core::{Partitioner, PartoutError};
 use partout_testkit::{
-    IdPattern, every_type, random_batch, random_ids, random_sliced_array, reference_partition, rng,
-    unsupported_arrays,
+    IdPattern, assert_same_rows, every_type, random_batch, random_ids, random_sliced_array,
+    reference_partition, rng, unsupported_arrays,
 };
 use proptest::prelude::*;
 
@@ -59,14 +59,7 @@ fn check(batch: &RecordBatch, ids: &[u32], num_partitions: u32, fanout: Option<u
     for (p, want) in reference.iter().enumerate() {
         let got = out.partition(p);
         assert_eq!(out.num_rows(p), want.num_rows());
-        for (c, (g, w)) in got.columns().iter().zip(want.columns()).enumerate() {
-            assert_eq!(
-                g.as_ref(),
-                w.as_ref(),
-                "destination {p}, column {c} ({})",
-                w.data_type()
-            );
-        }
+        assert_same_rows(&got, want, p);
     }
 }
 

@@ -1,0 +1,217 @@
+//! Sinks: where each destination's encoded bytes go.
+
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+/// Receives each destination's bytes, piece by piece, in order.
+pub trait Sink {
+    /// Appends `bytes` to destination `destination`'s output.
+    ///
+    /// # Errors
+    /// The sink's IO errors, or `InvalidInput` for a destination it does not have.
+    fn write(&mut self, destination: usize, bytes: &[u8]) -> io::Result<()>;
+
+    /// Everything has been written: make the outputs final.
+    ///
+    /// # Errors
+    /// The sink's IO errors.
+    fn finish(&mut self) -> io::Result<()>;
+}
+
+fn no_such_destination(destination: usize, count: usize) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!("destination {destination} of {count}"),
+    )
+}
+
+/// Keeps every destination's bytes in memory.
+#[derive(Debug, Clone, Default)]
+pub struct MemorySink {
+    outputs: Vec<Vec<u8>>,
+    finished: bool,
+}
+
+impl MemorySink {
+    /// A sink for `destinations` destinations.
+    pub fn new(destinations: usize) -> Self {
+        Self {
+            outputs: vec![Vec::new(); destinations],
+            finished: false,
+        }
+    }
+
+    /// The bytes destination `destination` received.
+    ///
+    /// # Panics
+    /// If there is no such destination.
+    pub fn output(&self, destination: usize) -> &[u8] {
+        &self.outputs[destination]
+    }
+
+    /// Whether [`Sink::finish`] was called.
+    pub fn is_finished(&self) -> bool {
+        self.finished
+    }
+
+    /// Every destination's bytes.
+    pub fn into_outputs(self) -> Vec<Vec<u8>> {
+        self.outputs
+    }
+}
+
+impl Sink for MemorySink {
+    fn write(&mut self, destination: usize, bytes: &[u8]) -> io::Result<()> {
+        let count = self.outputs.len();
+        self.outputs
+            .get_mut(destination)
+            .ok_or_else(|| no_such_destination(destination, count))?
+            .extend_from_slice(bytes);
+        Ok(())
+    }
+
+    fn finish(&mut self) -> io::Result<()> {
+        self.finished = true;
+        Ok(())
+    }
+}
+
+/// Writes destination `p` to `DIR/part-{p:05}.EXT`, through `DIR/.part-{p:05}.EXT.partial`
+/// until [`Sink::finish`] renames the finished files. Files are opened on a destination's first
+/// write: a destination that receives nothing gets no file.
+#[derive(Debug)]
+pub struct FileSink {
+    dir: PathBuf,
+    extension: String,
+    files: Vec<Option<BufWriter<File>>>,
+}
+
+impl FileSink {
+    /// A sink writing `destinations` files with extension `extension` into `dir` (created if
+    /// missing).
+    ///
+    /// # Errors
+    /// When `dir` cannot be created.
+    pub fn try_new(
+        dir: impl AsRef<Path>,
+        extension: &str,
+        destinations: usize,
+    ) -> io::Result<Self> {
+        std::fs::create_dir_all(dir.as_ref())?;
+        Ok(Self {
+            dir: dir.as_ref().to_path_buf(),
+            extension: extension.to_string(),
+            files: (0..destinations).map(|_| None).collect(),
+        })
+    }
+
+    /// The final path of destination `destination`'s file.
+    pub fn path(&self, destination: usize) -> PathBuf {
+        self.dir
+            .join(format!("part-{destination:05}.{}", self.extension))
+    }
+
+    fn partial_path(&self, destination: usize) -> PathBuf {
+        self.dir
+            .join(format!(".part-{destination:05}.{}.partial", self.extension))
+    }
+}
+
+impl Sink for FileSink {
+    fn write(&mut self, destination: usize, bytes: &[u8]) -> io::Result<()> {
+        let count = self.files.len();
+        if destination >= count {
+            return Err(no_such_destination(destination, count));
+        }
+        if self.files[destination].is_none() {
+            let file = File::create(self.partial_path(destination))?;
+            self.files[destination] = Some(BufWriter::new(file));
+        }
+        self.files[destination]
+            .as_mut()
+            .expect("opened above")
+            .write_all(bytes)
+    }
+
+    fn finish(&mut self) -> io::Result<()> {
+        for destination in 0..self.files.len() {
+            if let Some(mut file) = self.files[destination].take() {
+                let partial = self.partial_path(destination);
+                let done = file
+                    .flush()
+                    .and_then(|()| file.get_ref().sync_all())
+                    .and_then(|()| std::fs::rename(&partial, self.path(destination)));
+                if let Err(e) = done {
+                    let _ = std::fs::remove_file(&partial);
+                    return Err(e);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for FileSink {
+    /// An unfinished sink removes its partial files: nothing half-written is left behind.
+    fn drop(&mut self) {
+        for destination in 0..self.files.len() {
+            if self.files[destination].take().is_some() {
+                let _ = std::fs::remove_file(self.partial_path(destination));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memory_sink_keeps_pieces_in_order() {
+        let mut sink = MemorySink::new(3);
+        sink.write(2, b"ab").unwrap();
+        sink.write(0, b"x").unwrap();
+        sink.write(2, b"cd").unwrap();
+        assert!(sink.write(3, b"?").is_err());
+        sink.finish().unwrap();
+        assert!(sink.is_finished());
+        assert_eq!(
+            sink.into_outputs(),
+            [b"x".to_vec(), Vec::new(), b"abcd".to_vec()]
+        );
+    }
+
+    #[test]
+    fn file_sink_renames_on_finish_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut sink = FileSink::try_new(dir.path(), "arrows", 4).unwrap();
+        sink.write(1, b"hello ").unwrap();
+        sink.write(3, b"x").unwrap();
+        sink.write(1, b"world").unwrap();
+        assert!(
+            !sink.path(1).exists(),
+            "a file looks complete before finish"
+        );
+        sink.finish().unwrap();
+        assert_eq!(std::fs::read(sink.path(1)).unwrap(), b"hello world");
+        assert_eq!(std::fs::read(sink.path(3)).unwrap(), b"x");
+        assert!(!sink.path(0).exists() && !sink.path(2).exists());
+        let names: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert_eq!(names.len(), 2, "{names:?}");
+    }
+
+    #[test]
+    fn an_unfinished_file_sink_leaves_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let mut sink = FileSink::try_new(dir.path(), "arrows", 2).unwrap();
+            sink.write(0, b"partial").unwrap();
+            assert!(sink.write(2, b"?").is_err());
+        }
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+}

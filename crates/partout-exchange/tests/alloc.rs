@@ -1,0 +1,205 @@
+//! The writer's hot path and memory bound, under a counting global allocator (per thread, so
+//! tests running side by side do not disturb each other).
+
+use arrow_array::{ArrayRef, Float64Array, Int32Array, Int64Array, RecordBatch};
+use arrow_schema::SchemaRef;
+use partout_core::ids::Partitioning;
+use partout_exchange::{PartitionedWriter, Sink, WriterOptions};
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::sync::Arc;
+
+struct Counting;
+
+thread_local! {
+    static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
+    static LIVE: Cell<i64> = const { Cell::new(0) };
+    static PEAK: Cell<i64> = const { Cell::new(0) };
+}
+
+fn track(allocated: usize, freed: usize) {
+    let _ = LIVE.try_with(|live| {
+        let now = live.get() + allocated as i64 - freed as i64;
+        live.set(now);
+        let _ = PEAK.try_with(|peak| peak.set(peak.get().max(now)));
+    });
+    if allocated > 0 {
+        let _ = ALLOCATIONS.try_with(|c| c.set(c.get() + 1));
+    }
+}
+
+// SAFETY: every call is forwarded to the system allocator unchanged; the counters are
+// const-initialised thread locals, which never allocate.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        track(layout.size(), 0);
+        // SAFETY: forwarded with the caller's guarantees.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        track(layout.size(), 0);
+        // SAFETY: forwarded with the caller's guarantees.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        track(new_size, layout.size());
+        // SAFETY: forwarded with the caller's guarantees.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        track(0, layout.size());
+        // SAFETY: forwarded with the caller's guarantees.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+fn allocations() -> u64 {
+    ALLOCATIONS.with(Cell::get)
+}
+
+/// Counts what it is given and keeps nothing.
+#[derive(Default)]
+struct CountingSink {
+    bytes: u64,
+    writes: u64,
+}
+
+impl Sink for CountingSink {
+    fn write(&mut self, _destination: usize, bytes: &[u8]) -> std::io::Result<()> {
+        self.bytes += bytes.len() as u64;
+        self.writes += 1;
+        Ok(())
+    }
+    fn finish(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A fixed-width batch (BIGINT key, INTEGER with nulls, DOUBLE) whose values depend on `seed`.
+fn fixed_batch(rows: usize, seed: i64) -> RecordBatch {
+    let columns: Vec<(&str, ArrayRef)> = vec![
+        (
+            "k",
+            Arc::new(Int64Array::from_iter_values(
+                (0..rows as i64).map(|i| (i + seed).wrapping_mul(0x9e37_79b9)),
+            )),
+        ),
+        (
+            "i",
+            Arc::new(Int32Array::from_iter(
+                (0..rows as i32).map(|i| (i % 7 != 0).then_some(i ^ seed as i32)),
+            )),
+        ),
+        (
+            "d",
+            Arc::new(Float64Array::from_iter_values(
+                (0..rows).map(|i| i as f64 * 0.5 + seed as f64),
+            )),
+        ),
+    ];
+    RecordBatch::try_from_iter(columns).unwrap()
+}
+
+fn schema() -> SchemaRef {
+    fixed_batch(1, 0).schema()
+}
+
+/// A writer hashing on the BIGINT key into a sink that keeps nothing.
+fn writer(partitions: u32, target: usize, limit: usize) -> PartitionedWriter<CountingSink> {
+    let options = WriterOptions::default()
+        .with_target_bytes(target)
+        .with_memory_limit(limit);
+    PartitionedWriter::try_new(
+        schema(),
+        Partitioning::hash(vec![0], partitions),
+        options,
+        CountingSink::default(),
+    )
+    .unwrap()
+}
+
+/// Steady state with flushes: after each flush the buffers are handed back, so appends
+/// between flushes allocate nothing at all (ids, plan, scatter into the buffers), and a
+/// flushing append allocates only what encoding the flushed batches needs.
+#[test]
+fn steady_state_appends_do_not_allocate_between_flushes() {
+    for partitions in [1u32, 16, 200, 1000] {
+        let batches: Vec<RecordBatch> = (0..16).map(|s| fixed_batch(4096, s)).collect();
+        // About 20 batches' worth of rows per destination between flushes.
+        let target = (20 * 4096 * 20 / partitions as usize).max(1024);
+        let mut writer = writer(partitions, target, 1 << 30);
+        for _ in 0..10 {
+            for batch in &batches {
+                writer.append(batch).unwrap();
+            }
+        }
+        let (mut quiet, mut flushing) = (0, 0);
+        for _ in 0..5 {
+            for batch in &batches {
+                let flushes = writer.metrics().flushes;
+                let before = allocations();
+                writer.append(batch).unwrap();
+                let allocated = allocations() - before;
+                let flushed = writer.metrics().flushes - flushes;
+                // Building and encoding a flushed batch allocates (arrow's IPC writer), a
+                // bounded amount per flush; nothing else does.
+                assert!(
+                    allocated <= 60 * flushed,
+                    "{partitions} destinations: {allocated} allocations for {flushed} flushes"
+                );
+                if flushed == 0 {
+                    quiet += 1;
+                } else {
+                    flushing += 1;
+                }
+            }
+        }
+        assert!(flushing > 0, "no flush while measuring");
+        if partitions <= 16 {
+            assert!(quiet > 0, "no append without a flush while measuring");
+        }
+        let (sink, metrics) = writer.finish().unwrap();
+        assert_eq!(metrics.rows_in, 15 * 16 * 4096);
+        assert_eq!(sink.bytes, metrics.bytes_out);
+    }
+}
+
+/// Memory stays within the limit (plus the batch in flight and one encoded flush) whatever
+/// the input size and the partition count: the same bound holds over the first 100 batches
+/// and over the 500 after them.
+#[test]
+fn memory_is_bounded_by_the_limit() {
+    for (partitions, limit) in [(16u32, 4usize << 20), (1000, 8 << 20), (5000, 8 << 20)] {
+        let mut writer = writer(partitions, 1 << 20, limit);
+        let batch_bytes = 8192 * 20;
+        let live_before = LIVE.with(Cell::get);
+        let mut peaks = Vec::new();
+        for (from, to) in [(0, 100), (100, 600)] {
+            PEAK.with(|p| p.set(LIVE.with(Cell::get)));
+            for s in from..to {
+                let batch = fixed_batch(8192, s);
+                writer.append(&batch).unwrap();
+            }
+            peaks.push((PEAK.with(Cell::get) - live_before) as usize);
+        }
+        let (sink, metrics) = writer.finish().unwrap();
+        assert_eq!(metrics.rows_in, 600 * 8192);
+        assert!(metrics.bytes_in > 90 << 20, "{} bytes in", metrics.bytes_in);
+        assert!(
+            metrics.peak_held_bytes as usize <= limit + 2 * batch_bytes,
+            "{metrics:?}"
+        );
+        // The limit, the batch in flight (input, ids, plan, growth past the limit before the
+        // largest flush), an encoded flush, and arrow's IPC writer state per destination.
+        let target = (limit / (2 * partitions as usize)).min(1 << 20);
+        let allowance = limit + 4 * batch_bytes + 4 * target + partitions as usize * 2048;
+        assert!(
+            peaks[0] <= allowance && peaks[1] <= allowance,
+            "{partitions} destinations, limit {limit}: peaks {peaks:?} > {allowance}"
+        );
+        assert_eq!(sink.bytes, metrics.bytes_out);
+    }
+}

@@ -1,0 +1,412 @@
+//! The partitioned writer end to end: batches in, IPC streams out, decoded and held to the
+//! reference partitioner.
+
+use arrow_array::{Array, ArrayRef, Int64Array, RecordBatch, StringArray, UInt32Array};
+use arrow_schema::{DataType, Field, Schema};
+use partout_core::ids::{PartitionIds, Partitioning};
+use partout_exchange::{
+    FileSink, MemorySink, PartitionedWriter, Sink, Strategy, WriterError, WriterOptions,
+};
+use partout_format::ipc::{Compression, decode_stream};
+use partout_testkit::{
+    IdPattern, assert_same_rows, every_type, random_batch, random_ids, reference_partition, rng,
+};
+use proptest::prelude::*;
+use std::sync::Arc;
+
+const COMPRESSIONS: [Compression; 3] =
+    [Compression::None, Compression::Lz4Frame, Compression::Zstd];
+
+/// `batch` with a trailing `pid` column holding `ids`.
+fn with_ids(batch: &RecordBatch, ids: &[u32]) -> RecordBatch {
+    let mut fields: Vec<Field> = batch
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.as_ref().clone())
+        .collect();
+    fields.push(Field::new("pid", DataType::UInt32, false));
+    let mut columns = batch.columns().to_vec();
+    columns.push(Arc::new(UInt32Array::from(ids.to_vec())) as ArrayRef);
+    RecordBatch::try_new_with_options(
+        Arc::new(Schema::new(fields)),
+        columns,
+        &arrow_array::RecordBatchOptions::new().with_row_count(Some(ids.len())),
+    )
+    .unwrap()
+}
+
+/// Decodes every destination's stream and checks it against the reference: destination `p`
+/// holds exactly the rows whose id is `p`, batch after batch, in input order.
+fn check_outputs(outputs: &[Vec<u8>], inputs: &[(RecordBatch, Vec<u32>)], n: u32) {
+    assert_eq!(outputs.len(), n as usize);
+    let schema = inputs[0].0.schema();
+    let mut want: Vec<Vec<RecordBatch>> = vec![Vec::new(); n as usize];
+    for (batch, ids) in inputs {
+        for (p, part) in reference_partition(batch, ids, n).into_iter().enumerate() {
+            want[p].push(part);
+        }
+    }
+    for (p, bytes) in outputs.iter().enumerate() {
+        let (got_schema, batches) =
+            decode_stream(bytes).unwrap_or_else(|e| panic!("destination {p}: {e}"));
+        assert_eq!(
+            got_schema.fields(),
+            schema.fields(),
+            "destination {p}'s schema"
+        );
+        let got = arrow_select::concat::concat_batches(&schema, &batches).unwrap();
+        let want = arrow_select::concat::concat_batches(&schema, &want[p]).unwrap();
+        assert_same_rows(&got, &want, p);
+        assert!(
+            batches.iter().all(|b| b.num_rows() > 0),
+            "an empty batch was written"
+        );
+    }
+}
+
+/// Writes `batches` (each with random ids over `n` destinations) and checks the result.
+fn round_trip(types: &[DataType], n: u32, rows: &[usize], options: WriterOptions, seed: u64) {
+    let mut rng = rng(seed);
+    let inputs: Vec<(RecordBatch, Vec<u32>)> = rows
+        .iter()
+        .enumerate()
+        .map(|(k, &len)| {
+            let batch = random_batch(types, len, [0.0, 0.5, 1.0][k % 3], k % 2 == 1, &mut rng);
+            let pattern = [
+                IdPattern::Uniform,
+                IdPattern::Runs(4),
+                IdPattern::AllTo(n - 1),
+            ][k % 3];
+            let ids = random_ids(len, n, pattern, &mut rng);
+            (with_ids(&batch, &ids), ids)
+        })
+        .collect();
+    let schema = inputs[0].0.schema();
+    let pid = schema.fields().len() - 1;
+    let mut writer = PartitionedWriter::try_new(
+        schema,
+        Partitioning::given(pid, n),
+        options,
+        MemorySink::new(n as usize),
+    )
+    .unwrap();
+    for (batch, _) in &inputs {
+        writer.append(batch).unwrap();
+    }
+    let (sink, metrics) = writer.finish().unwrap();
+    let total: usize = rows.iter().sum();
+    assert_eq!(metrics.rows_in, total as u64);
+    assert_eq!(metrics.rows_out, total as u64);
+    assert_eq!(metrics.batches, rows.len() as u64);
+    assert!(sink.is_finished());
+    let outputs = sink.into_outputs();
+    assert_eq!(
+        metrics.bytes_out,
+        outputs.iter().map(|o| o.len() as u64).sum::<u64>()
+    );
+    check_outputs(&outputs, &inputs, n);
+}
+
+#[test]
+fn every_type_round_trips_under_every_compression() {
+    for (i, data_type) in every_type().into_iter().enumerate() {
+        for (j, compression) in COMPRESSIONS.into_iter().enumerate() {
+            let options = WriterOptions::default()
+                .with_compression(compression)
+                .with_target_bytes(2048)
+                .with_seed(i as u64);
+            let n = [1, 7, 300][(i + j) % 3];
+            round_trip(
+                std::slice::from_ref(&data_type),
+                n,
+                &[300, 0, 500, 1],
+                options,
+                (i * 3 + j) as u64,
+            );
+        }
+    }
+}
+
+#[test]
+fn all_types_together_up_to_2000_destinations() {
+    let types = every_type();
+    for (n, strategy) in [
+        (1, Strategy::Direct),
+        (64, Strategy::ScatterThenCopy),
+        (2000, Strategy::Direct),
+    ] {
+        let options = WriterOptions::default()
+            .with_target_bytes(16 << 10)
+            .with_memory_limit(4 << 20)
+            .with_strategy(strategy)
+            .with_compression(Compression::Lz4Frame);
+        round_trip(&types, n, &[1000, 2000, 10], options, u64::from(n));
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(40))]
+
+    #[test]
+    fn random_writers_round_trip(
+        type_picks in prop::collection::vec(0usize..64, 1..4),
+        n in 1u32..=2000,
+        rows in prop::collection::vec(0usize..1500, 1..5),
+        target in 1usize..200_000,
+        limit_factor in 1usize..64,
+        compression in 0usize..3,
+        copy in any::<bool>(),
+        seed in any::<u64>(),
+    ) {
+        let all = every_type();
+        let types: Vec<DataType> = type_picks.iter().map(|&i| all[i % all.len()].clone()).collect();
+        let options = WriterOptions::default()
+            .with_target_bytes(target)
+            .with_memory_limit(target * limit_factor)
+            .with_compression(COMPRESSIONS[compression])
+            .with_strategy(if copy { Strategy::ScatterThenCopy } else { Strategy::Direct })
+            .with_seed(seed);
+        round_trip(&types, n, &rows, options, seed);
+    }
+}
+
+/// Hash partitioning end to end: every decoded row re-hashes to the destination holding it,
+/// and every input row comes out exactly once.
+#[test]
+fn hash_partitioned_rows_rehash_to_their_destination() {
+    let mut rng = rng(17);
+    let n = 37;
+    let batches: Vec<RecordBatch> = (0..5)
+        .map(|_| {
+            random_batch(
+                &[DataType::Int64, DataType::Utf8View],
+                2000,
+                0.2,
+                false,
+                &mut rng,
+            )
+        })
+        .collect();
+    let schema = batches[0].schema();
+    let partitioning = Partitioning::hash(vec![1, 2], n);
+    let mut writer = PartitionedWriter::try_new(
+        schema.clone(),
+        partitioning.clone(),
+        WriterOptions::default().with_target_bytes(4096),
+        MemorySink::new(n as usize),
+    )
+    .unwrap();
+    for batch in &batches {
+        writer.append(batch).unwrap();
+    }
+    let (sink, metrics) = writer.finish().unwrap();
+    assert!(metrics.flushes > u64::from(n), "{metrics:?}");
+    let mut ids = PartitionIds::try_new(partitioning, &schema).unwrap();
+    let mut seen = vec![0usize; 2000];
+    let mut buffer = Vec::new();
+    for (p, bytes) in sink.into_outputs().iter().enumerate() {
+        for batch in decode_stream(bytes).unwrap().1 {
+            ids.compute(&batch, &mut buffer).unwrap();
+            assert!(
+                buffer.iter().all(|&id| id as usize == p),
+                "a row in destination {p} hashes elsewhere"
+            );
+            let rows = batch
+                .column(0)
+                .as_any()
+                .downcast_ref::<UInt32Array>()
+                .unwrap();
+            for row in rows.values() {
+                seen[*row as usize] += 1;
+            }
+        }
+    }
+    assert!(
+        seen.iter().all(|&s| s == batches.len()),
+        "rows lost or duplicated"
+    );
+}
+
+/// Presto's replicate-nulls-and-any: a row with a null key goes to every destination, the
+/// first row goes to every destination once, every other row to its own destination once.
+#[test]
+fn replicated_rows_reach_every_destination() {
+    let n = 5u32;
+    let batches: Vec<RecordBatch> = (0..3)
+        .map(|b| {
+            let keys =
+                Int64Array::from_iter((0..100i64).map(|i| (i % 9 != 4).then_some(i * 31 + b)));
+            let tags = StringArray::from_iter_values((0..100).map(|i| format!("b{b}r{i}")));
+            RecordBatch::try_from_iter([
+                ("k", Arc::new(keys) as ArrayRef),
+                ("tag", Arc::new(tags) as ArrayRef),
+            ])
+            .unwrap()
+        })
+        .collect();
+    let schema = batches[0].schema();
+    let partitioning = Partitioning::hash(vec![0], n);
+    for strategy in [Strategy::Direct, Strategy::ScatterThenCopy] {
+        let options = WriterOptions::default()
+            .with_replicate_nulls_and_any(true)
+            .with_strategy(strategy)
+            .with_target_bytes(512);
+        let mut writer = PartitionedWriter::try_new(
+            schema.clone(),
+            partitioning.clone(),
+            options,
+            MemorySink::new(n as usize),
+        )
+        .unwrap();
+        for batch in &batches {
+            writer.append(batch).unwrap();
+        }
+        let (sink, metrics) = writer.finish().unwrap();
+        let mut ids = PartitionIds::try_new(partitioning.clone(), &schema).unwrap();
+        let mut expected: Vec<Vec<String>> = vec![Vec::new(); n as usize];
+        let mut buffer = Vec::new();
+        let mut replicated = 0;
+        for (b, batch) in batches.iter().enumerate() {
+            ids.compute(batch, &mut buffer).unwrap();
+            for row in 0..batch.num_rows() {
+                let tag = format!("b{b}r{row}");
+                if batch.column(0).is_null(row) || (b, row) == (0, 0) {
+                    replicated += 1;
+                    expected.iter_mut().for_each(|e| e.push(tag.clone()));
+                } else {
+                    expected[buffer[row] as usize].push(tag);
+                }
+            }
+        }
+        assert_eq!(metrics.rows_in, 300);
+        assert_eq!(metrics.rows_out, 300 + replicated * (u64::from(n) - 1));
+        for (p, bytes) in sink.into_outputs().iter().enumerate() {
+            let got: Vec<String> = decode_stream(bytes)
+                .unwrap()
+                .1
+                .iter()
+                .flat_map(|b| {
+                    let tags = b.column(1).as_any().downcast_ref::<StringArray>().unwrap();
+                    tags.iter()
+                        .map(|t| t.unwrap().to_string())
+                        .collect::<Vec<_>>()
+                })
+                .collect();
+            assert_eq!(got, expected[p], "destination {p} ({strategy:?})");
+        }
+    }
+}
+
+/// A batch of another schema is refused with a message naming it, and the writer goes on.
+#[test]
+fn a_batch_of_another_schema_is_refused() {
+    let good =
+        RecordBatch::try_from_iter([("k", Arc::new(Int64Array::from(vec![1, 2, 3])) as ArrayRef)])
+            .unwrap();
+    let bad =
+        RecordBatch::try_from_iter([("k", Arc::new(StringArray::from(vec!["x"])) as ArrayRef)])
+            .unwrap();
+    let mut writer = PartitionedWriter::try_new(
+        good.schema(),
+        Partitioning::hash(vec![0], 2),
+        WriterOptions::default(),
+        MemorySink::new(2),
+    )
+    .unwrap();
+    writer.append(&good).unwrap();
+    let err = writer.append(&bad).unwrap_err();
+    assert!(
+        matches!(err, WriterError::Partition(_)) && err.to_string().contains("schema"),
+        "{err}"
+    );
+    writer.append(&good).unwrap();
+    let (_, metrics) = writer.finish().unwrap();
+    assert_eq!(metrics.rows_in, 6);
+}
+
+#[test]
+fn impossible_setups_are_errors() {
+    let schema = Arc::new(Schema::new(vec![Field::new("k", DataType::Int64, true)]));
+    let make = |partitioning: Partitioning, options: WriterOptions| {
+        PartitionedWriter::try_new(schema.clone(), partitioning, options, MemorySink::new(4))
+            .map(|_| ())
+    };
+    let err = make(Partitioning::hash(vec![3], 4), WriterOptions::default()).unwrap_err();
+    assert!(err.to_string().contains('3'), "{err}");
+    let err = make(Partitioning::hash(vec![0], 0), WriterOptions::default()).unwrap_err();
+    assert!(err.to_string().contains("partition"), "{err}");
+    let err = make(
+        Partitioning::hash(vec![0], 4),
+        WriterOptions::default().with_memory_limit(10),
+    )
+    .unwrap_err();
+    assert!(matches!(err, WriterError::InvalidOption(_)), "{err}");
+}
+
+/// A sink that fails on its third write.
+struct Failing(usize);
+
+impl Sink for Failing {
+    fn write(&mut self, _: usize, _: &[u8]) -> std::io::Result<()> {
+        self.0 += 1;
+        if self.0 == 3 {
+            return Err(std::io::Error::other("disk full"));
+        }
+        Ok(())
+    }
+    fn finish(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn a_failing_sink_stops_the_writer() {
+    let batch = RecordBatch::try_from_iter([(
+        "k",
+        Arc::new(Int64Array::from_iter_values(0..1000)) as ArrayRef,
+    )])
+    .unwrap();
+    let mut writer = PartitionedWriter::try_new(
+        batch.schema(),
+        Partitioning::hash(vec![0], 4),
+        WriterOptions::default().with_target_bytes(100),
+        Failing(0),
+    )
+    .unwrap();
+    let err = writer.append(&batch).unwrap_err();
+    assert!(
+        err.to_string().contains("disk full") && err.to_string().contains("destination"),
+        "{err}"
+    );
+    assert!(matches!(writer.append(&batch), Err(WriterError::Failed)));
+    assert!(matches!(writer.finish(), Err(WriterError::Failed)));
+}
+
+/// The file sink gets one complete stream per destination, empty destinations included.
+#[test]
+fn file_sink_gets_one_stream_per_destination() {
+    let dir = tempfile::tempdir().unwrap();
+    let batch = RecordBatch::try_from_iter([(
+        "k",
+        Arc::new(Int64Array::from_iter_values(0..50)) as ArrayRef,
+    )])
+    .unwrap();
+    let ids: Vec<u32> = (0..50).map(|i| if i % 2 == 0 { 0 } else { 2 }).collect();
+    let input = with_ids(&batch, &ids);
+    let sink = FileSink::try_new(dir.path(), "arrows", 3).unwrap();
+    let mut writer = PartitionedWriter::try_new(
+        input.schema(),
+        Partitioning::given(1, 3),
+        WriterOptions::default().with_compression(Compression::Zstd),
+        sink,
+    )
+    .unwrap();
+    writer.append(&input).unwrap();
+    let (sink, _) = writer.finish().unwrap();
+    let outputs: Vec<Vec<u8>> = (0..3)
+        .map(|p| std::fs::read(sink.path(p)).unwrap())
+        .collect();
+    check_outputs(&outputs, &[(input, ids)], 3);
+    assert_eq!(decode_stream(&outputs[1]).unwrap().1.len(), 0);
+}
