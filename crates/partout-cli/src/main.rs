@@ -18,6 +18,7 @@ macro_rules! outln {
 }
 
 mod bench;
+mod bench_writer;
 mod demo;
 mod measure;
 
@@ -63,6 +64,8 @@ enum Suite {
     Scatter(bench::ScatterOptions),
     /// Partition ids: the fast and the Spark hash beside DataFusion's and a plain Murmur3.
     Ids(bench::IdsOptions),
+    /// The partitioned writer on TPC-H lineitem beside DataFusion's and Comet's ways.
+    Writer(bench_writer::WriterBenchOptions),
     /// The scatter plan alone, for every fan-out (to choose the automatic one).
     Plan {
         /// Fewer, shorter samples.
@@ -105,6 +108,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Bench { suite } => match suite {
             Suite::Scatter(options) => bench::scatter(&options),
             Suite::Ids(options) => bench::ids(&options),
+            Suite::Writer(options) => bench_writer::writer(&options),
             Suite::Plan {
                 quick,
                 fanouts,

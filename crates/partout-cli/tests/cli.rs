@@ -9,6 +9,20 @@ fn partout(args: &[&str]) -> Output {
         .expect("the partout binary runs")
 }
 
+/// The JSON objects a successful run printed, one per line.
+fn json_lines(out: Output) -> Vec<serde_json::Value> {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("each line is a JSON object"))
+        .collect()
+}
+
 #[test]
 fn bench_json_has_one_object_per_case_and_baseline() {
     let out = partout(&[
@@ -21,16 +35,7 @@ fn bench_json_has_one_object_per_case_and_baseline() {
         "--partitions",
         "3,256",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let lines: Vec<serde_json::Value> = String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("each line is a JSON object"))
-        .collect();
+    let lines = json_lines(out);
     // 2 kinds x 2 column counts x 2 null densities x 2 partition counts x 2 baselines.
     assert_eq!(lines.len(), 32);
     for object in &lines {
@@ -89,11 +94,60 @@ fn bad_options_are_one_line_errors_with_exit_code_2() {
             "3",
         ],
         &["demo", "--batches", "0"],
+        &["bench", "writer", "--sf", "0"],
+        &["bench", "writer", "--sf", "0.001", "--memory-limit", "10"],
     ] {
         let out = partout(args);
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(!err.contains("panicked"), "{args:?}: {err}");
         assert!(!err.trim().is_empty(), "{args:?}");
+    }
+}
+
+#[test]
+fn bench_writer_json_reports_every_contender() {
+    let out = partout(&[
+        "bench", "writer", "--json", "--sf", "0.002", "--rounds", "1",
+    ]);
+    let lines = json_lines(out);
+    let names: Vec<(String, String)> = lines
+        .iter()
+        .map(|o| {
+            (
+                o["contender"].as_str().unwrap().to_string(),
+                o["codec"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    for (name, codec) in [
+        ("partout", "none"),
+        ("partout scatter+copy", "none"),
+        ("datafusion way", "none"),
+        ("comet way", "none"),
+        ("partout", "lz4"),
+        ("lz4 alone", "lz4"),
+    ] {
+        assert!(
+            names.contains(&(name.to_string(), codec.to_string())),
+            "{name} {codec} missing from {names:?}"
+        );
+    }
+    for object in &lines {
+        assert_eq!(object["suite"], "writer");
+        assert!(
+            object["seconds"].as_f64().is_some_and(|s| s > 0.0),
+            "{object}"
+        );
+        assert!(
+            object["rows"].as_u64().is_some_and(|r| r > 1000),
+            "{object}"
+        );
+        if object["contender"] == "partout" {
+            assert!(
+                object["phases_ms"]["scatter"].as_f64().is_some(),
+                "{object}"
+            );
+        }
     }
 }

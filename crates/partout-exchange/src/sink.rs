@@ -12,6 +12,18 @@ pub trait Sink {
     /// The sink's IO errors, or `InvalidInput` for a destination it does not have.
     fn write(&mut self, destination: usize, bytes: &[u8]) -> io::Result<()>;
 
+    /// Appends the bytes in `bytes` and leaves `bytes` empty. A sink that keeps what it is
+    /// given takes the buffer instead of copying it; by default this is [`write`](Self::write)
+    /// and a clear.
+    ///
+    /// # Errors
+    /// As [`write`](Self::write).
+    fn write_buffer(&mut self, destination: usize, bytes: &mut Vec<u8>) -> io::Result<()> {
+        self.write(destination, bytes)?;
+        bytes.clear();
+        Ok(())
+    }
+
     /// Everything has been written: make the outputs final.
     ///
     /// # Errors
@@ -26,10 +38,11 @@ fn no_such_destination(destination: usize, count: usize) -> io::Error {
     )
 }
 
-/// Keeps every destination's bytes in memory.
+/// Keeps every destination's bytes in memory, as the pieces it was given (a buffer handed
+/// over by [`Sink::write_buffer`] is kept, not copied).
 #[derive(Debug, Clone, Default)]
 pub struct MemorySink {
-    outputs: Vec<Vec<u8>>,
+    pieces: Vec<Vec<Vec<u8>>>,
     finished: bool,
 }
 
@@ -37,17 +50,35 @@ impl MemorySink {
     /// A sink for `destinations` destinations.
     pub fn new(destinations: usize) -> Self {
         Self {
-            outputs: vec![Vec::new(); destinations],
+            pieces: vec![Vec::new(); destinations],
             finished: false,
         }
     }
 
-    /// The bytes destination `destination` received.
+    /// The pieces destination `destination` received, in order.
     ///
     /// # Panics
     /// If there is no such destination.
-    pub fn output(&self, destination: usize) -> &[u8] {
-        &self.outputs[destination]
+    pub fn pieces(&self, destination: usize) -> &[Vec<u8>] {
+        &self.pieces[destination]
+    }
+
+    /// The bytes destination `destination` received (its pieces, concatenated).
+    ///
+    /// # Panics
+    /// If there is no such destination.
+    pub fn output(&self, destination: usize) -> Vec<u8> {
+        self.pieces[destination].concat()
+    }
+
+    /// Bytes received in all.
+    pub fn len(&self) -> usize {
+        self.pieces.iter().flatten().map(Vec::len).sum()
+    }
+
+    /// Whether nothing was received.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 
     /// Whether [`Sink::finish`] was called.
@@ -55,19 +86,27 @@ impl MemorySink {
         self.finished
     }
 
-    /// Every destination's bytes.
+    /// Every destination's bytes, each concatenated.
     pub fn into_outputs(self) -> Vec<Vec<u8>> {
-        self.outputs
+        self.pieces.iter().map(|p| p.concat()).collect()
+    }
+
+    fn destination(&mut self, destination: usize) -> io::Result<&mut Vec<Vec<u8>>> {
+        let count = self.pieces.len();
+        self.pieces
+            .get_mut(destination)
+            .ok_or_else(|| no_such_destination(destination, count))
     }
 }
 
 impl Sink for MemorySink {
     fn write(&mut self, destination: usize, bytes: &[u8]) -> io::Result<()> {
-        let count = self.outputs.len();
-        self.outputs
-            .get_mut(destination)
-            .ok_or_else(|| no_such_destination(destination, count))?
-            .extend_from_slice(bytes);
+        self.destination(destination)?.push(bytes.to_vec());
+        Ok(())
+    }
+
+    fn write_buffer(&mut self, destination: usize, bytes: &mut Vec<u8>) -> io::Result<()> {
+        self.destination(destination)?.push(std::mem::take(bytes));
         Ok(())
     }
 
@@ -172,8 +211,10 @@ mod tests {
         let mut sink = MemorySink::new(3);
         sink.write(2, b"ab").unwrap();
         sink.write(0, b"x").unwrap();
-        sink.write(2, b"cd").unwrap();
+        sink.write_buffer(2, &mut b"cd".to_vec()).unwrap();
         assert!(sink.write(3, b"?").is_err());
+        assert_eq!(sink.pieces(2), [b"ab".to_vec(), b"cd".to_vec()]);
+        assert_eq!(sink.len(), 5);
         sink.finish().unwrap();
         assert!(sink.is_finished());
         assert_eq!(

@@ -6,47 +6,11 @@
 //! every fifth value longer than 12 bytes, `score = i * 0.5`, `tags = [i, i + 1]` (Int32),
 //! in batches of 1000 rows, 2500 rows per stream; one file per compression.
 
-use arrow_array::builder::{Int32Builder, ListBuilder};
-use arrow_array::{ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray, StringViewArray};
-use arrow_schema::{Field, Schema};
 use partout_format::ipc::{Compression, IpcStreamEncoder};
-use std::sync::Arc;
+use partout_testkit::sample_batch as batch;
 
 const ROWS: usize = 2500;
 const BATCH: usize = 1000;
-
-fn batch(start: usize, len: usize) -> RecordBatch {
-    let rows = start..start + len;
-    let name = |i: usize| (i % 7 != 3).then(|| format!("row-{i}"));
-    let label = |i: usize| {
-        if i.is_multiple_of(5) {
-            format!("a longer label {i}")
-        } else {
-            format!("l{i}")
-        }
-    };
-    let mut tags = ListBuilder::new(Int32Builder::new());
-    for i in rows.clone() {
-        tags.values().append_value(i as i32);
-        tags.values().append_value(i as i32 + 1);
-        tags.append(true);
-    }
-    let columns: Vec<ArrayRef> = vec![
-        Arc::new(Int64Array::from_iter_values(rows.clone().map(|i| i as i64))),
-        Arc::new(StringArray::from_iter(rows.clone().map(name))),
-        Arc::new(StringViewArray::from_iter_values(rows.clone().map(label))),
-        Arc::new(Float64Array::from_iter_values(
-            rows.clone().map(|i| i as f64 * 0.5),
-        )),
-        Arc::new(tags.finish()),
-    ];
-    let fields: Vec<Field> = ["id", "name", "label", "score", "tags"]
-        .iter()
-        .zip(&columns)
-        .map(|(name, column)| Field::new(*name, column.data_type().clone(), true))
-        .collect();
-    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).expect("a valid batch")
-}
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = std::env::args().nth(1).ok_or("usage: ipc_samples DIR")?;

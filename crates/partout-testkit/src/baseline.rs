@@ -274,3 +274,193 @@ impl NaiveSparkHash {
         }
     }
 }
+
+/// One Arrow IPC stream writer per destination, writing into memory, as both shuffle
+/// baselines use them.
+struct StreamWriters {
+    writers: Vec<arrow_ipc::writer::StreamWriter<Vec<u8>>>,
+    /// Compact view columns before writing (arrow's IPC writer writes a view column's data
+    /// buffers whole, however few rows point into them).
+    gc_views: bool,
+}
+
+impl StreamWriters {
+    fn try_new(
+        schema: &arrow_schema::Schema,
+        num_partitions: usize,
+        lz4: bool,
+        gc_views: bool,
+    ) -> Result<Self, ArrowError> {
+        let codec = lz4.then_some(arrow_ipc::CompressionType::LZ4_FRAME);
+        let options = arrow_ipc::writer::IpcWriteOptions::default().try_with_compression(codec)?;
+        let writers = (0..num_partitions)
+            .map(|_| {
+                arrow_ipc::writer::StreamWriter::try_new_with_options(
+                    Vec::new(),
+                    schema,
+                    options.clone(),
+                )
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(Self { writers, gc_views })
+    }
+
+    fn write(&mut self, p: usize, batch: &RecordBatch) -> Result<(), ArrowError> {
+        if !self.gc_views {
+            return self.writers[p].write(batch);
+        }
+        use arrow_array::cast::AsArray;
+        use arrow_schema::DataType;
+        let columns = batch
+            .columns()
+            .iter()
+            .map(|c| match c.data_type() {
+                DataType::Utf8View => std::sync::Arc::new(c.as_string_view().gc()) as ArrayRef,
+                DataType::BinaryView => std::sync::Arc::new(c.as_binary_view().gc()) as ArrayRef,
+                _ => c.clone(),
+            })
+            .collect();
+        self.writers[p].write(&with_columns(batch, columns, batch.num_rows())?)
+    }
+
+    fn finish(self) -> Result<Vec<Vec<u8>>, ArrowError> {
+        self.writers
+            .into_iter()
+            .map(|mut w| {
+                w.finish()?;
+                w.into_inner()
+            })
+            .collect()
+    }
+}
+
+/// DataFusion's shuffle write (`RepartitionExec` feeding a stream writer per output): ids in,
+/// one grouped `take` per batch, each destination's zero-copy slice written straight away as
+/// a record batch of that destination's IPC stream. With `gc_views`, view columns are
+/// compacted first (without, each slice's stream carries the whole batch's string data).
+pub struct DataFusionShuffle {
+    partitioner: GroupedTake,
+    writers: StreamWriters,
+    num_partitions: usize,
+}
+
+impl DataFusionShuffle {
+    /// A shuffle of batches of `schema` into `num_partitions` in-memory IPC streams.
+    ///
+    /// # Errors
+    /// What arrow's IPC writer returns.
+    pub fn try_new(
+        schema: &arrow_schema::Schema,
+        num_partitions: usize,
+        lz4: bool,
+        gc_views: bool,
+    ) -> Result<Self, ArrowError> {
+        Ok(Self {
+            partitioner: GroupedTake::new(),
+            writers: StreamWriters::try_new(schema, num_partitions, lz4, gc_views)?,
+            num_partitions,
+        })
+    }
+
+    /// Partitions `batch` by `ids` and writes every destination's rows.
+    ///
+    /// # Errors
+    /// What arrow's `take` and IPC writer return.
+    pub fn append(&mut self, batch: &RecordBatch, ids: &[u32]) -> Result<(), ArrowError> {
+        let (moved, offsets) = self
+            .partitioner
+            .partition(batch, ids, self.num_partitions)?;
+        for (p, range) in offsets.windows(2).enumerate() {
+            if range[1] > range[0] {
+                self.writers
+                    .write(p, &moved.slice(range[0], range[1] - range[0]))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Ends every stream and returns their bytes.
+    ///
+    /// # Errors
+    /// What arrow's IPC writer returns.
+    pub fn finish(self) -> Result<Vec<Vec<u8>>, ArrowError> {
+        self.writers.finish()
+    }
+}
+
+/// Comet's shuffle write (its buffered "multi-partition" writer): input batches kept whole,
+/// each destination's `(batch, row)` indices collected, and at a flush (buffered input past
+/// the memory limit, or the end) every destination's rows gathered with arrow's
+/// `interleave`, `batch_size` rows at a time, and written to its IPC stream.
+pub struct CometShuffle {
+    batches: Vec<RecordBatch>,
+    indices: Vec<Vec<(usize, usize)>>,
+    buffered: usize,
+    memory_limit: usize,
+    batch_size: usize,
+    writers: StreamWriters,
+}
+
+impl CometShuffle {
+    /// A shuffle of batches of `schema` into `num_partitions` in-memory IPC streams.
+    ///
+    /// # Errors
+    /// What arrow's IPC writer returns.
+    pub fn try_new(
+        schema: &arrow_schema::Schema,
+        num_partitions: usize,
+        memory_limit: usize,
+        batch_size: usize,
+        lz4: bool,
+        gc_views: bool,
+    ) -> Result<Self, ArrowError> {
+        Ok(Self {
+            batches: Vec::new(),
+            indices: vec![Vec::new(); num_partitions],
+            buffered: 0,
+            memory_limit,
+            batch_size,
+            writers: StreamWriters::try_new(schema, num_partitions, lz4, gc_views)?,
+        })
+    }
+
+    /// Buffers `batch` and its rows' destinations, flushing past the memory limit.
+    ///
+    /// # Errors
+    /// What arrow's `interleave` and IPC writer return.
+    pub fn append(&mut self, batch: &RecordBatch, ids: &[u32]) -> Result<(), ArrowError> {
+        let b = self.batches.len();
+        for (row, &id) in ids.iter().enumerate() {
+            self.indices[id as usize].push((b, row));
+        }
+        self.buffered += batch.get_array_memory_size();
+        self.batches.push(batch.clone());
+        if self.buffered >= self.memory_limit {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), ArrowError> {
+        let batches: Vec<&RecordBatch> = self.batches.iter().collect();
+        for (p, indices) in self.indices.iter_mut().enumerate() {
+            for chunk in indices.chunks(self.batch_size) {
+                let gathered = arrow_select::interleave::interleave_record_batch(&batches, chunk)?;
+                self.writers.write(p, &gathered)?;
+            }
+            indices.clear();
+        }
+        self.batches.clear();
+        self.buffered = 0;
+        Ok(())
+    }
+
+    /// Flushes what is buffered, ends every stream and returns their bytes.
+    ///
+    /// # Errors
+    /// What arrow's `interleave` and IPC writer return.
+    pub fn finish(mut self) -> Result<Vec<Vec<u8>>, ArrowError> {
+        self.flush()?;
+        self.writers.finish()
+    }
+}

@@ -540,3 +540,48 @@ pub fn assert_same_rows(got: &RecordBatch, want: &RecordBatch, p: usize) {
         );
     }
 }
+
+/// Rows `start..start + len` of the sample table the Python tests recompute: every value a
+/// function of its row number `i`: `id = i`, `name = "row-{i}"` (null when `i % 7 == 3`),
+/// `label` the same as Utf8View with every fifth value longer than 12 bytes, `score = i * 0.5`,
+/// `tags = [i, i + 1]` (Int32).
+///
+/// # Panics
+/// Never for valid ranges.
+pub fn sample_batch(start: usize, len: usize) -> RecordBatch {
+    let rows = start..start + len;
+    let name = |i: usize| (i % 7 != 3).then(|| format!("row-{i}"));
+    let label = |i: usize| {
+        if i.is_multiple_of(5) {
+            format!("a longer label {i}")
+        } else {
+            format!("l{i}")
+        }
+    };
+    let mut tags =
+        arrow_array::builder::ListBuilder::new(arrow_array::builder::Int32Builder::new());
+    for i in rows.clone() {
+        tags.values().append_value(i as i32);
+        tags.values().append_value(i as i32 + 1);
+        tags.append(true);
+    }
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(arrow_array::Int64Array::from_iter_values(
+            rows.clone().map(|i| i as i64),
+        )),
+        Arc::new(arrow_array::StringArray::from_iter(rows.clone().map(name))),
+        Arc::new(arrow_array::StringViewArray::from_iter_values(
+            rows.clone().map(label),
+        )),
+        Arc::new(arrow_array::Float64Array::from_iter_values(
+            rows.clone().map(|i| i as f64 * 0.5),
+        )),
+        Arc::new(tags.finish()),
+    ];
+    let fields: Vec<Field> = ["id", "name", "label", "score", "tags"]
+        .iter()
+        .zip(&columns)
+        .map(|(name, column)| Field::new(*name, column.data_type().clone(), true))
+        .collect();
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).expect("a valid batch")
+}

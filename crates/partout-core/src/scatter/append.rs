@@ -173,6 +173,8 @@ pub struct DestinationBuffers {
     unpacked_nulls: Vec<u8>,
     unpacked_bits: Vec<u8>,
     identity: Vec<u32>,
+    /// One column's values gathered by a plan's order.
+    gathered: MutableBuffer,
     scratch: ScatterScratch,
 }
 
@@ -216,6 +218,7 @@ impl DestinationBuffers {
             unpacked_nulls: Vec::new(),
             unpacked_bits: Vec::new(),
             identity: Vec::new(),
+            gathered: MutableBuffer::new(0),
             scratch,
         })
     }
@@ -269,14 +272,7 @@ impl DestinationBuffers {
         if batch.num_rows() == 0 {
             return Ok(());
         }
-        let order = Order::of_plan(plan);
-        let offsets = plan.offsets();
-        self.append_with(batch, offsets, |range| {
-            Rows::Order(Order {
-                rows: &order.rows()[range],
-                bound: order.bound(),
-            })
-        })
+        self.append_with(batch, plan.offsets(), Some(Order::of_plan(plan)))
     }
 
     /// Appends a batch already laid out destination by destination, copying each
@@ -290,7 +286,7 @@ impl DestinationBuffers {
         if batch.num_rows() == 0 {
             return Ok(());
         }
-        self.append_with(batch, partitioned.offsets(), Rows::Range)
+        self.append_with(batch, partitioned.offsets(), None)
     }
 
     fn check(&self, batch: &RecordBatch, offsets: &[u32]) -> Result<()> {
@@ -356,12 +352,21 @@ impl DestinationBuffers {
         Ok(())
     }
 
-    fn append_with<'o>(
+    /// Appends every column: by `order` (destination `p` taking `order[offsets[p]..offsets[p +
+    /// 1]]`), or, without one, the contiguous ranges `offsets` names.
+    fn append_with(
         &mut self,
         batch: &RecordBatch,
         offsets: &[u32],
-        rows_of: impl Fn(Range<usize>) -> Rows<'o>,
+        order: Option<Order<'_>>,
     ) -> Result<()> {
+        let rows_of = |range: Range<usize>| match order {
+            Some(order) => Rows::Order(Order {
+                rows: &order.rows()[range],
+                bound: order.bound(),
+            }),
+            None => Rows::Range(range),
+        };
         let n = batch.num_rows();
         for (c, column) in batch.columns().iter().enumerate() {
             let kind = self.kinds[c];
@@ -386,6 +391,53 @@ impl DestinationBuffers {
             if self.identity.len() < n {
                 self.identity.clear();
                 self.identity.extend(0..n as u32);
+            }
+            // Fixed-width values and views by an order: gathered first, in one long loop over
+            // the whole order into reused scratch (the random reads of the source overlap
+            // there), then copied to each destination as a contiguous run.
+            let width = match kind {
+                Kind::Fixed(width) => Some(width),
+                Kind::Views => Some(16),
+                _ => None,
+            };
+            if let Some(width) = width {
+                let values = fixed_bytes(array, width);
+                let gathered = match order {
+                    Some(order) => {
+                        self.gathered.clear();
+                        self.gathered.reserve(n * width);
+                        // SAFETY: room for `n * width` bytes was reserved, and the plan's order
+                        // has `n` rows.
+                        unsafe {
+                            fixed::gather_fixed_to(
+                                values,
+                                width,
+                                order,
+                                self.gathered.as_mut_ptr(),
+                            );
+                            self.gathered.set_len(n * width);
+                        }
+                        self.gathered.as_slice()
+                    }
+                    None => values,
+                };
+                let buffers = (kind == Kind::Views).then(|| view_parts(array).1);
+                for p in 0..self.destinations.len() {
+                    let range = offsets[p] as usize..offsets[p + 1] as usize;
+                    if range.is_empty() {
+                        continue;
+                    }
+                    let destination = &mut self.destinations[p];
+                    let column = &mut destination.columns[c];
+                    let run = &gathered[range.start * width..range.end * width];
+                    match buffers {
+                        Some(buffers) => append_views(run, buffers, column),
+                        None => column.values.extend_from_slice(run),
+                    }
+                    let before = destination.rows;
+                    append_validity(&source, rows_of(range), &self.identity[..n], before, column);
+                }
+                continue;
             }
             for (p, destination) in self.destinations.iter_mut().enumerate() {
                 let range = offsets[p] as usize..offsets[p + 1] as usize;
@@ -509,47 +561,16 @@ fn append_column(
     column: &mut ColumnBuffer,
     scratch: &mut ScatterScratch,
 ) -> Result<()> {
-    let n = rows.len();
-    let bound = identity.len();
-    // The rows as an order (a range as a piece of the identity order).
-    let order = match &rows {
-        Rows::Order(order) => *order,
-        Rows::Range(range) => Order {
-            rows: &identity[range.clone()],
-            bound,
-        },
-    };
+    let order = as_order(&rows, identity);
     match kind {
         Kind::Null => {}
-        Kind::Fixed(width) => {
-            let values = fixed_bytes(source.array, width);
-            match rows {
-                Rows::Range(range) => column
-                    .values
-                    .extend_from_slice(&values[range.start * width..range.end * width]),
-                Rows::Order(order) => {
-                    column.values.reserve(n * width);
-                    let len = column.values.len();
-                    // SAFETY: `reserve` made room for `n * width` bytes past `len`.
-                    unsafe {
-                        fixed::gather_fixed_to(
-                            values,
-                            width,
-                            order,
-                            column.values.as_mut_ptr().add(len),
-                        );
-                        column.values.set_len(len + n * width);
-                    }
-                }
-            }
-        }
+        Kind::Fixed(_) | Kind::Views => unreachable!("moved by the caller"),
         Kind::Bits => {
             let unpacked = source.bits.expect("boolean values are unpacked");
             bits::append_gathered(unpacked, order, &mut column.values, before);
         }
-        Kind::Bytes32 => append_bytes::<i32>(source.array, rows, column),
-        Kind::Bytes64 => append_bytes::<i64>(source.array, rows, column),
-        Kind::Views => append_views(source.array, order, column),
+        Kind::Bytes32 => append_bytes::<i32>(source.array, rows.clone(), column),
+        Kind::Bytes64 => append_bytes::<i64>(source.array, rows.clone(), column),
         Kind::Pieces => {
             // Moving the rows makes the piece own exactly them (no slice of the whole batch is
             // kept alive); validity moves with it.
@@ -559,18 +580,42 @@ fn append_column(
             return Ok(());
         }
     }
+    append_validity(source, rows, identity, before, column);
+    Ok(())
+}
+
+/// Appends the validity of `rows` of `source` to a destination's column holding `before`
+/// rows: gathered bits once the column has nulls, nothing while it has none.
+fn append_validity(
+    source: &Source<'_>,
+    rows: Rows<'_>,
+    identity: &[u32],
+    before: usize,
+    column: &mut ColumnBuffer,
+) {
     match (source.nulls, column.has_nulls) {
         (Some(unpacked), has) => {
             if !has {
                 column.has_nulls = true;
                 bits::append_ones(&mut column.validity, 0, before);
             }
+            let order = as_order(&rows, identity);
             bits::append_gathered(unpacked, order, &mut column.validity, before);
         }
-        (None, true) => bits::append_ones(&mut column.validity, before, n),
+        (None, true) => bits::append_ones(&mut column.validity, before, rows.len()),
         (None, false) => {}
     }
-    Ok(())
+}
+
+/// `rows` as an order (a range as a piece of the identity order).
+fn as_order<'a>(rows: &Rows<'a>, identity: &'a [u32]) -> Order<'a> {
+    match rows {
+        Rows::Order(order) => *order,
+        Rows::Range(range) => Order {
+            rows: &identity[range.clone()],
+            bound: identity.len(),
+        },
+    }
 }
 
 /// The bytes a moved piece adds: a dictionary's keys only (its values are shared by every
@@ -653,26 +698,68 @@ where
     }
 }
 
-/// Appends the views `order` takes, copying each out-of-line value into the destination's one
-/// data buffer and pointing its view there.
-fn append_views(array: &dyn Array, order: Order<'_>, column: &mut ColumnBuffer) {
-    let (views, buffers) = view_parts(array);
-    column.values.reserve(order.len() * 16);
-    for &r in order.rows() {
-        let view = views[r as usize];
+/// Out-of-line values up to this long are copied as one block of this size (a `memcpy` call
+/// per short string costs more than the string).
+const VIEW_BLOCK: usize = 32;
+
+/// Appends views (`16 * k` bytes, the views themselves, native-endian), copying each
+/// out-of-line value from `buffers` into the destination's one data buffer and pointing its
+/// view there.
+///
+/// # Panics
+/// If a view points outside `buffers` (it does not for views of a valid array).
+fn append_views(views: &[u8], buffers: &[Buffer], column: &mut ColumnBuffer) {
+    let views = views
+        .chunks_exact(16)
+        .map(|v| u128::from_ne_bytes(v.try_into().expect("16 bytes")));
+    // First pass: the out-of-line bytes, to reserve once.
+    let long: usize = views
+        .clone()
+        .map(|view| view as u32 as usize)
+        .filter(|&len| len > 12)
+        .sum();
+    let n = views.len();
+    column.values.reserve(n * 16);
+    column.data.reserve(long + VIEW_BLOCK);
+    let (views_len, data_len) = (column.values.len(), column.data.len());
+    // SAFETY: room for `n` views past `views_len` was reserved; the buffer is 64-byte aligned
+    // and `views_len` a multiple of 16, so the pointer is aligned for `u128`.
+    let out = unsafe { column.values.as_mut_ptr().add(views_len).cast::<u128>() };
+    let data = column.data.as_mut_ptr();
+    let mut at = data_len;
+    for (j, view) in views.enumerate() {
         let len = view as u32 as usize;
-        if len <= 12 {
-            column.values.push(view);
-            continue;
-        }
-        let buffer = (view >> 64) as u32 as usize;
-        let offset = (view >> 96) as u32 as usize;
-        let at = column.data.len() as u128;
-        column
-            .data
-            .extend_from_slice(&buffers[buffer].as_slice()[offset..offset + len]);
-        // Length and prefix kept; buffer 0; the new offset.
-        column.values.push((view & u128::from(u64::MAX)) | at << 96);
+        let moved = if len <= 12 {
+            view
+        } else {
+            let buffer = buffers[(view >> 64) as u32 as usize].as_slice();
+            let offset = (view >> 96) as u32 as usize;
+            let value = &buffer[offset..offset + len];
+            // SAFETY: `value` is in bounds (checked by the slicing). The destination has room
+            // for the `long` bytes the first pass summed plus `VIEW_BLOCK`: `at - data_len`
+            // plus this value's length stays within `long`, and a block copy writes at most
+            // `VIEW_BLOCK` bytes from `at`, reading them from inside `buffer` (checked).
+            unsafe {
+                if len <= VIEW_BLOCK && offset + VIEW_BLOCK <= buffer.len() {
+                    std::ptr::copy_nonoverlapping(value.as_ptr(), data.add(at), VIEW_BLOCK);
+                } else {
+                    std::ptr::copy_nonoverlapping(value.as_ptr(), data.add(at), len);
+                }
+            }
+            // Length and prefix kept; buffer 0; the new offset.
+            let moved = (view & u128::from(u64::MAX)) | (at as u128) << 96;
+            at += len;
+            moved
+        };
+        // SAFETY: `j < n`, within the room reserved above.
+        unsafe { *out.add(j) = moved };
+    }
+    debug_assert_eq!(at - data_len, long);
+    // SAFETY: all `n` views were written, and `long` data bytes (every value in full, back
+    // to back; block copies past them are cut off here).
+    unsafe {
+        column.values.set_len(views_len + n * 16);
+        column.data.set_len(at);
     }
 }
 

@@ -389,6 +389,8 @@ fn fixed_values(data: &ArrayData, width: usize) -> &[u8] {
 pub(crate) fn fixed_bytes(array: &dyn Array, width: usize) -> &[u8] {
     let bytes = downcast_primitive_array!(
         array => array.values().inner().as_slice(),
+        DataType::Utf8View => array.as_string_view().views().inner().as_slice(),
+        DataType::BinaryView => array.as_binary_view().views().inner().as_slice(),
         DataType::FixedSizeBinary(_) => {
             let array = array.as_fixed_size_binary();
             &array.value_data()[..array.len() * width]

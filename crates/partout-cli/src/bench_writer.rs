@@ -1,0 +1,476 @@
+//! `partout bench writer`: TPC-H lineitem, generated in process, hash-partitioned on
+//! l_orderkey into per-destination Arrow IPC streams in memory, beside DataFusion's way and
+//! Comet's way of doing the same, and beside LZ4 alone on the same bytes.
+
+use crate::measure::median;
+use anyhow::{Context, Result, ensure};
+use arrow_array::{Array, RecordBatch};
+use partout_core::ids::Partitioning;
+use partout_exchange::{MemorySink, PartitionedWriter, Strategy, WriterMetrics, WriterOptions};
+use partout_format::ipc::{Compression, decode_stream};
+use partout_testkit::baseline::{CometShuffle, DataFusionHash, DataFusionShuffle};
+use serde_json::json;
+use std::io::Write;
+use std::time::Instant;
+
+/// Options of `partout bench writer`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct WriterBenchOptions {
+    /// One JSON object per contender instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// TPC-H scale factor of the generated lineitem table.
+    #[arg(long, default_value_t = 0.1)]
+    pub sf: f64,
+    /// Destinations.
+    #[arg(long, default_value_t = 200,
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(partout_core::plan::MAX_PARTITIONS)))]
+    pub partitions: u32,
+    /// Rounds: every contender runs once per round, in alternation; figures are medians.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
+    pub rounds: u32,
+    /// Contenders to run (partout, copy, datafusion, comet, lz4, and the slow datafusion-raw
+    /// and comet-raw); all but the raw ones by default.
+    #[arg(long, value_delimiter = ',')]
+    pub only: Vec<String>,
+    /// Times the generated table streams through each contender in one run (a longer input
+    /// without a longer generation).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub passes: u32,
+    /// Bytes partout may buffer (and Comet's way, before it flushes).
+    #[arg(long, default_value_t = MEMORY_LIMIT)]
+    pub memory_limit: usize,
+    /// Rows per generated batch.
+    #[arg(long, default_value_t = 8192, value_parser = clap::value_parser!(u32).range(1..))]
+    pub batch_size: u32,
+}
+
+/// Memory all three shuffles may buffer (partout's limit, Comet's spill threshold).
+const MEMORY_LIMIT: usize = 64 << 20;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Contender {
+    Partout,
+    PartoutScatterThenCopy,
+    DataFusion,
+    Comet,
+    /// DataFusion's way without compacting view columns: each slice's stream carries its
+    /// whole batch's string data.
+    DataFusionRaw,
+    /// Comet's way without compacting view columns.
+    CometRaw,
+    /// The in-memory part alone: ids and one `PartitionedBatch` per input batch, no output.
+    PartitionOnly,
+    Lz4Alone,
+}
+
+impl Contender {
+    fn key(self) -> &'static str {
+        match self {
+            Contender::Partout => "partout",
+            Contender::PartoutScatterThenCopy => "copy",
+            Contender::DataFusion => "datafusion",
+            Contender::Comet => "comet",
+            Contender::DataFusionRaw => "datafusion-raw",
+            Contender::CometRaw => "comet-raw",
+            Contender::PartitionOnly => "partition",
+            Contender::Lz4Alone => "lz4",
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Contender::Partout => "partout",
+            Contender::PartoutScatterThenCopy => "partout scatter+copy",
+            Contender::DataFusion => "datafusion way",
+            Contender::Comet => "comet way",
+            Contender::DataFusionRaw => "datafusion way, raw",
+            Contender::CometRaw => "comet way, raw",
+            Contender::PartitionOnly => "partition only",
+            Contender::Lz4Alone => "lz4 alone",
+        }
+    }
+}
+
+/// Generates lineitem at scale factor `sf` in batches of `batch_size` rows.
+pub fn lineitem(sf: f64, batch_size: usize) -> Result<Vec<RecordBatch>> {
+    ensure!(
+        sf > 0.0 && sf.is_finite(),
+        "the scale factor must be positive, got {sf}"
+    );
+    let generator = tpchgen::generators::LineItemGenerator::new(sf, 1, 1);
+    tpchgen_arrow::LineItemArrow::new(generator)
+        .with_batch_size(batch_size)
+        .collect::<Result<Vec<_>, _>>()
+        .context("generating lineitem")
+}
+
+/// Bytes of the batches' buffers (what is moved).
+fn input_bytes(batches: &[RecordBatch]) -> usize {
+    batches
+        .iter()
+        .map(partout_testkit::workload::data_bytes)
+        .sum()
+}
+
+/// What one run of a contender produced.
+struct Run {
+    /// One IPC stream per destination (none for LZ4 alone).
+    outputs: Vec<Vec<u8>>,
+    /// Bytes produced.
+    bytes: usize,
+    /// partout's own account of where the time went.
+    metrics: Option<WriterMetrics>,
+}
+
+/// Runs one contender over every batch.
+fn run_once(
+    contender: Contender,
+    lz4: bool,
+    batches: &[RecordBatch],
+    n: u32,
+    memory_limit: usize,
+    check: bool,
+) -> Result<Run> {
+    let schema = batches[0].schema();
+    let mut ids = Vec::new();
+    let mut hash = DataFusionHash::new();
+    let outputs = match contender {
+        Contender::Partout | Contender::PartoutScatterThenCopy => {
+            let strategy = if contender == Contender::Partout {
+                Strategy::Direct
+            } else {
+                Strategy::ScatterThenCopy
+            };
+            let options = WriterOptions::default()
+                .with_memory_limit(memory_limit)
+                .with_strategy(strategy)
+                .with_compression(if lz4 {
+                    Compression::Lz4Frame
+                } else {
+                    Compression::None
+                });
+            let mut writer = PartitionedWriter::try_new(
+                schema,
+                Partitioning::hash(vec![0], n),
+                options,
+                MemorySink::new(n as usize),
+            )?;
+            for batch in batches {
+                writer.append(batch)?;
+            }
+            let (sink, metrics) = writer.finish()?;
+            // The sink keeps each flush's buffer as it was handed over; joining them into one
+            // stream per destination is only for the check, outside the timing.
+            return Ok(Run {
+                bytes: sink.len(),
+                outputs: if check {
+                    sink.into_outputs()
+                } else {
+                    Vec::new()
+                },
+                metrics: Some(metrics),
+            });
+        }
+        Contender::DataFusion | Contender::DataFusionRaw => {
+            let gc = contender == Contender::DataFusion;
+            let mut shuffle = DataFusionShuffle::try_new(&schema, n as usize, lz4, gc)?;
+            for batch in batches {
+                hash.ids(batch, &[0], n, &mut ids);
+                shuffle.append(batch, &ids)?;
+            }
+            shuffle.finish()?
+        }
+        Contender::Comet | Contender::CometRaw => {
+            let gc = contender == Contender::Comet;
+            let batch_size = batches[0].num_rows().max(1);
+            let mut shuffle =
+                CometShuffle::try_new(&schema, n as usize, memory_limit, batch_size, lz4, gc)?;
+            for batch in batches {
+                hash.ids(batch, &[0], n, &mut ids);
+                shuffle.append(batch, &ids)?;
+            }
+            shuffle.finish()?
+        }
+        Contender::PartitionOnly => {
+            let mut ids_of =
+                partout_core::ids::PartitionIds::try_new(Partitioning::hash(vec![0], n), &schema)?;
+            let mut partitioner = partout_core::Partitioner::try_new(n)?;
+            let mut rows = 0;
+            for batch in batches {
+                ids_of.compute(batch, &mut ids)?;
+                rows += partitioner.partition(batch, &ids)?.batch().num_rows();
+            }
+            return Ok(Run {
+                outputs: Vec::new(),
+                bytes: rows,
+                metrics: None,
+            });
+        }
+        Contender::Lz4Alone => {
+            // Every buffer of every column of the batches partout flushes, compressed as one
+            // LZ4 frame each, as the IPC writer compresses them: the compression work alone,
+            // on the same bytes.
+            let mut compressed = 0;
+            let mut out = Vec::new();
+            for batch in batches {
+                for column in batch.columns() {
+                    compressed += compress_buffers(&column.to_data(), &mut out)?;
+                }
+            }
+            return Ok(Run {
+                outputs: Vec::new(),
+                bytes: compressed,
+                metrics: None,
+            });
+        }
+    };
+    Ok(Run {
+        bytes: outputs.iter().map(Vec::len).sum(),
+        outputs,
+        metrics: None,
+    })
+}
+
+fn compress_buffers(data: &arrow_data::ArrayData, out: &mut Vec<u8>) -> Result<usize> {
+    let mut total = 0;
+    let buffers = data.buffers().iter().map(|b| b.as_slice());
+    let nulls = data.nulls().map(|n| n.buffer().as_slice());
+    for bytes in buffers.chain(nulls) {
+        out.clear();
+        let mut encoder = lz4_flex::frame::FrameEncoder::new(&mut *out);
+        encoder.write_all(bytes)?;
+        encoder.finish().context("lz4")?;
+        total += out.len();
+    }
+    for child in data.child_data() {
+        total += compress_buffers(child, out)?;
+    }
+    Ok(total)
+}
+
+/// Rows in every destination's stream, decoded (to check a contender lost nothing).
+fn decoded_rows(outputs: &[Vec<u8>]) -> Result<usize> {
+    outputs.iter().enumerate().try_fold(0, |total, (p, bytes)| {
+        let (_, batches) =
+            decode_stream(bytes).with_context(|| format!("decoding destination {p}"))?;
+        Ok(total + batches.iter().map(RecordBatch::num_rows).sum::<usize>())
+    })
+}
+
+/// `partout bench writer`.
+pub fn writer(options: &WriterBenchOptions) -> Result<()> {
+    let started = Instant::now();
+    let generated = lineitem(options.sf, options.batch_size as usize)?;
+    ensure!(
+        !generated.is_empty(),
+        "no rows generated at SF {}",
+        options.sf
+    );
+    let batches: Vec<RecordBatch> = generated
+        .iter()
+        .cycle()
+        .take(generated.len() * options.passes as usize)
+        .cloned()
+        .collect();
+    let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
+    let bytes = input_bytes(&batches);
+    let n = options.partitions;
+    let mib = bytes as f64 / f64::from(1 << 20);
+    if !options.json {
+        outln!(
+            "writer: lineitem SF {} x {} passes ({rows} rows, {mib:.0} MiB in {} batches, generated in {:.1} s), \
+             hash on l_orderkey into {n} IPC streams in memory; median of {} rounds",
+            options.sf,
+            options.passes,
+            batches.len(),
+            started.elapsed().as_secs_f64(),
+            options.rounds
+        );
+    }
+    let cases: [(bool, &[Contender]); 2] = [
+        (
+            false,
+            &[
+                Contender::Partout,
+                Contender::PartoutScatterThenCopy,
+                Contender::DataFusion,
+                Contender::Comet,
+                Contender::DataFusionRaw,
+                Contender::CometRaw,
+                Contender::PartitionOnly,
+            ],
+        ),
+        (
+            true,
+            &[
+                Contender::Partout,
+                Contender::DataFusion,
+                Contender::Comet,
+                Contender::DataFusionRaw,
+                Contender::CometRaw,
+                Contender::Lz4Alone,
+            ],
+        ),
+    ];
+    for (lz4, contenders) in cases {
+        let contenders: Vec<Contender> = contenders
+            .iter()
+            .copied()
+            .filter(|c| {
+                let raw = matches!(c, Contender::DataFusionRaw | Contender::CometRaw);
+                if options.only.is_empty() {
+                    !raw
+                } else {
+                    options.only.iter().any(|o| o == c.key())
+                }
+            })
+            .collect();
+        if contenders.is_empty() {
+            continue;
+        }
+        let mut times = vec![Vec::new(); contenders.len()];
+        let mut produced = vec![0usize; contenders.len()];
+        let mut phases: Vec<Vec<[f64; 4]>> = vec![Vec::new(); contenders.len()];
+        // LZ4 alone works on the batches partout flushes (decoded from an uncompressed run).
+        let flushed: Vec<RecordBatch> = if contenders.contains(&Contender::Lz4Alone) {
+            let run = run_once(
+                Contender::Partout,
+                false,
+                &batches,
+                n,
+                options.memory_limit,
+                true,
+            )?;
+            let mut flushed = Vec::new();
+            for bytes in &run.outputs {
+                flushed.extend(decode_stream(bytes)?.1);
+            }
+            flushed
+        } else {
+            Vec::new()
+        };
+        let input = |contender: Contender| {
+            if contender == Contender::Lz4Alone {
+                &flushed
+            } else {
+                &batches
+            }
+        };
+        // A first pass of each, untimed: page faults of fresh memory would otherwise fall on
+        // whoever runs first.
+        for &contender in &contenders {
+            let run = run_once(
+                contender,
+                lz4,
+                input(contender),
+                n,
+                options.memory_limit,
+                true,
+            )?;
+            if !matches!(contender, Contender::Lz4Alone | Contender::PartitionOnly) {
+                let got = decoded_rows(&run.outputs)?;
+                ensure!(
+                    got == rows,
+                    "{} wrote {got} rows of {rows}",
+                    contender.name()
+                );
+            }
+        }
+        for round in 0..options.rounds as usize {
+            // Each round starts with the next contender: what running right after another
+            // costs (its freed memory given back, caches cold) falls on all in turn.
+            for k in 0..contenders.len() {
+                let i = (round + k) % contenders.len();
+                let contender = contenders[i];
+                let start = Instant::now();
+                let run = run_once(
+                    contender,
+                    lz4,
+                    input(contender),
+                    n,
+                    options.memory_limit,
+                    false,
+                )?;
+                times[i].push(start.elapsed().as_secs_f64());
+                produced[i] = run.bytes;
+                if let Some(m) = run.metrics {
+                    phases[i].push(
+                        [m.ids_time, m.scatter_time, m.encode_time, m.sink_time]
+                            .map(|t| t.as_secs_f64()),
+                    );
+                }
+            }
+        }
+        let medians: Vec<f64> = times.into_iter().map(median).collect();
+        // Median time of each phase of partout's runs: ids, scatter, encode, sink.
+        let phase = |i: usize| -> Option<[f64; 4]> {
+            (!phases[i].is_empty())
+                .then(|| std::array::from_fn(|k| median(phases[i].iter().map(|p| p[k]).collect())))
+        };
+        let ours = medians[0];
+        let codec = if lz4 { "lz4" } else { "none" };
+        if !options.json {
+            outln!();
+            outln!(
+                "{:<22} {:>6} {:>9} {:>10} {:>9} {:>10} {:>12}",
+                "contender",
+                "codec",
+                "time ms",
+                "M rows/s",
+                "MiB/s",
+                "out MiB",
+                "vs partout"
+            );
+        }
+        for (i, &contender) in contenders.iter().enumerate() {
+            let seconds = medians[i];
+            let ratio = seconds / ours;
+            if options.json {
+                let object = json!({
+                    "suite": "writer",
+                    "contender": contender.name(),
+                    "codec": codec,
+                    "sf": options.sf,
+                    "partitions": n,
+                    "rows": rows,
+                    "bytes_in": bytes,
+                    "bytes_out": produced[i],
+                    "seconds": (seconds * 1e4).round() / 1e4,
+                    "rows_per_s": (rows as f64 / seconds).round(),
+                    "mib_per_s": (mib / seconds * 10.0).round() / 10.0,
+                    "time_vs_partout": (ratio * 100.0).round() / 100.0,
+                    "phases_ms": phase(i).map(|p| json!({
+                        "ids": p[0] * 1e3, "scatter": p[1] * 1e3, "encode": p[2] * 1e3, "sink": p[3] * 1e3,
+                    })),
+                });
+                outln!(
+                    "{}",
+                    serde_json::to_string(&object).context("encoding JSON")?
+                );
+            } else {
+                outln!(
+                    "{:<22} {:>6} {:>9.1} {:>10.2} {:>9.0} {:>10.1} {:>11.2}x",
+                    contender.name(),
+                    codec,
+                    seconds * 1e3,
+                    rows as f64 / seconds / 1e6,
+                    mib / seconds,
+                    produced[i] as f64 / f64::from(1 << 20),
+                    ratio
+                );
+                if let Some(p) = phase(i) {
+                    outln!(
+                        "{:<22} ids {:.1} ms, scatter {:.1} ms, encode {:.1} ms, sink {:.1} ms",
+                        "",
+                        p[0] * 1e3,
+                        p[1] * 1e3,
+                        p[2] * 1e3,
+                        p[3] * 1e3
+                    );
+                }
+            }
+        }
+    }
+    Ok(())
+}
