@@ -1,12 +1,16 @@
 //! `partout bench writer`: TPC-H lineitem, generated in process, hash-partitioned on
-//! l_orderkey into per-destination Arrow IPC streams in memory, beside DataFusion's way and
-//! Comet's way of doing the same, and beside LZ4 alone on the same bytes.
+//! l_orderkey into per-destination Arrow IPC streams, beside DataFusion's way and Comet's way
+//! of doing the same, and beside LZ4 alone on the same bytes. Timed runs count the bytes each
+//! contender produces and drop them (keeping gigabytes in memory would time page faults); an
+//! untimed first run of each keeps its streams and decodes them to check every row arrived.
 
 use crate::measure::median;
 use anyhow::{Context, Result, ensure};
 use arrow_array::{Array, RecordBatch};
 use partout_core::ids::Partitioning;
-use partout_exchange::{MemorySink, PartitionedWriter, Strategy, WriterMetrics, WriterOptions};
+use partout_exchange::{
+    MemorySink, PartitionedWriter, Sink, Strategy, WriterMetrics, WriterOptions,
+};
 use partout_format::ipc::{Compression, decode_stream};
 use partout_testkit::baseline::{CometShuffle, DataFusionHash, DataFusionShuffle};
 use serde_json::json;
@@ -123,7 +127,98 @@ struct Run {
     metrics: Option<WriterMetrics>,
 }
 
-/// Runs one contender over every batch.
+/// Counts the bytes written to it and keeps none: where the timed runs write, so that no
+/// contender pays for keeping its output in memory (the checked run keeps it).
+#[derive(Debug, Default)]
+struct Discard {
+    bytes: usize,
+}
+
+impl Write for Discard {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.bytes += bytes.len();
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Sink for Discard {
+    fn write(&mut self, _destination: usize, bytes: &[u8]) -> std::io::Result<()> {
+        self.bytes += bytes.len();
+        Ok(())
+    }
+
+    fn finish(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// partout's writer over every batch into `sink`.
+fn run_partout<S: Sink>(
+    sink: S,
+    strategy: Strategy,
+    lz4: bool,
+    batches: &[RecordBatch],
+    n: u32,
+    memory_limit: usize,
+) -> Result<(S, WriterMetrics)> {
+    let options = WriterOptions::default()
+        .with_memory_limit(memory_limit)
+        .with_strategy(strategy)
+        .with_compression(if lz4 {
+            Compression::Lz4Frame
+        } else {
+            Compression::None
+        });
+    let mut writer = PartitionedWriter::try_new(
+        batches[0].schema(),
+        Partitioning::hash(vec![0], n),
+        options,
+        sink,
+    )?;
+    for batch in batches {
+        writer.append(batch)?;
+    }
+    Ok(writer.finish()?)
+}
+
+/// A baseline shuffle over every batch into `outputs`.
+fn run_baseline<W: Write>(
+    contender: Contender,
+    outputs: Vec<W>,
+    lz4: bool,
+    batches: &[RecordBatch],
+    memory_limit: usize,
+) -> Result<Vec<W>> {
+    let schema = batches[0].schema();
+    let n = outputs.len() as u32;
+    let mut ids = Vec::new();
+    let mut hash = DataFusionHash::new();
+    let gc = matches!(contender, Contender::DataFusion | Contender::Comet);
+    if matches!(contender, Contender::DataFusion | Contender::DataFusionRaw) {
+        let mut shuffle = DataFusionShuffle::try_new(&schema, outputs, lz4, gc)?;
+        for batch in batches {
+            hash.ids(batch, &[0], n, &mut ids);
+            shuffle.append(batch, &ids)?;
+        }
+        Ok(shuffle.finish()?)
+    } else {
+        let batch_size = batches[0].num_rows().max(1);
+        let mut shuffle =
+            CometShuffle::try_new(&schema, outputs, memory_limit, batch_size, lz4, gc)?;
+        for batch in batches {
+            hash.ids(batch, &[0], n, &mut ids);
+            shuffle.append(batch, &ids)?;
+        }
+        Ok(shuffle.finish()?)
+    }
+}
+
+/// Runs one contender over every batch. With `check`, the outputs are kept (to be decoded);
+/// without, they are counted and dropped as they come.
 fn run_once(
     contender: Contender,
     lz4: bool,
@@ -132,104 +227,69 @@ fn run_once(
     memory_limit: usize,
     check: bool,
 ) -> Result<Run> {
-    let schema = batches[0].schema();
-    let mut ids = Vec::new();
-    let mut hash = DataFusionHash::new();
-    let outputs = match contender {
+    let mut run = Run {
+        outputs: Vec::new(),
+        bytes: 0,
+        metrics: None,
+    };
+    match contender {
         Contender::Partout | Contender::PartoutScatterThenCopy => {
             let strategy = if contender == Contender::Partout {
                 Strategy::Direct
             } else {
                 Strategy::ScatterThenCopy
             };
-            let options = WriterOptions::default()
-                .with_memory_limit(memory_limit)
-                .with_strategy(strategy)
-                .with_compression(if lz4 {
-                    Compression::Lz4Frame
-                } else {
-                    Compression::None
-                });
-            let mut writer = PartitionedWriter::try_new(
-                schema,
-                Partitioning::hash(vec![0], n),
-                options,
-                MemorySink::new(n as usize),
-            )?;
-            for batch in batches {
-                writer.append(batch)?;
+            if check {
+                let sink = MemorySink::new(n as usize);
+                let (sink, metrics) = run_partout(sink, strategy, lz4, batches, n, memory_limit)?;
+                run.bytes = sink.len();
+                run.outputs = sink.into_outputs();
+                run.metrics = Some(metrics);
+            } else {
+                let sink = Discard::default();
+                let (sink, metrics) = run_partout(sink, strategy, lz4, batches, n, memory_limit)?;
+                run.bytes = sink.bytes;
+                run.metrics = Some(metrics);
             }
-            let (sink, metrics) = writer.finish()?;
-            // The sink keeps each flush's buffer as it was handed over; joining them into one
-            // stream per destination is only for the check, outside the timing.
-            return Ok(Run {
-                bytes: sink.len(),
-                outputs: if check {
-                    sink.into_outputs()
-                } else {
-                    Vec::new()
-                },
-                metrics: Some(metrics),
-            });
         }
-        Contender::DataFusion | Contender::DataFusionRaw => {
-            let gc = contender == Contender::DataFusion;
-            let mut shuffle = DataFusionShuffle::try_new(&schema, n as usize, lz4, gc)?;
-            for batch in batches {
-                hash.ids(batch, &[0], n, &mut ids);
-                shuffle.append(batch, &ids)?;
+        Contender::DataFusion
+        | Contender::DataFusionRaw
+        | Contender::Comet
+        | Contender::CometRaw => {
+            if check {
+                let outputs = vec![Vec::new(); n as usize];
+                run.outputs = run_baseline(contender, outputs, lz4, batches, memory_limit)?;
+                run.bytes = run.outputs.iter().map(Vec::len).sum();
+            } else {
+                let outputs = (0..n).map(|_| Discard::default()).collect();
+                let outputs = run_baseline(contender, outputs, lz4, batches, memory_limit)?;
+                run.bytes = outputs.iter().map(|o| o.bytes).sum();
             }
-            shuffle.finish()?
-        }
-        Contender::Comet | Contender::CometRaw => {
-            let gc = contender == Contender::Comet;
-            let batch_size = batches[0].num_rows().max(1);
-            let mut shuffle =
-                CometShuffle::try_new(&schema, n as usize, memory_limit, batch_size, lz4, gc)?;
-            for batch in batches {
-                hash.ids(batch, &[0], n, &mut ids);
-                shuffle.append(batch, &ids)?;
-            }
-            shuffle.finish()?
         }
         Contender::PartitionOnly => {
+            let schema = batches[0].schema();
+            let mut ids = Vec::new();
             let mut ids_of =
                 partout_core::ids::PartitionIds::try_new(Partitioning::hash(vec![0], n), &schema)?;
             let mut partitioner = partout_core::Partitioner::try_new(n)?;
-            let mut rows = 0;
             for batch in batches {
                 ids_of.compute(batch, &mut ids)?;
-                rows += partitioner.partition(batch, &ids)?.batch().num_rows();
+                run.bytes += partitioner.partition(batch, &ids)?.batch().num_rows();
             }
-            return Ok(Run {
-                outputs: Vec::new(),
-                bytes: rows,
-                metrics: None,
-            });
         }
         Contender::Lz4Alone => {
             // Every buffer of every column of the batches partout flushes, compressed as one
             // LZ4 frame each, as the IPC writer compresses them: the compression work alone,
             // on the same bytes.
-            let mut compressed = 0;
             let mut out = Vec::new();
             for batch in batches {
                 for column in batch.columns() {
-                    compressed += compress_buffers(&column.to_data(), &mut out)?;
+                    run.bytes += compress_buffers(&column.to_data(), &mut out)?;
                 }
             }
-            return Ok(Run {
-                outputs: Vec::new(),
-                bytes: compressed,
-                metrics: None,
-            });
         }
-    };
-    Ok(Run {
-        bytes: outputs.iter().map(Vec::len).sum(),
-        outputs,
-        metrics: None,
-    })
+    }
+    Ok(run)
 }
 
 fn compress_buffers(data: &arrow_data::ArrayData, out: &mut Vec<u8>) -> Result<usize> {
@@ -280,7 +340,7 @@ pub fn writer(options: &WriterBenchOptions) -> Result<()> {
     if !options.json {
         outln!(
             "writer: lineitem SF {} x {} passes ({rows} rows, {mib:.0} MiB in {} batches, generated in {:.1} s), \
-             hash on l_orderkey into {n} IPC streams in memory; median of {} rounds",
+             hash on l_orderkey into {n} IPC streams (counted, not kept); median of {} rounds",
             options.sf,
             options.passes,
             batches.len(),

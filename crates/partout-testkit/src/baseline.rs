@@ -277,26 +277,27 @@ impl NaiveSparkHash {
 
 /// One Arrow IPC stream writer per destination, writing into memory, as both shuffle
 /// baselines use them.
-struct StreamWriters {
-    writers: Vec<arrow_ipc::writer::StreamWriter<Vec<u8>>>,
+struct StreamWriters<W: std::io::Write> {
+    writers: Vec<arrow_ipc::writer::StreamWriter<W>>,
     /// Compact view columns before writing (arrow's IPC writer writes a view column's data
     /// buffers whole, however few rows point into them).
     gc_views: bool,
 }
 
-impl StreamWriters {
+impl<W: std::io::Write> StreamWriters<W> {
     fn try_new(
         schema: &arrow_schema::Schema,
-        num_partitions: usize,
+        outputs: Vec<W>,
         lz4: bool,
         gc_views: bool,
     ) -> Result<Self, ArrowError> {
         let codec = lz4.then_some(arrow_ipc::CompressionType::LZ4_FRAME);
         let options = arrow_ipc::writer::IpcWriteOptions::default().try_with_compression(codec)?;
-        let writers = (0..num_partitions)
-            .map(|_| {
+        let writers = outputs
+            .into_iter()
+            .map(|output| {
                 arrow_ipc::writer::StreamWriter::try_new_with_options(
-                    Vec::new(),
+                    output,
                     schema,
                     options.clone(),
                 )
@@ -323,7 +324,7 @@ impl StreamWriters {
         self.writers[p].write(&with_columns(batch, columns, batch.num_rows())?)
     }
 
-    fn finish(self) -> Result<Vec<Vec<u8>>, ArrowError> {
+    fn finish(self) -> Result<Vec<W>, ArrowError> {
         self.writers
             .into_iter()
             .map(|mut w| {
@@ -338,26 +339,27 @@ impl StreamWriters {
 /// one grouped `take` per batch, each destination's zero-copy slice written straight away as
 /// a record batch of that destination's IPC stream. With `gc_views`, view columns are
 /// compacted first (without, each slice's stream carries the whole batch's string data).
-pub struct DataFusionShuffle {
+pub struct DataFusionShuffle<W: std::io::Write = Vec<u8>> {
     partitioner: GroupedTake,
-    writers: StreamWriters,
+    writers: StreamWriters<W>,
     num_partitions: usize,
 }
 
-impl DataFusionShuffle {
-    /// A shuffle of batches of `schema` into `num_partitions` in-memory IPC streams.
+impl<W: std::io::Write> DataFusionShuffle<W> {
+    /// A shuffle of batches of `schema` into one IPC stream per output in `outputs`.
     ///
     /// # Errors
     /// What arrow's IPC writer returns.
     pub fn try_new(
         schema: &arrow_schema::Schema,
-        num_partitions: usize,
+        outputs: Vec<W>,
         lz4: bool,
         gc_views: bool,
     ) -> Result<Self, ArrowError> {
+        let num_partitions = outputs.len();
         Ok(Self {
             partitioner: GroupedTake::new(),
-            writers: StreamWriters::try_new(schema, num_partitions, lz4, gc_views)?,
+            writers: StreamWriters::try_new(schema, outputs, lz4, gc_views)?,
             num_partitions,
         })
     }
@@ -379,11 +381,11 @@ impl DataFusionShuffle {
         Ok(())
     }
 
-    /// Ends every stream and returns their bytes.
+    /// Ends every stream and returns the outputs.
     ///
     /// # Errors
     /// What arrow's IPC writer returns.
-    pub fn finish(self) -> Result<Vec<Vec<u8>>, ArrowError> {
+    pub fn finish(self) -> Result<Vec<W>, ArrowError> {
         self.writers.finish()
     }
 }
@@ -392,23 +394,23 @@ impl DataFusionShuffle {
 /// each destination's `(batch, row)` indices collected, and at a flush (buffered input past
 /// the memory limit, or the end) every destination's rows gathered with arrow's
 /// `interleave`, `batch_size` rows at a time, and written to its IPC stream.
-pub struct CometShuffle {
+pub struct CometShuffle<W: std::io::Write = Vec<u8>> {
     batches: Vec<RecordBatch>,
     indices: Vec<Vec<(usize, usize)>>,
     buffered: usize,
     memory_limit: usize,
     batch_size: usize,
-    writers: StreamWriters,
+    writers: StreamWriters<W>,
 }
 
-impl CometShuffle {
-    /// A shuffle of batches of `schema` into `num_partitions` in-memory IPC streams.
+impl<W: std::io::Write> CometShuffle<W> {
+    /// A shuffle of batches of `schema` into one IPC stream per output in `outputs`.
     ///
     /// # Errors
     /// What arrow's IPC writer returns.
     pub fn try_new(
         schema: &arrow_schema::Schema,
-        num_partitions: usize,
+        outputs: Vec<W>,
         memory_limit: usize,
         batch_size: usize,
         lz4: bool,
@@ -416,11 +418,11 @@ impl CometShuffle {
     ) -> Result<Self, ArrowError> {
         Ok(Self {
             batches: Vec::new(),
-            indices: vec![Vec::new(); num_partitions],
+            indices: vec![Vec::new(); outputs.len()],
             buffered: 0,
             memory_limit,
             batch_size,
-            writers: StreamWriters::try_new(schema, num_partitions, lz4, gc_views)?,
+            writers: StreamWriters::try_new(schema, outputs, lz4, gc_views)?,
         })
     }
 
@@ -455,11 +457,11 @@ impl CometShuffle {
         Ok(())
     }
 
-    /// Flushes what is buffered, ends every stream and returns their bytes.
+    /// Flushes what is buffered, ends every stream and returns the outputs.
     ///
     /// # Errors
     /// What arrow's `interleave` and IPC writer return.
-    pub fn finish(mut self) -> Result<Vec<Vec<u8>>, ArrowError> {
+    pub fn finish(mut self) -> Result<Vec<W>, ArrowError> {
         self.flush()?;
         self.writers.finish()
     }
