@@ -734,16 +734,22 @@ fn append_views(views: &[u8], buffers: &[Buffer], column: &mut ColumnBuffer) {
         } else {
             let buffer = buffers[(view >> 64) as u32 as usize].as_slice();
             let offset = (view >> 96) as u32 as usize;
-            let value = &buffer[offset..offset + len];
-            // SAFETY: `value` is in bounds (checked by the slicing). The destination has room
-            // for the `long` bytes the first pass summed plus `VIEW_BLOCK`: `at - data_len`
-            // plus this value's length stays within `long`, and a block copy writes at most
-            // `VIEW_BLOCK` bytes from `at`, reading them from inside `buffer` (checked).
+            assert!(
+                offset + len <= buffer.len(),
+                "a view past the end of its data buffer"
+            );
+            // Read through the whole buffer: a block copy reads past the value.
+            let src = buffer.as_ptr();
+            // SAFETY: `offset..offset + len` is inside `buffer` (checked above). The
+            // destination has room for the `long` bytes the first pass summed plus
+            // `VIEW_BLOCK`: `at - data_len` plus this value's length stays within `long`, and
+            // a block copy writes at most `VIEW_BLOCK` bytes from `at`, reading them from
+            // inside `buffer` (checked).
             unsafe {
                 if len <= VIEW_BLOCK && offset + VIEW_BLOCK <= buffer.len() {
-                    std::ptr::copy_nonoverlapping(value.as_ptr(), data.add(at), VIEW_BLOCK);
+                    std::ptr::copy_nonoverlapping(src.add(offset), data.add(at), VIEW_BLOCK);
                 } else {
-                    std::ptr::copy_nonoverlapping(value.as_ptr(), data.add(at), len);
+                    std::ptr::copy_nonoverlapping(src.add(offset), data.add(at), len);
                 }
             }
             // Length and prefix kept; buffer 0; the new offset.
