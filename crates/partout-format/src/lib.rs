@@ -3,10 +3,13 @@
 //! * [`ipc`]: one Arrow IPC stream per destination, encoded without IO (bytes out), with the
 //!   IPC format's own LZ4_FRAME or ZSTD body compression, and a decoder that turns malformed
 //!   bytes into errors.
+//! * [`presto`]: Presto's SerializedPage (the Presto and Velox exchange format), encoder and
+//!   decoder, byte-compatible with Presto's own serde.
 
 #![forbid(unsafe_code)]
 
 pub mod ipc;
+pub mod presto;
 
 use arrow_schema::ArrowError;
 use std::fmt;

@@ -166,6 +166,10 @@ pub fn value_hashes(column: &dyn Array, out: &mut Vec<u64>) -> Result<()> {
             let values = column.as_fixed_size_binary();
             out.extend((0..values.len()).map(|i| hash_bytes(values.value(i))));
         }
+        // An empty dictionary: every key is null (its hash is set below).
+        Dictionary(_, _) if column.as_any_dictionary().values().is_empty() => {
+            out.resize(column.len(), NULL_HASH)
+        }
         Dictionary(_, _) => {
             let dictionary = column.as_any_dictionary();
             let mut value_hashes = Vec::new();

@@ -223,6 +223,8 @@ pub fn update(column: &dyn Array, hashes: &mut [u32]) -> Result<()> {
             let values = column.as_binary_view();
             for_each_valid(column, hashes, |i, h| hash_bytes(values.value(i), h));
         }
+        // An empty dictionary: every key is null, and nulls leave Spark's hash as it is.
+        Dictionary(_, _) if column.as_any_dictionary().values().is_empty() => {}
         Dictionary(_, _) => {
             let dictionary = column.as_any_dictionary();
             let keys = dictionary.normalized_keys();

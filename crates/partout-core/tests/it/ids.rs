@@ -409,3 +409,31 @@ fn every_scheme_feeds_the_partitioner() {
         }
     }
 }
+
+/// A dictionary with no values (every key null) hashes like a column of nulls in both hashes,
+/// alone and after another key.
+#[test]
+fn an_empty_dictionary_hashes_as_nulls() {
+    let empty = DictionaryArray::<Int32Type>::try_new(
+        Int32Array::from(vec![None; 4]),
+        Arc::new(StringArray::from(Vec::<&str>::new())),
+    )
+    .unwrap();
+    let nulls: ArrayRef = Arc::new(StringArray::from(vec![None::<&str>; 4]));
+    let other: ArrayRef = Arc::new(Int64Array::from(vec![1, 2, 3, 4]));
+    let with_dictionary = batch_of(vec![other.clone(), Arc::new(empty)]);
+    let with_nulls = batch_of(vec![other, nulls]);
+    for keys in [vec![1], vec![0, 1]] {
+        for partitioning in [
+            Partitioning::hash(keys.clone(), 7),
+            Partitioning::spark(keys.clone(), 7),
+        ] {
+            assert_eq!(
+                ids_of(&partitioning, &with_dictionary),
+                ids_of(&partitioning, &with_nulls),
+                "{:?} on {keys:?}",
+                partitioning.scheme()
+            );
+        }
+    }
+}

@@ -1,0 +1,102 @@
+//! Presto's SerializedPage, the page format Presto and Velox workers exchange, byte-compatible
+//! with Presto's own `PagesSerde`.
+//!
+//! ```text
+//!  page   = header (21 bytes) body
+//!  header = rows:i32  markers:u8  uncompressed_size:i32  size:i32  checksum:i64   (little-endian)
+//!  body   = columns:i32  block*            block = name_len:i32 name payload
+//! ```
+//!
+//! Markers: 0x01 compressed (raw LZ4 block), 0x04 checksummed; the checksum is the CRC-32 of the
+//! body as sent, then the marker byte, the row count and the uncompressed size (both
+//! little-endian), zero when not checksummed. Pages are concatenated as they are.
+//!
+//! Arrow types map to Presto's block encodings:
+//!
+//! | Arrow | encoding | values |
+//! |---|---|---|
+//! | Boolean, Int8 | BYTE_ARRAY | one byte |
+//! | Int16 | SHORT_ARRAY | |
+//! | Int32, Date32, Float32 | INT_ARRAY | Float32 as its bits |
+//! | Int64, Float64, Timestamp, Decimal64, Decimal128 (precision ≤ 18) | LONG_ARRAY | Float64 as its bits, timestamps in milliseconds |
+//! | Decimal128 (precision > 18) | INT128_ARRAY | sign and magnitude, low word first |
+//! | Utf8, LargeUtf8, Utf8View, Binary, LargeBinary, BinaryView | VARIABLE_WIDTH | |
+//! | List, LargeList | ARRAY | |
+//! | Map | MAP | no hash table |
+//! | Struct | ROW | fields hold the non-null rows only |
+//! | Dictionary | DICTIONARY | the dictionary, then an `i32` id per row |
+//! | Null, and any fixed-width column with no valid row | RLE | of a one-row null block, as Presto's block builders do |
+//!
+//! Fixed-width blocks carry values for their non-null rows only; null flags are bits, most
+//! significant first, 1 for null. Other Arrow types are refused with
+//! [`FormatError::InvalidArgument`] naming them.
+
+mod decode;
+mod encode;
+
+pub use decode::{BlockInfo, PageInfo, decode_page, decode_pages, inspect_pages};
+pub use encode::encode_page;
+
+use crate::FormatError;
+
+/// Bytes before a page's body.
+pub const HEADER_SIZE: usize = 21;
+
+/// Marker bit: the body is a raw LZ4 block.
+pub const COMPRESSED: u8 = 0x01;
+/// Marker bit: the body is encrypted (spill files only; never on the exchange).
+pub const ENCRYPTED: u8 = 0x02;
+/// Marker bit: the header carries the body's checksum.
+pub const CHECKSUMMED: u8 = 0x04;
+
+/// How pages are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PageOptions {
+    /// Write the CRC-32 checksum (default on).
+    pub checksum: bool,
+    /// Compress the body as one raw LZ4 block when that makes it smaller than
+    /// [`MIN_COMPRESSION_RATIO`] of its size (default off).
+    pub lz4: bool,
+}
+
+impl Default for PageOptions {
+    fn default() -> Self {
+        Self {
+            checksum: true,
+            lz4: false,
+        }
+    }
+}
+
+/// A compressed body is kept only when at most this fraction of the uncompressed one, as
+/// Presto's `PagesSerde` decides.
+pub const MIN_COMPRESSION_RATIO: f64 = 0.9;
+
+/// The page checksum: CRC-32 of the body as sent, the marker byte, the row count and the
+/// uncompressed size.
+fn checksum(body: &[u8], markers: u8, rows: i32, uncompressed: i32) -> u64 {
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(body);
+    crc.update(&[markers]);
+    crc.update(&rows.to_le_bytes());
+    crc.update(&uncompressed.to_le_bytes());
+    u64::from(crc.finalize())
+}
+
+/// The fixed-width encodings, indexed by the base-2 logarithm of their value width.
+const FIXED: [&str; 5] = [
+    "BYTE_ARRAY",
+    "SHORT_ARRAY",
+    "INT_ARRAY",
+    "LONG_ARRAY",
+    "INT128_ARRAY",
+];
+
+/// The value width of a fixed-width encoding.
+fn fixed_width(name: &str) -> Option<usize> {
+    FIXED.iter().position(|&n| n == name).map(|log| 1 << log)
+}
+
+fn corrupt(what: impl Into<String>) -> FormatError {
+    FormatError::Corrupt(format!("Presto page: {}", what.into()))
+}
