@@ -51,6 +51,12 @@ enum Command {
         #[arg(long, default_value_t = 100)]
         batches: usize,
     },
+    /// Describe a file of Presto pages: pages, rows, columns and their encodings, sizes,
+    /// checksums (every checksum is verified; a bad one is an error).
+    Inspect {
+        /// The file (pages back to back).
+        file: std::path::PathBuf,
+    },
     /// Run a benchmark suite: ours beside the baseline, in the same run.
     Bench {
         #[command(subcommand)]
@@ -105,6 +111,7 @@ fn main() -> ExitCode {
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Demo { batches } => demo::run(batches),
+        Command::Inspect { file } => inspect(&file),
         Command::Bench { suite } => match suite {
             Suite::Scatter(options) => bench::scatter(&options),
             Suite::Ids(options) => bench::ids(&options),
@@ -116,4 +123,51 @@ fn run(cli: Cli) -> Result<()> {
             } => bench::plan(quick, &fanouts, &partitions),
         },
     }
+}
+
+/// `partout inspect FILE`.
+fn inspect(file: &std::path::Path) -> Result<()> {
+    use anyhow::Context;
+    use partout_format::presto::{BlockInfo, inspect_pages};
+    let bytes = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
+    let pages = inspect_pages(&bytes).with_context(|| format!("{}", file.display()))?;
+    fn describe(block: &BlockInfo) -> String {
+        if block.children.is_empty() {
+            block.encoding.clone()
+        } else {
+            let children: Vec<String> = block.children.iter().map(describe).collect();
+            format!("{}({})", block.encoding, children.join(", "))
+        }
+    }
+    let rows: usize = pages.iter().map(|p| p.rows).sum();
+    outln!(
+        "{}: {} Presto pages, {rows} rows, {} bytes",
+        file.display(),
+        pages.len(),
+        bytes.len()
+    );
+    for (i, page) in pages.iter().enumerate() {
+        let checksum = if page.checksummed {
+            "checksum ok"
+        } else {
+            "no checksum"
+        };
+        let compression = if page.compressed {
+            "lz4"
+        } else {
+            "uncompressed"
+        };
+        outln!(
+            "page {i} at byte {}: {} rows, {} columns, {} bytes ({compression}, {} before), {checksum}",
+            page.offset,
+            page.rows,
+            page.columns.len(),
+            page.size,
+            page.uncompressed_size
+        );
+        for (c, block) in page.columns.iter().enumerate() {
+            outln!("  column {c}: {} ({} bytes)", describe(block), block.bytes);
+        }
+    }
+    Ok(())
 }

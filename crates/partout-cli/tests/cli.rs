@@ -151,3 +151,52 @@ fn bench_writer_json_reports_every_contender() {
         }
     }
 }
+
+#[test]
+fn inspect_describes_presto_pages_and_names_corruption() {
+    use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray};
+    use partout_format::presto::{PageOptions, encode_page};
+    use std::sync::Arc;
+    let batch = RecordBatch::try_from_iter([
+        (
+            "k",
+            Arc::new(Int64Array::from(vec![Some(1), None, Some(3)])) as ArrayRef,
+        ),
+        (
+            "s",
+            Arc::new(StringArray::from(vec!["a", "bb", "ccc"])) as ArrayRef,
+        ),
+    ])
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pages.bin");
+    let mut bytes = Vec::new();
+    encode_page(&batch, PageOptions::default(), &mut bytes).unwrap();
+    encode_page(&batch.slice(0, 0), PageOptions::default(), &mut bytes).unwrap();
+    std::fs::write(&path, &bytes).unwrap();
+    let out = partout(&["inspect", path.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("2 Presto pages, 3 rows"), "{text}");
+    assert!(
+        text.contains("LONG_ARRAY")
+            && text.contains("VARIABLE_WIDTH")
+            && text.contains("RLE(LONG_ARRAY)"),
+        "{text}"
+    );
+    assert!(text.contains("checksum ok"), "{text}");
+    // One flipped body byte: the checksum names the page.
+    bytes[30] ^= 0x10;
+    std::fs::write(&path, &bytes).unwrap();
+    let out = partout(&["inspect", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("checksum mismatch") && err.lines().count() == 1,
+        "{err}"
+    );
+}

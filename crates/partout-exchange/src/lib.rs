@@ -15,4 +15,4 @@ mod writer;
 
 pub use error::{Result, WriterError};
 pub use sink::{FileSink, MemorySink, Sink};
-pub use writer::{PartitionedWriter, Strategy, WriterMetrics, WriterOptions};
+pub use writer::{OutputFormat, PartitionedWriter, Strategy, WriterMetrics, WriterOptions};

@@ -23,6 +23,7 @@ use arrow_schema::SchemaRef;
 use partout_core::ids::{PartitionIds, Partitioning};
 use partout_core::{DestinationBuffers, Partitioner, ScatterPlan};
 use partout_format::ipc::{Compression, IpcStreamEncoder};
+use partout_format::presto::{PageOptions, encode_page};
 use std::time::{Duration, Instant};
 
 /// How rows reach the destination buffers. Both give the same output. On TPC-H lineitem
@@ -38,6 +39,18 @@ pub enum Strategy {
     /// The batch is first laid out destination by destination (a `PartitionedBatch`), then
     /// each destination's contiguous rows are copied into its buffers.
     ScatterThenCopy,
+}
+
+/// The bytes each destination receives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OutputFormat {
+    /// One Arrow IPC stream per destination: the schema, a record batch per flush, the
+    /// end-of-stream marker.
+    #[default]
+    ArrowIpc,
+    /// Presto SerializedPages, one per flush, concatenated (checksummed; with
+    /// [`Compression::Lz4Frame`], bodies are raw LZ4 blocks as Presto's exchange sends them).
+    Presto,
 }
 
 /// Options of a [`PartitionedWriter`], checked by [`WriterOptions::validate`].
@@ -63,7 +76,9 @@ pub struct WriterOptions {
     /// Bytes of buffer memory all destinations together may hold (default 64 MiB; at least
     /// `target_bytes`).
     pub memory_limit: usize,
-    /// Body compression of the IPC streams (default none).
+    /// What each destination receives (default Arrow IPC streams).
+    pub format: OutputFormat,
+    /// Body compression (default none). Presto pages take none or LZ4.
     pub compression: Compression,
     /// Rows with a null in any key column go to every destination, and one row (the first)
     /// goes to every destination once (default off).
@@ -80,6 +95,7 @@ impl Default for WriterOptions {
             target_bytes: 1 << 20,
             jitter: 0.25,
             memory_limit: 64 << 20,
+            format: OutputFormat::ArrowIpc,
             compression: Compression::None,
             replicate_nulls_and_any: false,
             seed: 0,
@@ -104,6 +120,12 @@ impl WriterOptions {
     /// Sets [`memory_limit`](Self::memory_limit).
     pub fn with_memory_limit(mut self, bytes: usize) -> Self {
         self.memory_limit = bytes;
+        self
+    }
+
+    /// Sets [`format`](Self::format).
+    pub fn with_format(mut self, format: OutputFormat) -> Self {
+        self.format = format;
         self
     }
 
@@ -146,6 +168,9 @@ impl WriterOptions {
                 "jitter must be between 0 and 0.9, got {}",
                 self.jitter
             ));
+        }
+        if self.format == OutputFormat::Presto && self.compression == Compression::Zstd {
+            return invalid("Presto pages are compressed with LZ4 or not at all, not ZSTD".into());
         }
         if self.memory_limit < self.target_bytes {
             return invalid(format!(
@@ -266,6 +291,11 @@ impl<S: Sink> PartitionedWriter<S> {
         sink: S,
     ) -> Result<Self> {
         options.validate()?;
+        if options.format == OutputFormat::Presto {
+            // What Presto cannot carry is refused now, not at the first flush.
+            let empty = RecordBatch::new_empty(schema.clone());
+            encode_page(&empty, PageOptions::default(), &mut Vec::new())?;
+        }
         let num_partitions = partitioning.num_partitions();
         let n = num_partitions as usize;
         let ids = PartitionIds::try_new(partitioning, &schema)?;
@@ -484,16 +514,27 @@ impl<S: Sink> PartitionedWriter<S> {
         // then never grows the buffer, copying what it holds, on the way.
         let room = self.buffers.bytes(p) + 64 * (self.schema.fields().len() + 16);
         let batch = self.buffers.take(p)?;
-        let encoder = match &mut self.encoders[p] {
-            Some(encoder) => encoder,
-            slot => slot.insert(IpcStreamEncoder::try_new(
-                self.schema.clone(),
-                self.options.compression,
-            )?),
-        };
         self.out.clear();
         self.out.reserve(room);
-        encoder.encode(&batch, &mut self.out)?;
+        match self.options.format {
+            OutputFormat::ArrowIpc => {
+                let encoder = match &mut self.encoders[p] {
+                    Some(encoder) => encoder,
+                    slot => slot.insert(IpcStreamEncoder::try_new(
+                        self.schema.clone(),
+                        self.options.compression,
+                    )?),
+                };
+                encoder.encode(&batch, &mut self.out)?;
+            }
+            OutputFormat::Presto => {
+                let options = PageOptions {
+                    checksum: true,
+                    lz4: self.options.compression == Compression::Lz4Frame,
+                };
+                encode_page(&batch, options, &mut self.out)?;
+            }
+        }
         if release {
             drop(batch);
             self.buffers.release(p);
@@ -521,9 +562,9 @@ impl<S: Sink> PartitionedWriter<S> {
         Ok(())
     }
 
-    /// Flushes every destination, ends every destination's stream (a destination that
-    /// received no rows gets a stream of the schema alone), finishes the sink, and returns it
-    /// with the metrics.
+    /// Flushes every destination, ends every destination's IPC stream (a destination that
+    /// received no rows gets a stream of the schema alone; Presto pages need no end, and such
+    /// a destination gets no bytes), finishes the sink, and returns it with the metrics.
     ///
     /// # Errors
     /// [`WriterError::Encode`] and [`WriterError::Sink`] from the last flushes, and
@@ -535,6 +576,10 @@ impl<S: Sink> PartitionedWriter<S> {
         for p in 0..self.num_partitions as usize {
             if self.buffers.rows(p) > 0 {
                 self.flush(p, true)?;
+            }
+            if self.options.format == OutputFormat::Presto {
+                // Pages need no end: a destination's file is its pages, back to back.
+                continue;
             }
             let started = Instant::now();
             let encoder = match self.encoders[p].take() {

@@ -298,36 +298,9 @@ fn concatenated_pages_decode_in_order() {
     );
 }
 
-/// Whether Presto pages carry `data_type` exactly (timestamps finer than milliseconds are
-/// carried, but rounded to milliseconds, so they are left out of exact round trips).
+/// Whether Presto pages carry `data_type` exactly (sub-millisecond timestamps are rounded).
 fn carried(data_type: &DataType) -> bool {
-    use DataType::*;
-    match data_type {
-        Null
-        | Boolean
-        | Int8
-        | Int16
-        | Int32
-        | Int64
-        | Float32
-        | Float64
-        | Date32
-        | Decimal64(_, _)
-        | Decimal128(_, _)
-        | Utf8
-        | LargeUtf8
-        | Utf8View
-        | Binary
-        | LargeBinary
-        | BinaryView
-        | FixedSizeBinary(_) => true,
-        Timestamp(arrow_schema::TimeUnit::Millisecond, _) => true,
-        List(f) | LargeList(f) => carried(f.data_type()),
-        Map(f, _) => carried(f.data_type()),
-        Struct(fields) => fields.iter().all(|f| carried(f.data_type())),
-        Dictionary(_, value) => carried(value),
-        _ => false,
-    }
+    partout_testkit::presto_carries(data_type, false)
 }
 
 fn has_dictionary(data_type: &DataType) -> bool {

@@ -585,3 +585,38 @@ pub fn sample_batch(start: usize, len: usize) -> RecordBatch {
         .collect();
     RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).expect("a valid batch")
 }
+
+/// Whether Presto pages carry `data_type` without loss: every value comes back. With
+/// `same_layout`, also only types that decode to the very Arrow layout they were written from
+/// (no Null, FixedSizeBinary, dictionary, timestamp or field-less struct).
+pub fn presto_carries(data_type: &DataType, same_layout: bool) -> bool {
+    use DataType::*;
+    match data_type {
+        Boolean
+        | Int8
+        | Int16
+        | Int32
+        | Int64
+        | Float32
+        | Float64
+        | Date32
+        | Decimal64(_, _)
+        | Decimal128(_, _)
+        | Utf8
+        | LargeUtf8
+        | Utf8View
+        | Binary
+        | LargeBinary
+        | BinaryView => true,
+        Null | FixedSizeBinary(_) | Timestamp(TimeUnit::Millisecond, _) => !same_layout,
+        Dictionary(_, value) => !same_layout && presto_carries(value, same_layout),
+        List(f) | LargeList(f) | Map(f, _) => presto_carries(f.data_type(), same_layout),
+        Struct(fields) => {
+            (!same_layout || !fields.is_empty())
+                && fields
+                    .iter()
+                    .all(|f| presto_carries(f.data_type(), same_layout))
+        }
+        _ => false,
+    }
+}
