@@ -588,7 +588,7 @@ pub fn sample_batch(start: usize, len: usize) -> RecordBatch {
 
 /// Whether Presto pages carry `data_type` without loss: every value comes back. With
 /// `same_layout`, also only types that decode to the very Arrow layout they were written from
-/// (no Null, FixedSizeBinary, dictionary, timestamp or field-less struct).
+/// (no Null, FixedSizeBinary, dictionary or timestamp). A struct needs a field either way.
 pub fn presto_carries(data_type: &DataType, same_layout: bool) -> bool {
     use DataType::*;
     match data_type {
@@ -612,7 +612,7 @@ pub fn presto_carries(data_type: &DataType, same_layout: bool) -> bool {
         Dictionary(_, value) => !same_layout && presto_carries(value, same_layout),
         List(f) | LargeList(f) | Map(f, _) => presto_carries(f.data_type(), same_layout),
         Struct(fields) => {
-            (!same_layout || !fields.is_empty())
+            !fields.is_empty()
                 && fields
                     .iter()
                     .all(|f| presto_carries(f.data_type(), same_layout))

@@ -253,6 +253,12 @@ fn write_block(array: &dyn Array, out: &mut Vec<u8>) -> Result<()> {
         DataType::List(_) => put_array(out, array.as_list::<i32>())?,
         DataType::LargeList(_) => put_array(out, array.as_list::<i64>())?,
         DataType::Map(_, _) => put_map(out, array)?,
+        // Presto's ROW needs at least one field.
+        DataType::Struct(fields) if fields.is_empty() => {
+            return Err(FormatError::InvalidArgument(
+                "Presto pages cannot carry a struct without fields (a ROW needs one)".into(),
+            ));
+        }
         DataType::Struct(_) => put_row(out, array)?,
         DataType::Dictionary(_, _) => put_dictionary(out, array)?,
         other => return Err(unsupported(other)),

@@ -23,7 +23,7 @@
 //! | Utf8, LargeUtf8, Utf8View, Binary, LargeBinary, BinaryView | VARIABLE_WIDTH | |
 //! | List, LargeList | ARRAY | |
 //! | Map | MAP | no hash table |
-//! | Struct | ROW | fields hold the non-null rows only |
+//! | Struct (with at least one field) | ROW | fields hold the non-null rows only |
 //! | Dictionary | DICTIONARY | the dictionary, then an `i32` id per row |
 //! | Null, and any fixed-width column with no valid row | RLE | of a one-row null block, as Presto's block builders do |
 //!

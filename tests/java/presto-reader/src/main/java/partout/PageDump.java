@@ -1,0 +1,137 @@
+package partout;
+
+import com.facebook.presto.common.Page;
+import com.facebook.presto.common.block.AbstractArrayBlock;
+import com.facebook.presto.common.block.AbstractMapBlock;
+import com.facebook.presto.common.block.AbstractRowBlock;
+import com.facebook.presto.common.block.Block;
+import com.facebook.presto.common.block.BlockEncodingManager;
+import com.facebook.presto.common.block.ByteArrayBlock;
+import com.facebook.presto.common.block.ColumnarMap;
+import com.facebook.presto.common.block.DictionaryBlock;
+import com.facebook.presto.common.block.Int128ArrayBlock;
+import com.facebook.presto.common.block.IntArrayBlock;
+import com.facebook.presto.common.block.LongArrayBlock;
+import com.facebook.presto.common.block.RunLengthEncodedBlock;
+import com.facebook.presto.common.block.ShortArrayBlock;
+import com.facebook.presto.common.block.VariableWidthBlock;
+import com.facebook.presto.spi.page.PagesSerde;
+import com.facebook.presto.spi.page.PagesSerdeUtil;
+import com.facebook.presto.spi.page.SerializedPage;
+import io.airlift.slice.Slice;
+import io.airlift.slice.Slices;
+
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.Iterator;
+import java.util.Optional;
+
+/**
+ * Reads a file of Presto pages with Presto's own deserializer and prints every value, one line
+ * per row ("page N" before each page's rows), without knowing the column types: fixed-width
+ * values as integers (INT128 as "low:high"), variable-width values as hex, arrays as [..],
+ * maps as {k=v,..}, rows as (..), nulls as "null". A checksum mismatch is an error.
+ */
+public final class PageDump {
+    private PageDump() {}
+
+    public static void main(String[] args) throws Exception {
+        byte[] bytes = Files.readAllBytes(Path.of(args[0]));
+        PagesSerde serde = new PagesSerde(new BlockEncodingManager(), Optional.empty(), Optional.empty(), Optional.empty());
+        Iterator<SerializedPage> pages = PagesSerdeUtil.readSerializedPages(Slices.wrappedBuffer(bytes).getInput());
+        StringBuilder out = new StringBuilder();
+        while (pages.hasNext()) {
+            SerializedPage serialized = pages.next();
+            if (!PagesSerdeUtil.isChecksumValid(serialized)) {
+                throw new IllegalStateException("checksum mismatch");
+            }
+            Page page = serde.deserialize(serialized);
+            out.append("page ").append(page.getPositionCount()).append('\n');
+            for (int row = 0; row < page.getPositionCount(); row++) {
+                for (int column = 0; column < page.getChannelCount(); column++) {
+                    if (column > 0) {
+                        out.append('|');
+                    }
+                    dump(page.getBlock(column), row, out);
+                }
+                out.append('\n');
+            }
+        }
+        System.out.print(out);
+    }
+
+    private static void dump(Block block, int position, StringBuilder out) {
+        if (block instanceof RunLengthEncodedBlock) {
+            dump(((RunLengthEncodedBlock) block).getValue(), 0, out);
+            return;
+        }
+        if (block instanceof DictionaryBlock) {
+            DictionaryBlock dictionary = (DictionaryBlock) block;
+            dump(dictionary.getDictionary(), dictionary.getId(position), out);
+            return;
+        }
+        if (block.isNull(position)) {
+            out.append("null");
+        }
+        else if (block instanceof ByteArrayBlock) {
+            out.append(block.getByte(position));
+        }
+        else if (block instanceof ShortArrayBlock) {
+            out.append(block.getShort(position));
+        }
+        else if (block instanceof IntArrayBlock) {
+            out.append(block.getInt(position));
+        }
+        else if (block instanceof LongArrayBlock) {
+            out.append(block.getLong(position));
+        }
+        else if (block instanceof Int128ArrayBlock) {
+            out.append(block.getLong(position, 0)).append(':').append(block.getLong(position, 8));
+        }
+        else if (block instanceof VariableWidthBlock) {
+            Slice value = block.getSlice(position, 0, block.getSliceLength(position));
+            for (int i = 0; i < value.length(); i++) {
+                out.append(String.format("%02x", value.getByte(i) & 0xff));
+            }
+        }
+        else if (block instanceof AbstractArrayBlock) {
+            Block elements = block.getBlock(position);
+            out.append('[');
+            for (int i = 0; i < elements.getPositionCount(); i++) {
+                if (i > 0) {
+                    out.append(',');
+                }
+                dump(elements, i, out);
+            }
+            out.append(']');
+        }
+        else if (block instanceof AbstractMapBlock) {
+            ColumnarMap map = ColumnarMap.toColumnarMap(block);
+            int offset = map.getOffset(position);
+            out.append('{');
+            for (int i = 0; i < map.getEntryCount(position); i++) {
+                if (i > 0) {
+                    out.append(',');
+                }
+                dump(map.getKeysBlock(), offset + i, out);
+                out.append('=');
+                dump(map.getValuesBlock(), offset + i, out);
+            }
+            out.append('}');
+        }
+        else if (block instanceof AbstractRowBlock) {
+            Block row = block.getBlock(position);
+            out.append('(');
+            for (int i = 0; i < row.getPositionCount(); i++) {
+                if (i > 0) {
+                    out.append(',');
+                }
+                dump(row.getSingleValueBlock(i), 0, out);
+            }
+            out.append(')');
+        }
+        else {
+            throw new IllegalStateException("unexpected block " + block.getClass().getName());
+        }
+    }
+}
