@@ -534,3 +534,156 @@ pub fn writer(options: &WriterBenchOptions) -> Result<()> {
     }
     Ok(())
 }
+
+/// Options of `partout bench presto`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct PrestoBenchOptions {
+    /// One JSON object per case instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// TPC-H scale factor of the generated lineitem table.
+    #[arg(long, default_value_t = 0.1)]
+    pub sf: f64,
+    /// Rows per page (lineitem is cut into batches of this size).
+    #[arg(long, default_value_t = 8192, value_parser = clap::value_parser!(u32).range(1..))]
+    pub rows: u32,
+    /// Rounds; figures are medians.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
+    pub rounds: u32,
+}
+
+/// `partout bench presto`: lineitem batches encoded as Presto pages beside the same batches
+/// encoded as Arrow IPC, each contender writing into one reused buffer.
+pub fn presto(options: &PrestoBenchOptions) -> Result<()> {
+    use partout_format::ipc::IpcStreamEncoder;
+    use partout_format::presto::{PageOptions, encode_page};
+    let batches = lineitem(options.sf, options.rows as usize)?;
+    ensure!(
+        !batches.is_empty(),
+        "no rows generated at SF {}",
+        options.sf
+    );
+    let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
+    let mib = input_bytes(&batches) as f64 / f64::from(1 << 20);
+    let schema = batches[0].schema();
+    type Encode<'a> = Box<dyn FnMut(&RecordBatch, &mut Vec<u8>) -> Result<()> + 'a>;
+    let cases: Vec<(&str, &str, Encode)> = vec![
+        (
+            "presto page",
+            "none",
+            Box::new(|b, out| {
+                Ok(encode_page(
+                    b,
+                    PageOptions {
+                        checksum: false,
+                        lz4: false,
+                    },
+                    out,
+                )?)
+            }),
+        ),
+        (
+            "presto page",
+            "crc32",
+            Box::new(|b, out| {
+                Ok(encode_page(
+                    b,
+                    PageOptions {
+                        checksum: true,
+                        lz4: false,
+                    },
+                    out,
+                )?)
+            }),
+        ),
+        (
+            "presto page",
+            "crc32+lz4",
+            Box::new(|b, out| {
+                Ok(encode_page(
+                    b,
+                    PageOptions {
+                        checksum: true,
+                        lz4: true,
+                    },
+                    out,
+                )?)
+            }),
+        ),
+        ("arrow ipc", "none", {
+            let mut encoder = IpcStreamEncoder::try_new(schema.clone(), Compression::None)?;
+            Box::new(move |b, out| Ok(encoder.encode(b, out)?))
+        }),
+        ("arrow ipc", "lz4", {
+            let mut encoder = IpcStreamEncoder::try_new(schema.clone(), Compression::Lz4Frame)?;
+            Box::new(move |b, out| Ok(encoder.encode(b, out)?))
+        }),
+    ];
+    let mut cases = cases;
+    let mut times = vec![Vec::new(); cases.len()];
+    let mut sizes = vec![0usize; cases.len()];
+    let mut out = Vec::new();
+    for round in 0..options.rounds as usize {
+        for k in 0..cases.len() {
+            let i = (round + k) % cases.len();
+            let start = Instant::now();
+            let mut bytes = 0;
+            for batch in &batches {
+                out.clear();
+                (cases[i].2)(batch, &mut out)?;
+                bytes += out.len();
+            }
+            times[i].push(start.elapsed().as_secs_f64());
+            sizes[i] = bytes;
+        }
+    }
+    if !options.json {
+        outln!(
+            "presto: lineitem SF {} ({rows} rows, {mib:.0} MiB) encoded {}-row batch by batch; median of {} rounds",
+            options.sf,
+            options.rows,
+            options.rounds
+        );
+        outln!(
+            "{:<12} {:>10} {:>9} {:>10} {:>9} {:>9}",
+            "format",
+            "checks",
+            "time ms",
+            "M rows/s",
+            "MiB/s",
+            "out MiB"
+        );
+    }
+    for (i, (format, variant, _)) in cases.iter().enumerate() {
+        let seconds = median(times[i].clone());
+        if options.json {
+            let object = json!({
+                "suite": "presto",
+                "format": format,
+                "variant": variant,
+                "sf": options.sf,
+                "rows": rows,
+                "bytes_in": input_bytes(&batches),
+                "bytes_out": sizes[i],
+                "seconds": (seconds * 1e4).round() / 1e4,
+                "rows_per_s": (rows as f64 / seconds).round(),
+                "mib_per_s": (mib / seconds * 10.0).round() / 10.0,
+            });
+            outln!(
+                "{}",
+                serde_json::to_string(&object).context("encoding JSON")?
+            );
+        } else {
+            outln!(
+                "{:<12} {:>10} {:>9.1} {:>10.2} {:>9.0} {:>9.1}",
+                format,
+                variant,
+                seconds * 1e3,
+                rows as f64 / seconds / 1e6,
+                mib / seconds,
+                sizes[i] as f64 / f64::from(1 << 20)
+            );
+        }
+    }
+    Ok(())
+}

@@ -72,6 +72,8 @@ enum Suite {
     Ids(bench::IdsOptions),
     /// The partitioned writer on TPC-H lineitem beside DataFusion's and Comet's ways.
     Writer(bench_writer::WriterBenchOptions),
+    /// Encoding lineitem as Presto pages beside Arrow IPC.
+    Presto(bench_writer::PrestoBenchOptions),
     /// The scatter plan alone, for every fan-out (to choose the automatic one).
     Plan {
         /// Fewer, shorter samples.
@@ -116,6 +118,7 @@ fn run(cli: Cli) -> Result<()> {
             Suite::Scatter(options) => bench::scatter(&options),
             Suite::Ids(options) => bench::ids(&options),
             Suite::Writer(options) => bench_writer::writer(&options),
+            Suite::Presto(options) => bench_writer::presto(&options),
             Suite::Plan {
                 quick,
                 fanouts,

@@ -200,3 +200,27 @@ fn inspect_describes_presto_pages_and_names_corruption() {
         "{err}"
     );
 }
+
+#[test]
+fn bench_presto_json_reports_pages_and_ipc() {
+    let lines = json_lines(partout(&[
+        "bench", "presto", "--json", "--sf", "0.002", "--rounds", "1",
+    ]));
+    assert_eq!(lines.len(), 5);
+    for object in &lines {
+        assert_eq!(object["suite"], "presto");
+        assert!(
+            object["bytes_out"].as_u64().is_some_and(|b| b > 0),
+            "{object}"
+        );
+        assert!(
+            object["rows_per_s"].as_f64().is_some_and(|r| r > 0.0),
+            "{object}"
+        );
+    }
+    assert!(
+        lines
+            .iter()
+            .any(|o| o["format"] == "presto page" && o["variant"] == "crc32+lz4")
+    );
+}

@@ -133,10 +133,24 @@ fn put_fixed<const W: usize>(
     put_name(out, super::FIXED[W.trailing_zeros() as usize]);
     put_i32(out, len as i32);
     put_nulls(out, nulls.as_ref(), len);
-    out.reserve(len * W);
-    for row in 0..len {
-        if nulls.as_ref().is_none_or(|n| n.is_valid(row)) {
-            out.extend_from_slice(&value(row));
+    let valid = len - nulls.as_ref().map_or(0, |n| n.null_count());
+    let start = out.len();
+    out.resize(start + valid * W, 0);
+    let values = &mut out[start..];
+    match &nulls {
+        None => {
+            for (row, slot) in values.chunks_exact_mut(W).enumerate() {
+                slot.copy_from_slice(&value(row));
+            }
+        }
+        Some(nulls) => {
+            let mut slots = values.chunks_exact_mut(W);
+            for row in nulls.valid_indices() {
+                slots
+                    .next()
+                    .expect("a slot per valid row")
+                    .copy_from_slice(&value(row));
+            }
         }
     }
 }
@@ -236,19 +250,32 @@ fn write_block(array: &dyn Array, out: &mut Vec<u8>) -> Result<()> {
             }
         }
         DataType::Utf8 => {
-            put_variable(out, array, |r| array.as_string::<i32>().value(r).as_bytes())?
+            let a = array.as_string::<i32>();
+            put_variable(out, array, |r| a.value(r).as_bytes())?
         }
         DataType::LargeUtf8 => {
-            put_variable(out, array, |r| array.as_string::<i64>().value(r).as_bytes())?
+            let a = array.as_string::<i64>();
+            put_variable(out, array, |r| a.value(r).as_bytes())?
         }
         DataType::Utf8View => {
-            put_variable(out, array, |r| array.as_string_view().value(r).as_bytes())?
+            let a = array.as_string_view();
+            put_variable(out, array, |r| a.value(r).as_bytes())?
         }
-        DataType::Binary => put_variable(out, array, |r| array.as_binary::<i32>().value(r))?,
-        DataType::LargeBinary => put_variable(out, array, |r| array.as_binary::<i64>().value(r))?,
-        DataType::BinaryView => put_variable(out, array, |r| array.as_binary_view().value(r))?,
+        DataType::Binary => {
+            let a = array.as_binary::<i32>();
+            put_variable(out, array, |r| a.value(r))?
+        }
+        DataType::LargeBinary => {
+            let a = array.as_binary::<i64>();
+            put_variable(out, array, |r| a.value(r))?
+        }
+        DataType::BinaryView => {
+            let a = array.as_binary_view();
+            put_variable(out, array, |r| a.value(r))?
+        }
         DataType::FixedSizeBinary(_) => {
-            put_variable(out, array, |r| array.as_fixed_size_binary().value(r))?
+            let a = array.as_fixed_size_binary();
+            put_variable(out, array, |r| a.value(r))?
         }
         DataType::List(_) => put_array(out, array.as_list::<i32>())?,
         DataType::LargeList(_) => put_array(out, array.as_list::<i64>())?,
@@ -278,19 +305,21 @@ fn put_variable<'a>(
     let valid = |r: usize| nulls.as_ref().is_none_or(|n| n.is_valid(r));
     put_name(out, "VARIABLE_WIDTH");
     put_i32(out, len as i32);
-    let mut end = 0usize;
+    let ends_at = out.len();
+    out.resize(ends_at + len * 4, 0);
+    put_nulls(out, nulls.as_ref(), len);
+    let total_at = out.len();
+    put_i32(out, 0);
+    let data_at = out.len();
     for row in 0..len {
         if valid(row) {
-            end += value(row).len();
+            out.extend_from_slice(value(row));
         }
-        put_i32(out, to_i32(end, "bytes in a VARIABLE_WIDTH block")?);
+        let end = to_i32(out.len() - data_at, "bytes in a VARIABLE_WIDTH block")?;
+        out[ends_at + row * 4..ends_at + row * 4 + 4].copy_from_slice(&end.to_le_bytes());
     }
-    put_nulls(out, nulls.as_ref(), len);
-    put_i32(out, end as i32);
-    out.reserve(end);
-    for row in (0..len).filter(|&r| valid(r)) {
-        out.extend_from_slice(value(row));
-    }
+    let total = (out.len() - data_at) as i32;
+    out[total_at..total_at + 4].copy_from_slice(&total.to_le_bytes());
     Ok(())
 }
 
