@@ -3,7 +3,7 @@
 //! `cargo run -p partout-format --example presto_samples -- DIR`.
 //!
 //! `DIR/pages.bin`: random batches of every type Presto carries (nulls, slices, nesting), one
-//! page each, checksummed or not; `DIR/expected.txt`: what the reader must print, in its
+//! page each, checksummed or not, some LZ4-compressed; `DIR/expected.txt`: what the reader must print, in its
 //! type-less notation: fixed-width values as integers (floats as their bits, timestamps in
 //! milliseconds, long decimals as "low:high" of their sign-and-magnitude words), bytes as hex,
 //! `[..]` arrays, `{k=v,..}` maps, `(..)` rows, `null`.
@@ -139,42 +139,48 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .collect();
     let mut pages = Vec::new();
     let mut expected = String::new();
-    let mut page =
-        |batch: &RecordBatch, checksum: bool| -> Result<(), Box<dyn std::error::Error>> {
-            encode_page(
-                batch,
-                PageOptions {
-                    checksum,
-                    lz4: false,
-                },
-                &mut pages,
-            )?;
-            let _ = writeln!(expected, "page {}", batch.num_rows());
-            for r in 0..batch.num_rows() {
-                for (c, column) in batch.columns().iter().enumerate() {
-                    if c > 0 {
-                        expected.push('|');
-                    }
-                    dump(column.as_ref(), r, &mut expected);
+    let mut compressed = 0;
+    let mut page = |batch: &RecordBatch,
+                    checksum: bool,
+                    lz4: bool|
+     -> Result<(), Box<dyn std::error::Error>> {
+        let start = pages.len();
+        encode_page(batch, PageOptions { checksum, lz4 }, &mut pages)?;
+        compressed += usize::from(pages[start + 4] & 0x01 != 0);
+        let _ = writeln!(expected, "page {}", batch.num_rows());
+        for r in 0..batch.num_rows() {
+            for (c, column) in batch.columns().iter().enumerate() {
+                if c > 0 {
+                    expected.push('|');
                 }
-                expected.push('\n');
+                dump(column.as_ref(), r, &mut expected);
             }
-            Ok(())
-        };
+            expected.push('\n');
+        }
+        Ok(())
+    };
     // Every type together, then each type alone at every null density.
     for (k, rows) in [0usize, 1, 40, 300].into_iter().enumerate() {
         let batch = random_batch(&types, rows, 0.3, k % 2 == 1, &mut rng);
         page(
             &batch.project(&(1..batch.num_columns()).collect::<Vec<_>>())?,
             k % 2 == 0,
+            k >= 2,
         )?;
     }
     for data_type in &types {
         for density in [0.0, 0.5, 1.0] {
             let batch = random_batch(std::slice::from_ref(data_type), 25, density, true, &mut rng);
-            page(&batch.project(&[1])?, true)?;
+            page(&batch.project(&[1])?, true, density > 0.9)?;
         }
     }
+    // Repetitive values compress: some pages go out LZ4-compressed, as Presto's exchange
+    // sends them.
+    let repeated = arrow_array::StringArray::from(vec!["the same value, again and again"; 2000]);
+    let batch = RecordBatch::try_from_iter([("s", std::sync::Arc::new(repeated) as _)])?;
+    page(&batch, true, true)?;
+    page(&batch, false, true)?;
+    assert!(compressed >= 2, "{compressed} compressed pages");
     std::fs::write(dir.join("pages.bin"), &pages)?;
     std::fs::write(dir.join("expected.txt"), expected)?;
     Ok(())

@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 /// Most rows a decoded page may hold: an RLE block claims its row count in four bytes, and a
 /// corrupt one must not become a huge allocation.
-const MAX_ROWS: usize = 1 << 26;
+const MAX_ROWS: usize = 1 << 22;
 
 /// Reads little-endian values from a body, naming the byte of anything out of bounds.
 struct Cursor<'a> {

@@ -18,9 +18,14 @@ import com.facebook.presto.common.block.VariableWidthBlock;
 import com.facebook.presto.spi.page.PagesSerde;
 import com.facebook.presto.spi.page.PagesSerdeUtil;
 import com.facebook.presto.spi.page.SerializedPage;
+import com.facebook.presto.spi.page.PageCompressor;
+import com.facebook.presto.spi.page.PageDecompressor;
+import io.airlift.compress.lz4.Lz4Compressor;
+import io.airlift.compress.lz4.Lz4Decompressor;
 import io.airlift.slice.Slice;
 import io.airlift.slice.Slices;
 
+import java.nio.ByteBuffer;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.Iterator;
@@ -35,9 +40,44 @@ import java.util.Optional;
 public final class PageDump {
     private PageDump() {}
 
+    /** Raw LZ4 blocks, as Presto's exchange compresses them (PagesSerde wants both sides). */
+    private static final class Lz4PageCompressor implements PageCompressor {
+        private final Lz4Compressor lz4 = new Lz4Compressor();
+
+        @Override
+        public int maxCompressedLength(int uncompressedSize) {
+            return lz4.maxCompressedLength(uncompressedSize);
+        }
+
+        @Override
+        public int compress(byte[] input, int inputOffset, int inputLength, byte[] output, int outputOffset, int maxOutputLength) {
+            return lz4.compress(input, inputOffset, inputLength, output, outputOffset, maxOutputLength);
+        }
+
+        @Override
+        public void compress(ByteBuffer input, ByteBuffer output) {
+            lz4.compress(input, output);
+        }
+    }
+
+    /** Raw LZ4 blocks, as Presto's exchange decompresses them. */
+    private static final class Lz4PageDecompressor implements PageDecompressor {
+        private final Lz4Decompressor lz4 = new Lz4Decompressor();
+
+        @Override
+        public int decompress(byte[] input, int inputOffset, int inputLength, byte[] output, int outputOffset, int maxOutputLength) {
+            return lz4.decompress(input, inputOffset, inputLength, output, outputOffset, maxOutputLength);
+        }
+
+        @Override
+        public void decompress(ByteBuffer input, ByteBuffer output) {
+            lz4.decompress(input, output);
+        }
+    }
+
     public static void main(String[] args) throws Exception {
         byte[] bytes = Files.readAllBytes(Path.of(args[0]));
-        PagesSerde serde = new PagesSerde(new BlockEncodingManager(), Optional.empty(), Optional.empty(), Optional.empty());
+        PagesSerde serde = new PagesSerde(new BlockEncodingManager(), Optional.of(new Lz4PageCompressor()), Optional.of(new Lz4PageDecompressor()), Optional.empty());
         Iterator<SerializedPage> pages = PagesSerdeUtil.readSerializedPages(Slices.wrappedBuffer(bytes).getInput());
         StringBuilder out = new StringBuilder();
         while (pages.hasNext()) {
