@@ -486,3 +486,56 @@ fn malformed_pages_are_errors_not_panics() {
         }
     }
 }
+
+/// Each kind of damage gives an error that says what is wrong and where.
+#[test]
+fn malformed_pages_name_what_and_where() {
+    let v1 = vector("v1");
+    let schema = expected("v1").0.schema();
+    let v3 = vector("v3");
+    let cases: Vec<(Vec<u8>, &str)> = vec![
+        (v1[..15].to_vec(), "needs 21 bytes"),
+        (v1[..60].to_vec(), "claims 89 body bytes"),
+        // "LONG_ARRAY" -> "LONG_ARRAX"
+        (
+            {
+                let mut b = v1.clone();
+                b[38] = b'X';
+                b
+            },
+            "unknown encoding \"LONG_ARRAX\" at byte 25",
+        ),
+        // A body byte of the checksummed v3.
+        (
+            {
+                let mut b = v3.clone();
+                b[60] ^= 1;
+                b
+            },
+            "checksum mismatch",
+        ),
+        // v1's VARIABLE_WIDTH end offsets [1, 3, 3] -> [1, 0, 3].
+        (
+            {
+                let mut b = v1.clone();
+                b[94] = 0;
+                b
+            },
+            "do not run up to",
+        ),
+        // The column count.
+        (
+            {
+                let mut b = v1.clone();
+                b[21] = 3;
+                b
+            },
+            "has 3 columns, the schema 2",
+        ),
+    ];
+    for (bytes, want) in cases {
+        let err = decode_page(&bytes, &schema).unwrap_err().to_string();
+        assert!(err.contains(want), "{err:?} should say {want:?}");
+        assert!(err.starts_with("corrupt input: Presto page"), "{err}");
+    }
+}
