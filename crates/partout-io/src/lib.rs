@@ -1,0 +1,305 @@
+//! partout-io: the files partout reads and writes.
+//!
+//! Inputs: Parquet, Arrow IPC (file and stream) and CSV files, given one by one or as
+//! directories, read as one stream of record batches of one schema, a batch at a time (never a
+//! whole file in memory). [`discover`] lists the files and their formats, [`InputReader`] reads
+//! them in order. Every error names the file.
+
+#![forbid(unsafe_code)]
+
+use arrow_array::RecordBatch;
+use arrow_schema::{ArrowError, SchemaRef};
+use std::fmt;
+use std::fs::File;
+use std::io::{BufReader, Seek};
+use std::path::{Path, PathBuf};
+
+/// Rows per batch read from inputs that do not fix it themselves (Parquet, CSV).
+pub const BATCH_ROWS: usize = 8192;
+
+/// Errors of partout-io.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum IoError {
+    /// A file could not be read, or is not what it claims: the file and what went wrong.
+    File {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        what: String,
+    },
+    /// The inputs cannot be read together (no files, different schemas, ...).
+    Inputs(String),
+}
+
+impl fmt::Display for IoError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::File { path, what } => write!(f, "{}: {what}", path.display()),
+            Self::Inputs(what) => write!(f, "{what}"),
+        }
+    }
+}
+
+impl std::error::Error for IoError {}
+
+/// The result type of partout-io.
+pub type Result<T, E = IoError> = std::result::Result<T, E>;
+
+fn file_error(path: &Path, what: impl fmt::Display) -> IoError {
+    IoError::File {
+        path: path.to_path_buf(),
+        what: what.to_string(),
+    }
+}
+
+/// A file format partout reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// Apache Parquet (`.parquet`, `.pq`).
+    Parquet,
+    /// Arrow IPC file (`.arrow`, `.feather`, `.ipc`).
+    IpcFile,
+    /// Arrow IPC stream (`.arrows`).
+    IpcStream,
+    /// CSV with a header row (`.csv`); the schema is inferred from the first file.
+    Csv,
+}
+
+impl Format {
+    /// The format a file name's extension names.
+    pub fn from_extension(path: &Path) -> Option<Format> {
+        let extension = path.extension()?.to_str()?.to_ascii_lowercase();
+        match extension.as_str() {
+            "parquet" | "pq" => Some(Format::Parquet),
+            "arrow" | "feather" | "ipc" => Some(Format::IpcFile),
+            "arrows" => Some(Format::IpcStream),
+            "csv" => Some(Format::Csv),
+            _ => None,
+        }
+    }
+}
+
+/// One input file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InputFile {
+    /// Where it is.
+    pub path: PathBuf,
+    /// How to read it.
+    pub format: Format,
+}
+
+/// The input files `paths` name: files as given (their extension says the format), and the
+/// files of directories, in name order, recursively, skipping hidden files and files of other
+/// extensions.
+///
+/// # Errors
+/// [`IoError::File`] for a path that does not exist or a file of unknown extension given by
+/// name; [`IoError::Inputs`] when no input file is found.
+pub fn discover(paths: &[PathBuf]) -> Result<Vec<InputFile>> {
+    let mut files = Vec::new();
+    for path in paths {
+        let meta = std::fs::metadata(path).map_err(|e| file_error(path, e))?;
+        if meta.is_dir() {
+            walk(path, &mut files)?;
+        } else {
+            let format = Format::from_extension(path).ok_or_else(|| {
+                file_error(
+                    path,
+                    "unknown file type (expected .parquet, .arrow, .arrows or .csv)",
+                )
+            })?;
+            files.push(InputFile {
+                path: path.clone(),
+                format,
+            });
+        }
+    }
+    if files.is_empty() {
+        return Err(IoError::Inputs(
+            "no input files (.parquet, .arrow, .arrows or .csv) found".into(),
+        ));
+    }
+    Ok(files)
+}
+
+fn walk(dir: &Path, files: &mut Vec<InputFile>) -> Result<()> {
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| file_error(dir, e))?
+        .map(|entry| entry.map(|e| e.path()).map_err(|e| file_error(dir, e)))
+        .collect::<Result<_>>()?;
+    entries.sort();
+    for path in entries {
+        let hidden = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with('.') || n.starts_with('_'));
+        if hidden {
+            continue;
+        }
+        if path.is_dir() {
+            walk(&path, files)?;
+        } else if let Some(format) = Format::from_extension(&path) {
+            files.push(InputFile { path, format });
+        }
+    }
+    Ok(())
+}
+
+type Batches = Box<dyn Iterator<Item = std::result::Result<RecordBatch, ArrowError>>>;
+
+/// Opens one file as a stream of batches, with its schema. CSV files take `csv_schema` when
+/// given, and infer one otherwise.
+fn open(file: &InputFile, csv_schema: Option<&SchemaRef>) -> Result<(SchemaRef, Batches)> {
+    let path = &file.path;
+    let handle = File::open(path).map_err(|e| file_error(path, e))?;
+    let bad = |e: &dyn fmt::Display| {
+        file_error(path, format!("not a readable {:?} file: {e}", file.format))
+    };
+    Ok(match file.format {
+        Format::Parquet => {
+            let builder =
+                parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(handle)
+                    .map_err(|e| bad(&e))?;
+            let reader = builder
+                .with_batch_size(BATCH_ROWS)
+                .build()
+                .map_err(|e| bad(&e))?;
+            let schema = arrow_array::RecordBatchReader::schema(&reader);
+            (schema, Box::new(reader))
+        }
+        Format::IpcFile => {
+            let reader = arrow_ipc::reader::FileReader::try_new(BufReader::new(handle), None)
+                .map_err(|e| bad(&e))?;
+            let schema = reader.schema();
+            (schema, Box::new(reader))
+        }
+        Format::IpcStream => {
+            let reader = arrow_ipc::reader::StreamReader::try_new(BufReader::new(handle), None)
+                .map_err(|e| bad(&e))?;
+            let schema = reader.schema();
+            (schema, Box::new(reader))
+        }
+        Format::Csv => {
+            let mut handle = BufReader::new(handle);
+            let schema = match csv_schema {
+                Some(schema) => schema.clone(),
+                None => {
+                    let format = arrow_csv::reader::Format::default().with_header(true);
+                    let (schema, _) = format
+                        .infer_schema(&mut handle, Some(10_000))
+                        .map_err(|e| bad(&e))?;
+                    handle.rewind().map_err(|e| file_error(path, e))?;
+                    std::sync::Arc::new(schema)
+                }
+            };
+            let reader = arrow_csv::ReaderBuilder::new(schema.clone())
+                .with_header(true)
+                .with_batch_size(BATCH_ROWS)
+                .build(handle)
+                .map_err(|e| bad(&e))?;
+            (schema, Box::new(reader))
+        }
+    })
+}
+
+/// Reads input files one after the other as one stream of batches of one schema.
+///
+/// ```no_run
+/// use partout_io::{InputReader, discover};
+/// let files = discover(&["data/".into()]).unwrap();
+/// let mut reader = InputReader::try_new(files).unwrap();
+/// for batch in &mut reader {
+///     let batch = batch.unwrap();
+///     println!("{} rows", batch.num_rows());
+/// }
+/// ```
+pub struct InputReader {
+    files: std::vec::IntoIter<InputFile>,
+    schema: SchemaRef,
+    current: Option<(PathBuf, Batches)>,
+    failed: bool,
+}
+
+impl fmt::Debug for InputReader {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("InputReader")
+            .field("schema", &self.schema)
+            .finish_non_exhaustive()
+    }
+}
+
+impl InputReader {
+    /// A reader of `files`, in order; the first file's schema is the schema of all.
+    ///
+    /// # Errors
+    /// [`IoError::Inputs`] for no files; [`IoError::File`] when the first file cannot be
+    /// opened.
+    pub fn try_new(files: Vec<InputFile>) -> Result<Self> {
+        let mut files = files.into_iter();
+        let first = files
+            .next()
+            .ok_or_else(|| IoError::Inputs("no input files".into()))?;
+        let (schema, batches) = open(&first, None)?;
+        Ok(Self {
+            files,
+            schema,
+            current: Some((first.path, batches)),
+            failed: false,
+        })
+    }
+
+    /// The schema of every batch.
+    pub fn schema(&self) -> &SchemaRef {
+        &self.schema
+    }
+
+    fn next_file(&mut self) -> Result<bool> {
+        let Some(file) = self.files.next() else {
+            return Ok(false);
+        };
+        let (schema, batches) = open(&file, Some(&self.schema))?;
+        if schema.fields() != self.schema.fields() {
+            return Err(file_error(
+                &file.path,
+                format!(
+                    "its schema {schema} differs from the first input's {}",
+                    self.schema
+                ),
+            ));
+        }
+        self.current = Some((file.path, batches));
+        Ok(true)
+    }
+}
+
+impl Iterator for InputReader {
+    type Item = Result<RecordBatch>;
+
+    /// The next batch; after an error, nothing more.
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed {
+            return None;
+        }
+        loop {
+            if let Some((path, batches)) = &mut self.current {
+                match batches.next() {
+                    Some(Ok(batch)) => return Some(Ok(batch)),
+                    Some(Err(e)) => {
+                        self.failed = true;
+                        return Some(Err(file_error(path, format!("reading failed: {e}"))));
+                    }
+                    None => self.current = None,
+                }
+            }
+            match self.next_file() {
+                Ok(true) => {}
+                Ok(false) => return None,
+                Err(e) => {
+                    self.failed = true;
+                    return Some(Err(e));
+                }
+            }
+        }
+    }
+}
