@@ -21,6 +21,7 @@ mod bench;
 mod bench_writer;
 mod demo;
 mod measure;
+mod repartition;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
@@ -51,6 +52,8 @@ enum Command {
         #[arg(long, default_value_t = 100)]
         batches: usize,
     },
+    /// Repartition Parquet, Arrow IPC or CSV files by key into one file per destination.
+    Repartition(repartition::RepartitionOptions),
     /// Describe a file of Presto pages: pages, rows, columns and their encodings, sizes,
     /// checksums (every checksum is verified; a bad one is an error).
     Inspect {
@@ -114,6 +117,7 @@ fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Demo { batches } => demo::run(batches),
         Command::Inspect { file } => inspect(&file),
+        Command::Repartition(options) => repartition::run(&options),
         Command::Bench { suite } => match suite {
             Suite::Scatter(options) => bench::scatter(&options),
             Suite::Ids(options) => bench::ids(&options),

@@ -209,6 +209,10 @@ pub struct WriterMetrics {
     pub encode_time: Duration,
     /// Time in the sink.
     pub sink_time: Duration,
+    /// Rows each destination received.
+    pub destination_rows: Vec<u64>,
+    /// Bytes each destination received.
+    pub destination_bytes: Vec<u64>,
 }
 
 /// Rows of at most this many (after replication) are moved per step, so that replicating
@@ -322,7 +326,11 @@ impl<S: Sink> PartitionedWriter<S> {
             rng: options.seed ^ 0x9e37_79b9_7f4a_7c15,
             out: Vec::new(),
             sink,
-            metrics: WriterMetrics::default(),
+            metrics: WriterMetrics {
+                destination_rows: vec![0; n],
+                destination_bytes: vec![0; n],
+                ..WriterMetrics::default()
+            },
             replicated_any: false,
             failed: false,
             options,
@@ -514,6 +522,7 @@ impl<S: Sink> PartitionedWriter<S> {
         // then never grows the buffer, copying what it holds, on the way.
         let room = self.buffers.bytes(p) + 64 * (self.schema.fields().len() + 16);
         let batch = self.buffers.take(p)?;
+        self.metrics.destination_rows[p] += batch.num_rows() as u64;
         self.out.clear();
         self.out.reserve(room);
         match self.options.format {
@@ -559,6 +568,7 @@ impl<S: Sink> PartitionedWriter<S> {
                 source,
             })?;
         self.metrics.bytes_out += bytes;
+        self.metrics.destination_bytes[p] += bytes;
         Ok(())
     }
 

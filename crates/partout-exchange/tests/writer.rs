@@ -122,6 +122,18 @@ fn round_trip(types: &[DataType], n: u32, rows: &[usize], options: WriterOptions
         metrics.bytes_out,
         outputs.iter().map(|o| o.len() as u64).sum::<u64>()
     );
+    for (p, output) in outputs.iter().enumerate() {
+        assert_eq!(metrics.destination_bytes[p], output.len() as u64);
+        let rows = inputs
+            .iter()
+            .flat_map(|(_, ids)| ids)
+            .filter(|&&id| id as usize == p)
+            .count();
+        assert_eq!(
+            metrics.destination_rows[p], rows as u64,
+            "destination {p}'s rows"
+        );
+    }
     check_outputs(&outputs, &inputs, n);
 }
 
