@@ -384,9 +384,16 @@ impl<S: Sink> PartitionedWriter<S> {
         let started = Instant::now();
         self.ids.compute(batch, &mut self.id_buffer)?;
         self.metrics.ids_time += started.elapsed();
-        let replicated = self.options.replicate_nulls_and_any && self.needs_replication(batch);
-        let result = if replicated {
-            self.append_replicated(batch)
+        // Rows to replicate: the first row ever, and rows with a null key.
+        let key_nulls = self
+            .options
+            .replicate_nulls_and_any
+            .then(|| self.key_nulls(batch))
+            .flatten();
+        let any =
+            self.options.replicate_nulls_and_any && !self.replicated_any && batch.num_rows() > 0;
+        let result = if any || key_nulls.is_some() {
+            self.append_replicated(batch, key_nulls)
         } else {
             self.append_rows(batch, None)
         };
@@ -447,11 +454,6 @@ impl<S: Sink> PartitionedWriter<S> {
         Ok(())
     }
 
-    /// Whether `batch` has a row to replicate: the first row ever, or a null key.
-    fn needs_replication(&self, batch: &RecordBatch) -> bool {
-        (!self.replicated_any && batch.num_rows() > 0) || self.key_nulls(batch).is_some()
-    }
-
     /// The rows with a null in any key column, when there are any.
     fn key_nulls(&self, batch: &RecordBatch) -> Option<NullBuffer> {
         self.ids
@@ -464,10 +466,10 @@ impl<S: Sink> PartitionedWriter<S> {
             .filter(|nulls| nulls.null_count() > 0)
     }
 
-    /// Appends `batch` with its replicated rows sent to every destination, in input order,
-    /// in steps of at most [`REPLICATION_CHUNK`] rows.
-    fn append_replicated(&mut self, batch: &RecordBatch) -> Result<()> {
-        let nulls = self.key_nulls(batch);
+    /// Appends `batch` with its replicated rows (the first row ever, and the rows `nulls`
+    /// marks) sent to every destination, in input order, in steps of at most
+    /// [`REPLICATION_CHUNK`] rows.
+    fn append_replicated(&mut self, batch: &RecordBatch, nulls: Option<NullBuffer>) -> Result<()> {
         let any = (!self.replicated_any).then_some(0usize);
         let n = self.num_partitions;
         let ids = std::mem::take(&mut self.id_buffer);

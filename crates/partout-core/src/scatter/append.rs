@@ -808,36 +808,24 @@ fn take_column(
                 nulls,
             ))
         }
-        Kind::Bytes32 | Kind::Bytes64 => {
-            if column.values.is_empty() {
-                match kind {
-                    Kind::Bytes32 => column.values.push(0i32),
-                    _ => column.values.push(0i64),
-                }
+        Kind::Bytes32 | Kind::Bytes64 | Kind::Views => {
+            match kind {
+                Kind::Bytes32 if column.values.is_empty() => column.values.push(0i32),
+                Kind::Bytes64 if column.values.is_empty() => column.values.push(0i64),
+                _ => {}
             }
-            let offsets = lend(0, &mut column.values);
+            let values = lend(0, &mut column.values);
             let data = lend(1, &mut column.data);
             let builder = ArrayDataBuilder::new(data_type.clone())
                 .len(rows)
-                .add_buffer(offsets)
+                .add_buffer(values)
                 .add_buffer(data)
                 .nulls(nulls);
-            // SAFETY: whole values of valid arrays were appended between monotone offsets
-            // starting at 0 and ending at the bytes' length; UTF-8 stays UTF-8 because every
-            // value is copied whole. Re-validating would read every byte.
-            unsafe { super::finish(builder) }
-        }
-        Kind::Views => {
-            let views = lend(0, &mut column.values);
-            let data = lend(1, &mut column.data);
-            let builder = ArrayDataBuilder::new(data_type.clone())
-                .len(rows)
-                .add_buffer(views)
-                .add_buffer(data)
-                .nulls(nulls);
-            // SAFETY: inline views are copied unchanged; every out-of-line view keeps its
-            // length and prefix and points at buffer 0, at the offset its whole value was
-            // copied to. Re-validating would read every view and value.
+            // SAFETY: offsets and bytes: whole values of valid arrays were appended between
+            // monotone offsets starting at 0 and ending at the bytes' length; UTF-8 stays UTF-8
+            // because every value is copied whole. Views: inline views are copied unchanged;
+            // every out-of-line view keeps its length and prefix and points at buffer 0, at the
+            // offset its whole value was copied to. Re-validating would read every byte.
             unsafe { super::finish(builder) }
         }
         Kind::Pieces => {

@@ -560,7 +560,7 @@ fn fixed_array(
             .chunks_exact(W)
             .map(|c| c.try_into().expect("W bytes"))
     }
-    fn prim<T: ArrowPrimitiveTypeExt>(
+    fn prim<T: arrow_array::ArrowPrimitiveType>(
         values: impl Iterator<Item = T::Native>,
         nulls: Option<NullBuffer>,
         data_type: &DataType,
@@ -647,10 +647,6 @@ fn fixed_array(
     Some(array)
 }
 
-/// Names the arrow primitive types `fixed_array` builds (a local alias of the bound).
-trait ArrowPrimitiveTypeExt: arrow_array::ArrowPrimitiveType {}
-impl<T: arrow_array::ArrowPrimitiveType> ArrowPrimitiveTypeExt for T {}
-
 fn variable_array(
     data: &[u8],
     offsets: Vec<i32>,
@@ -658,13 +654,6 @@ fn variable_array(
     data_type: &DataType,
     at: usize,
 ) -> Result<ArrayRef> {
-    let text = || {
-        std::str::from_utf8(data).map(|_| ()).map_err(|e| {
-            corrupt(format!(
-                "the VARIABLE_WIDTH block at byte {at} is not UTF-8 for {data_type}: {e}"
-            ))
-        })
-    };
     let offsets32 = OffsetBuffer::new(ScalarBuffer::from(offsets.clone()));
     let offsets64 = || {
         OffsetBuffer::new(ScalarBuffer::from(
@@ -674,9 +663,12 @@ fn variable_array(
     let buffer = arrow_buffer::Buffer::from_slice_ref(data);
     let array: ArrayRef = match data_type {
         DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => {
-            text()?;
+            let s = std::str::from_utf8(data).map_err(|e| {
+                corrupt(format!(
+                    "the VARIABLE_WIDTH block at byte {at} is not UTF-8 for {data_type}: {e}"
+                ))
+            })?;
             // Whole values of valid UTF-8: each value boundary must be a char boundary too.
-            let s = std::str::from_utf8(data).expect("checked");
             if offsets.iter().any(|&o| !s.is_char_boundary(o as usize)) {
                 return Err(corrupt(format!(
                     "the VARIABLE_WIDTH block at byte {at} splits a character between values"
