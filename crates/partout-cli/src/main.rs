@@ -96,7 +96,39 @@ enum Suite {
     },
 }
 
+/// `partout repartition` keeps its peak memory under `--memory-limit`, which takes an allocator
+/// that gives freed memory back at once: mimalloc by default keeps it a while and commits its
+/// arenas eagerly, which on a 24 MiB limit made peaks of 100+ MiB. Its options are read from
+/// the environment when it starts, before `main`, so the process sets them and runs itself
+/// again (same process id, same arguments), once.
+#[cfg(unix)]
+fn with_allocator_options() {
+    use std::os::unix::process::CommandExt;
+    const OPTIONS: [(&str, &str); 2] = [
+        ("MIMALLOC_PURGE_DELAY", "0"),
+        ("MIMALLOC_ARENA_EAGER_COMMIT", "0"),
+    ];
+    let repartition = std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a == "repartition");
+    if !repartition || std::env::var_os(OPTIONS[0].0).is_some() {
+        return;
+    }
+    let Ok(exe) = std::env::current_exe() else {
+        return;
+    };
+    // `exec` returns only when it failed: then the run goes on with the defaults.
+    let _ = std::process::Command::new(exe)
+        .args(std::env::args_os().skip(1))
+        .envs(OPTIONS)
+        .exec();
+}
+
+#[cfg(not(unix))]
+fn with_allocator_options() {}
+
 fn main() -> ExitCode {
+    with_allocator_options();
     match run(Cli::parse()) {
         Ok(()) => ExitCode::SUCCESS,
         // The reader went away (`partout bench ... | head`): not an error.

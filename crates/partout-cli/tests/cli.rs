@@ -232,8 +232,23 @@ mod repartition {
     use std::path::Path;
     use std::sync::Arc;
 
-    /// Rows `start..start + len`: `k = i * 7 % 1000`, `s = "v{i}"`, `i` itself.
-    fn rows(start: i64, len: i64) -> RecordBatch {
+    /// Rows `start..start + len`: `i` itself, `k = key(i)`, `s = text(i, 0)`.
+    pub fn rows(start: i64, len: i64) -> RecordBatch {
+        padded_rows(start, len, 0)
+    }
+
+    /// The key of row `i`: 100,003 values, spread.
+    fn key(i: i64) -> i64 {
+        i * 7919 % 100_003
+    }
+
+    /// The string of row `i`, `pad` characters longer than `v{i}`.
+    fn text(i: i64, pad: usize) -> String {
+        format!("v{i}{:pad$}", "")
+    }
+
+    /// As [`rows`], with strings `pad` characters longer.
+    pub fn padded_rows(start: i64, len: i64, pad: usize) -> RecordBatch {
         let range = start..start + len;
         RecordBatch::try_from_iter([
             (
@@ -242,15 +257,11 @@ mod repartition {
             ),
             (
                 "k",
-                Arc::new(Int64Array::from_iter_values(
-                    range.clone().map(|i| i * 7 % 1000),
-                )) as ArrayRef,
+                Arc::new(Int64Array::from_iter_values(range.clone().map(key))) as ArrayRef,
             ),
             (
                 "s",
-                Arc::new(StringArray::from_iter_values(
-                    range.map(|i| format!("v{i}")),
-                )) as ArrayRef,
+                Arc::new(StringArray::from_iter_values(range.map(|i| text(i, pad)))) as ArrayRef,
             ),
         ])
         .unwrap()
@@ -269,96 +280,307 @@ mod repartition {
         partout(&all)
     }
 
+    /// The inputs of the round trips: a directory of a Parquet file of many row groups (cut
+    /// into several frames), an Arrow IPC file and a CSV file; `TOTAL` rows, `i` from 0.
+    const TOTAL: usize = 150_000 + 20_000 + 5_003;
+
+    fn inputs(dir: &Path) -> std::path::PathBuf {
+        let input = dir.join("in");
+        std::fs::create_dir(&input).unwrap();
+        let props = parquet::file::properties::WriterProperties::builder()
+            .set_max_row_group_row_count(Some(10_000))
+            .build();
+        let file = std::fs::File::create(input.join("a.parquet")).unwrap();
+        let batches: Vec<RecordBatch> = (0..15).map(|b| rows(b * 10_000, 10_000)).collect();
+        let mut w =
+            parquet::arrow::ArrowWriter::try_new(file, batches[0].schema(), Some(props)).unwrap();
+        batches.iter().for_each(|b| w.write(b).unwrap());
+        w.close().unwrap();
+        let file = std::fs::File::create(input.join("b.arrow")).unwrap();
+        let mut w = arrow_ipc::writer::FileWriter::try_new(file, &rows(0, 1).schema()).unwrap();
+        w.write(&rows(150_000, 12_000)).unwrap();
+        w.write(&rows(162_000, 8_000)).unwrap();
+        w.finish().unwrap();
+        let file = std::fs::File::create(input.join("c.csv")).unwrap();
+        let mut w = arrow_csv::WriterBuilder::new()
+            .with_header(true)
+            .build(file);
+        w.write(&rows(170_000, 5_003)).unwrap();
+        input
+    }
+
+    /// Every destination's batches, as the manifest lists them.
+    fn read_outputs(out: &Path, schema: &arrow_schema::SchemaRef) -> Vec<Vec<RecordBatch>> {
+        let manifest: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("_manifest.json")).unwrap())
+                .unwrap();
+        let n = manifest["partitions"].as_u64().unwrap() as usize;
+        let format = manifest["format"].as_str().unwrap().to_string();
+        let decode = |bytes: &[u8]| -> Vec<RecordBatch> {
+            match format.as_str() {
+                "ipc" => partout_format::ipc::decode_stream(bytes).unwrap().1,
+                "presto" => partout_format::presto::decode_pages(bytes, schema).unwrap(),
+                "parquet" => {
+                    let bytes = bytes::Bytes::copy_from_slice(bytes);
+                    parquet::arrow::arrow_reader::ParquetRecordBatchReader::try_new(bytes, 4096)
+                        .unwrap()
+                        .map(Result::unwrap)
+                        .collect()
+                }
+                other => panic!("format {other}"),
+            }
+        };
+        let mut outputs = vec![Vec::new(); n];
+        let mut bytes_seen = vec![0u64; n];
+        match manifest["layout"].as_str().unwrap() {
+            "files" => {
+                for (p, output) in outputs.iter_mut().enumerate() {
+                    let entry = &manifest["destinations"][p];
+                    let Some(file) = entry["file"].as_str() else {
+                        continue;
+                    };
+                    let bytes = std::fs::read(out.join(file)).unwrap();
+                    bytes_seen[p] = bytes.len() as u64;
+                    *output = decode(&bytes);
+                }
+            }
+            "shuffle" => {
+                for worker in manifest["shuffle_files"].as_array().unwrap() {
+                    let data = std::fs::read(out.join(worker["data"].as_str().unwrap())).unwrap();
+                    let index = out.join(worker["index"].as_str().unwrap());
+                    let (count, ranges) =
+                        partout_io::read_shuffle_index(&index, data.len() as u64).unwrap();
+                    assert_eq!(count as usize, n);
+                    // A destination's ranges of one worker, concatenated, are its stream.
+                    let mut streams = vec![Vec::new(); n];
+                    for r in ranges {
+                        let range = r.offset as usize..(r.offset + r.len) as usize;
+                        streams[r.destination as usize].extend_from_slice(&data[range]);
+                        bytes_seen[r.destination as usize] += r.len;
+                    }
+                    for (p, stream) in streams.iter().enumerate() {
+                        if !stream.is_empty() {
+                            outputs[p].extend(decode(stream));
+                        }
+                    }
+                }
+            }
+            other => panic!("layout {other}"),
+        }
+        for p in 0..n {
+            let entry = &manifest["destinations"][p];
+            assert_eq!(
+                entry["bytes"].as_u64().unwrap(),
+                bytes_seen[p],
+                "destination {p}"
+            );
+            let rows: usize = outputs[p].iter().map(RecordBatch::num_rows).sum();
+            assert_eq!(
+                entry["rows"].as_u64().unwrap(),
+                rows as u64,
+                "destination {p}"
+            );
+        }
+        outputs
+    }
+
+    /// Every input row once in the output, in the destination `partitioning` gives it (by
+    /// re-hashing), its values intact; the manifest's counts add up.
+    fn check(out: &Path, partitioning: Partitioning) {
+        let schema = rows(0, 1).schema();
+        let n = partitioning.num_partitions() as usize;
+        let mut ids = PartitionIds::try_new(partitioning, &schema).unwrap();
+        let outputs = read_outputs(out, &schema);
+        assert_eq!(outputs.len(), n);
+        let mut seen = vec![0u32; TOTAL];
+        let mut buffer = Vec::new();
+        for (p, batches) in outputs.iter().enumerate() {
+            for batch in batches {
+                ids.compute(batch, &mut buffer).unwrap();
+                assert!(
+                    buffer.iter().all(|&id| id as usize == p),
+                    "a row in the wrong file"
+                );
+                let i = batch
+                    .column(0)
+                    .as_any()
+                    .downcast_ref::<Int64Array>()
+                    .unwrap();
+                let k = batch
+                    .column(1)
+                    .as_any()
+                    .downcast_ref::<Int64Array>()
+                    .unwrap();
+                let s = batch
+                    .column(2)
+                    .as_any()
+                    .downcast_ref::<StringArray>()
+                    .unwrap();
+                for r in 0..batch.num_rows() {
+                    let row = i.value(r);
+                    seen[row as usize] += 1;
+                    assert_eq!(k.value(r), key(row));
+                    assert_eq!(s.value(r), text(row, 0));
+                }
+            }
+        }
+        assert!(seen.iter().all(|&c| c == 1), "a row lost or duplicated");
+        let manifest: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("_manifest.json")).unwrap())
+                .unwrap();
+        assert_eq!(manifest["input_rows"], TOTAL as u64);
+        assert_eq!(manifest["output_rows"], TOTAL as u64);
+        let listed: u64 = (0..n)
+            .map(|p| manifest["destinations"][p]["bytes"].as_u64().unwrap())
+            .sum();
+        assert_eq!(manifest["output_bytes"].as_u64().unwrap(), listed);
+    }
+
     #[test]
     fn every_row_lands_once_in_its_destination() {
         let dir = tempfile::tempdir().unwrap();
-        let input = dir.path().join("in");
-        std::fs::create_dir(&input).unwrap();
-        parquet(
-            &input.join("a.parquet"),
-            &[rows(0, 20_000), rows(20_000, 3)],
-        );
-        parquet(&input.join("b.parquet"), &[rows(20_003, 7_000)]);
-        for (scheme, format) in [("hash", "ipc"), ("spark", "presto")] {
-            let out = dir.path().join(format!("out-{scheme}"));
-            let result = run(&[
-                input.to_str().unwrap(),
-                "--by",
-                "k",
-                "-n",
-                "7",
-                "--scheme",
-                scheme,
+        let input = inputs(dir.path());
+        let cases = [
+            ("hash", "parquet", "snappy", "files", "2", "7"),
+            ("spark", "parquet", "zstd", "files", "1", "16"),
+            ("hash", "ipc", "lz4", "files", "2", "5"),
+            ("spark", "presto", "lz4", "files", "2", "3"),
+            ("hash", "ipc", "none", "shuffle", "2", "300"),
+            ("spark", "presto", "none", "shuffle", "3", "7"),
+            ("round-robin", "parquet", "none", "files", "2", "4"),
+        ];
+        for (scheme, format, compression, layout, threads, n) in cases {
+            let out = dir.path().join(format!("out-{scheme}-{format}-{layout}"));
+            let mut args = vec![input.to_str().unwrap(), "-n", n, "--scheme", scheme];
+            if scheme != "round-robin" {
+                args.extend(["--by", "k"]);
+            }
+            args.extend([
                 "--format",
                 format,
                 "--compression",
-                "lz4",
+                compression,
+                "--layout",
+                layout,
+                "--threads",
+                threads,
                 "-o",
                 out.to_str().unwrap(),
             ]);
+            let result = run(&args);
             assert!(
                 result.status.success(),
-                "{}",
+                "{args:?}: {}",
                 String::from_utf8_lossy(&result.stderr)
             );
-            let manifest: serde_json::Value =
-                serde_json::from_str(&std::fs::read_to_string(out.join("_manifest.json")).unwrap())
+            let n: u32 = n.parse().unwrap();
+            let partitioning = match scheme {
+                "hash" => Partitioning::hash(vec![1], n),
+                "spark" => Partitioning::spark(vec![1], n),
+                _ => {
+                    // Round-robin: any destination, but all used about evenly.
+                    let manifest: serde_json::Value = serde_json::from_str(
+                        &std::fs::read_to_string(out.join("_manifest.json")).unwrap(),
+                    )
                     .unwrap();
-            assert_eq!(manifest["input_rows"], 27_003);
-            let schema = rows(0, 1).schema();
-            let partitioning = if scheme == "hash" {
-                Partitioning::hash(vec![1], 7)
-            } else {
-                Partitioning::spark(vec![1], 7)
-            };
-            let mut ids = PartitionIds::try_new(partitioning, &schema).unwrap();
-            let mut seen = vec![0u32; 27_003];
-            let mut listed = 0;
-            for p in 0..7 {
-                let entry = &manifest["destinations"][p];
-                let Some(file) = entry["file"].as_str() else {
-                    continue;
-                };
-                let bytes = std::fs::read(out.join(file)).unwrap();
-                assert_eq!(entry["bytes"].as_u64().unwrap(), bytes.len() as u64);
-                let batches = if format == "ipc" {
-                    partout_format::ipc::decode_stream(&bytes).unwrap().1
-                } else {
-                    partout_format::presto::decode_pages(&bytes, &schema).unwrap()
-                };
-                let mut buffer = Vec::new();
-                let mut rows_here = 0;
-                for batch in &batches {
-                    ids.compute(batch, &mut buffer).unwrap();
-                    assert!(
-                        buffer.iter().all(|&id| id as usize == p),
-                        "a row in the wrong file"
-                    );
-                    let i = batch
-                        .column(0)
-                        .as_any()
-                        .downcast_ref::<Int64Array>()
-                        .unwrap();
-                    let s = batch
-                        .column(2)
-                        .as_any()
-                        .downcast_ref::<StringArray>()
-                        .unwrap();
-                    for r in 0..batch.num_rows() {
-                        seen[i.value(r) as usize] += 1;
-                        assert_eq!(s.value(r), format!("v{}", i.value(r)));
-                    }
-                    rows_here += batch.num_rows();
+                    let counts: Vec<u64> = (0..n as usize)
+                        .map(|p| manifest["destinations"][p]["rows"].as_u64().unwrap())
+                        .collect();
+                    let (lo, hi) = (counts.iter().min().unwrap(), counts.iter().max().unwrap());
+                    assert!(hi - lo <= 64 * 1024, "{counts:?}");
+                    Partitioning::single()
                 }
-                assert_eq!(entry["rows"].as_u64().unwrap(), rows_here as u64);
-                listed += rows_here;
+            };
+            if scheme == "round-robin" {
+                // Every row once: read all destinations as one.
+                let outputs = read_outputs(&out, &rows(0, 1).schema());
+                let mut seen: Vec<i64> = outputs
+                    .iter()
+                    .flatten()
+                    .flat_map(|b| {
+                        b.column(0)
+                            .as_any()
+                            .downcast_ref::<Int64Array>()
+                            .unwrap()
+                            .values()
+                            .to_vec()
+                    })
+                    .collect();
+                seen.sort_unstable();
+                assert_eq!(seen, (0..TOTAL as i64).collect::<Vec<_>>());
+            } else {
+                check(&out, partitioning);
             }
-            assert_eq!(listed, 27_003);
+            // Spark's buckets are named by bucket id.
+            if scheme == "spark" && layout == "files" {
+                assert!(out.join(format!("bucket-00002.{}", ext(format))).exists());
+            }
+        }
+    }
+
+    fn ext(format: &str) -> &'static str {
+        match format {
+            "parquet" => "parquet",
+            "ipc" => "arrows",
+            _ => "presto",
+        }
+    }
+
+    #[test]
+    fn a_killed_run_leaves_no_output_that_looks_complete() {
+        let dir = tempfile::tempdir().unwrap();
+        let input = inputs(dir.path());
+        let out = dir.path().join("out");
+        let stop_after = [5u64, 40, 150, 400];
+        for (attempt, ms) in stop_after.into_iter().enumerate() {
+            let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_partout"))
+                .args([
+                    "repartition",
+                    "--quiet",
+                    input.to_str().unwrap(),
+                    "--by",
+                    "k",
+                ])
+                .args(["-n", "1000", "--threads", "2", "--memory-limit", "64MiB"])
+                .args(["-o", out.to_str().unwrap(), "--overwrite"])
+                .spawn()
+                .unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(ms));
+            let _ = child.kill();
+            let status = child.wait().unwrap();
+            if status.success() {
+                // It finished before the kill: a whole output.
+                check(&out, Partitioning::hash(vec![1], 1000));
+                std::fs::remove_dir_all(&out).unwrap();
+                continue;
+            }
             assert!(
-                seen.iter().all(|&c| c == 1),
-                "{scheme}: a row lost or duplicated"
+                !out.exists(),
+                "attempt {attempt}: a killed run left {}",
+                out.display()
             );
         }
+        // A later run clears what killed runs left and finishes.
+        let result = run(&[
+            input.to_str().unwrap(),
+            "--by",
+            "k",
+            "-n",
+            "1000",
+            "-o",
+            out.to_str().unwrap(),
+        ]);
+        assert!(
+            result.status.success(),
+            "{}",
+            String::from_utf8_lossy(&result.stderr)
+        );
+        check(&out, Partitioning::hash(vec![1], 1000));
+        let names: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert!(!names.iter().any(|n| n.contains("partout")), "{names:?}");
     }
 
     #[test]
@@ -372,6 +594,16 @@ mod repartition {
         let missing = dir.path().join("missing.csv");
         let corrupt = dir.path().join("zz.parquet");
         std::fs::write(&corrupt, b"PAR1 broken PAR1").unwrap();
+        // A key column of a type the fast hash has no hash for.
+        let nested = dir.path().join("nested.parquet");
+        let list = arrow_array::ListArray::from_iter_primitive::<arrow_array::types::Int64Type, _, _>(
+            (0..10).map(|i| Some(vec![Some(i), None])),
+        );
+        parquet(
+            &nested,
+            &[RecordBatch::try_from_iter([("l", Arc::new(list) as ArrayRef)]).unwrap()],
+        );
+        let nested_path = nested.to_str().unwrap();
         let cases: Vec<(Vec<&str>, &str)> = vec![
             (
                 vec![inp, "--by", "nope", "-n", "4", "-o", o],
@@ -393,7 +625,45 @@ mod repartition {
                     "-o",
                     o,
                 ],
-                "ZSTD",
+                "presto output takes no zstd compression",
+            ),
+            (
+                vec![
+                    inp,
+                    "--by",
+                    "k",
+                    "-n",
+                    "4",
+                    "--format",
+                    "ipc",
+                    "--compression",
+                    "snappy",
+                    "-o",
+                    o,
+                ],
+                "ipc output takes no snappy compression",
+            ),
+            (
+                vec![inp, "--by", "k", "-n", "4", "--layout", "shuffle", "-o", o],
+                "shuffle layout writes ipc or presto, not parquet",
+            ),
+            (
+                vec![
+                    inp,
+                    "--by",
+                    "k",
+                    "-n",
+                    "10000",
+                    "--memory-limit",
+                    "1MiB",
+                    "-o",
+                    o,
+                ],
+                "--memory-limit 1048576 is too small for 10000 destinations",
+            ),
+            (
+                vec![nested_path, "--by", "l", "-n", "4", "-o", o],
+                "partitioning by l: unsupported type List",
             ),
             (
                 vec![
@@ -430,6 +700,21 @@ mod repartition {
             .collect();
         assert!(leftovers.is_empty(), "{leftovers:?}");
 
+        // A size clap refuses (its usage message is longer than a line).
+        let result = run(&[
+            inp,
+            "--by",
+            "k",
+            "-n",
+            "4",
+            "--memory-limit",
+            "12 parsecs",
+            "-o",
+            o,
+        ]);
+        assert_eq!(result.status.code(), Some(2));
+        assert!(String::from_utf8_lossy(&result.stderr).contains("unknown unit"));
+
         // An existing, non-empty output directory needs --overwrite.
         std::fs::create_dir(&out).unwrap();
         std::fs::write(out.join("keep.txt"), "x").unwrap();
@@ -444,5 +729,86 @@ mod repartition {
             String::from_utf8_lossy(&result.stderr)
         );
         assert!(!out.join("keep.txt").exists() && out.join("_manifest.json").exists());
+    }
+}
+
+/// Peak memory under `--memory-limit`: a many-batch input several times the limit, partitioned
+/// into hundreds of destinations, peaks no more than the limit above what reading the same
+/// input into one destination under a tiny limit takes (the reader's own memory, the program).
+#[test]
+fn memory_stays_within_the_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let batch = |start: i64, len: i64| repartition::padded_rows(start, len, 40);
+    // About 150 MiB of Arrow data in 300 batches, row groups of 64K rows.
+    let input = dir.path().join("big.parquet");
+    let props = parquet::file::properties::WriterProperties::builder()
+        .set_max_row_group_row_count(Some(1 << 16))
+        .build();
+    let file = std::fs::File::create(&input).unwrap();
+    let mut w =
+        parquet::arrow::ArrowWriter::try_new(file, batch(0, 1).schema(), Some(props)).unwrap();
+    for b in 0..300 {
+        w.write(&batch(b * 8192, 8192)).unwrap();
+    }
+    w.close().unwrap();
+    let peak = |format: &str, layout: &str, n: &str, limit: u64| {
+        let out = dir.path().join(format!("out-{format}-{layout}-{n}"));
+        let result = partout(&[
+            "repartition",
+            "--quiet",
+            input.to_str().unwrap(),
+            "--by",
+            "k",
+            "-n",
+            n,
+            "--threads",
+            "2",
+            "--format",
+            format,
+            "--layout",
+            layout,
+            "--memory-limit",
+            &limit.to_string(),
+            "-o",
+            out.to_str().unwrap(),
+        ]);
+        assert!(
+            result.status.success(),
+            "{}",
+            String::from_utf8_lossy(&result.stderr)
+        );
+        let manifest: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("_manifest.json")).unwrap())
+                .unwrap();
+        std::fs::remove_dir_all(&out).unwrap();
+        (
+            manifest["peak_rss_bytes"].as_u64().expect("peak memory"),
+            manifest["input_arrow_bytes"].as_u64().unwrap(),
+        )
+    };
+    let mib = |b: u64| b as f64 / (1 << 20) as f64;
+    let (base, _) = peak("ipc", "files", "1", 1 << 20);
+    for (format, layout, n, limit) in [
+        ("parquet", "files", "100", 32u64 << 20),
+        ("ipc", "files", "1000", 32 << 20),
+        ("presto", "shuffle", "1000", 32 << 20),
+        ("ipc", "shuffle", "10000", 64 << 20),
+    ] {
+        let (high, data) = peak(format, layout, n, limit);
+        assert!(
+            data > 2 * limit,
+            "the input ({data} bytes) must dwarf the limit"
+        );
+        eprintln!(
+            "{format}/{layout}, {n} destinations: peak {:.1} MiB; reading alone {:.1} MiB; limit {:.1} MiB; data {:.1} MiB",
+            mib(high),
+            mib(base),
+            mib(limit),
+            mib(data)
+        );
+        assert!(
+            high <= base + limit,
+            "{format}/{layout}: peak {high} bytes passes reading's {base} plus the limit {limit}"
+        );
     }
 }

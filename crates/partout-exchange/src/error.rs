@@ -46,16 +46,9 @@ impl fmt::Display for WriterError {
     }
 }
 
-impl std::error::Error for WriterError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            Self::Partition(e) => Some(e),
-            Self::Encode(e) => Some(e),
-            Self::Sink { source, .. } => Some(source),
-            _ => None,
-        }
-    }
-}
+/// The message of each variant includes its cause's, so `source` gives none: an error chain
+/// printed in full does not repeat it.
+impl std::error::Error for WriterError {}
 
 impl From<PartoutError> for WriterError {
     fn from(e: PartoutError) -> Self {

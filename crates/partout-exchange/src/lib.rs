@@ -10,9 +10,11 @@
 #![forbid(unsafe_code)]
 
 mod error;
+mod output;
 mod sink;
 mod writer;
 
 pub use error::{Result, WriterError};
+pub use output::{BatchSink, Encoded};
 pub use sink::{FileSink, MemorySink, Sink};
 pub use writer::{OutputFormat, PartitionedWriter, Strategy, WriterMetrics, WriterOptions};

@@ -1,7 +1,7 @@
 //! Sinks: where each destination's encoded bytes go.
 
 use std::fs::File;
-use std::io::{self, BufWriter, Write};
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 /// Receives each destination's bytes, piece by piece, in order.
@@ -118,12 +118,14 @@ impl Sink for MemorySink {
 
 /// Writes destination `p` to `DIR/part-{p:05}.EXT`, through `DIR/.part-{p:05}.EXT.partial`
 /// until [`Sink::finish`] renames the finished files. Files are opened on a destination's first
-/// write: a destination that receives nothing gets no file.
+/// write: a destination that receives nothing gets no file. Writes go straight to the file,
+/// unbuffered: the writer hands over whole flushes, and thousands of destinations would
+/// otherwise hold thousands of buffers.
 #[derive(Debug)]
 pub struct FileSink {
     dir: PathBuf,
     extension: String,
-    files: Vec<Option<BufWriter<File>>>,
+    files: Vec<Option<File>>,
 }
 
 impl FileSink {
@@ -164,8 +166,7 @@ impl Sink for FileSink {
             return Err(no_such_destination(destination, count));
         }
         if self.files[destination].is_none() {
-            let file = File::create(self.partial_path(destination))?;
-            self.files[destination] = Some(BufWriter::new(file));
+            self.files[destination] = Some(File::create(self.partial_path(destination))?);
         }
         self.files[destination]
             .as_mut()
@@ -175,11 +176,10 @@ impl Sink for FileSink {
 
     fn finish(&mut self) -> io::Result<()> {
         for destination in 0..self.files.len() {
-            if let Some(mut file) = self.files[destination].take() {
+            if let Some(file) = self.files[destination].take() {
                 let partial = self.partial_path(destination);
                 let done = file
-                    .flush()
-                    .and_then(|()| file.get_ref().sync_all())
+                    .sync_all()
                     .and_then(|()| std::fs::rename(&partial, self.path(destination)));
                 if let Err(e) = done {
                     let _ = std::fs::remove_file(&partial);

@@ -1,11 +1,14 @@
-//! [`PartitionedWriter`]: batches in, one Arrow IPC stream per destination out.
+//! [`PartitionedWriter`]: batches in, each destination's output out.
 //!
 //! ```text
 //!  append(batch) ─► ids ─► plan ─► rows appended to destination buffers
-//!                                   └─ destination p ≥ its target ─► take ─► encode ─► sink.write(p, bytes)
+//!                                   └─ destination p ≥ its target ─► take ─► output.write_batch(p, batch)
 //!                                   └─ all buffers > memory limit  ─► flush the largest first
-//!  finish()      ─► flush the rest, end every stream, sink.finish()
+//!  finish()      ─► flush the rest, output.finish() (ends every stream)
 //! ```
+//!
+//! The output is a [`BatchSink`]; [`PartitionedWriter::try_new`] makes the usual one, an
+//! [`Encoded`] sink that encodes Arrow IPC streams or Presto pages into a byte [`Sink`].
 //!
 //! Flush policy: each destination flushes when its buffered bytes reach its target, the
 //! smaller of [`WriterOptions::target_bytes`] and an even share of the memory limit (half of
@@ -16,14 +19,14 @@
 //! buffers up.
 
 use crate::error::{Result, WriterError};
+use crate::output::{BatchSink, Encoded};
 use crate::sink::Sink;
 use arrow_array::{Array, RecordBatch, UInt32Array};
 use arrow_buffer::NullBuffer;
 use arrow_schema::SchemaRef;
 use partout_core::ids::{PartitionIds, Partitioning};
 use partout_core::{DestinationBuffers, Partitioner, ScatterPlan};
-use partout_format::ipc::{Compression, IpcStreamEncoder};
-use partout_format::presto::{PageOptions, encode_page};
+use partout_format::ipc::Compression;
 use std::time::{Duration, Instant};
 
 /// How rows reach the destination buffers. Both give the same output. On TPC-H lineitem
@@ -207,7 +210,7 @@ pub struct WriterMetrics {
     pub scatter_time: Duration,
     /// Time building and encoding flushed batches.
     pub encode_time: Duration,
-    /// Time in the sink.
+    /// Time in the byte sink (part of the output's time, where the output can tell it apart).
     pub sink_time: Duration,
     /// Rows each destination received.
     pub destination_rows: Vec<u64>,
@@ -250,7 +253,7 @@ const REPLICATION_CHUNK: usize = 1 << 16;
 ///     .sum();
 /// assert_eq!(rows, 2000);
 /// ```
-pub struct PartitionedWriter<S: Sink> {
+pub struct PartitionedWriter<O: BatchSink> {
     schema: SchemaRef,
     options: WriterOptions,
     num_partitions: u32,
@@ -259,18 +262,16 @@ pub struct PartitionedWriter<S: Sink> {
     plan: ScatterPlan,
     partitioner: Option<Partitioner>,
     buffers: DestinationBuffers,
-    encoders: Vec<Option<IpcStreamEncoder>>,
     targets: Vec<usize>,
     base_target: usize,
     rng: u64,
-    out: Vec<u8>,
-    sink: S,
+    output: O,
     metrics: WriterMetrics,
     replicated_any: bool,
     failed: bool,
 }
 
-impl<S: Sink> std::fmt::Debug for PartitionedWriter<S> {
+impl<O: BatchSink> std::fmt::Debug for PartitionedWriter<O> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PartitionedWriter")
             .field("schema", &self.schema)
@@ -281,13 +282,15 @@ impl<S: Sink> std::fmt::Debug for PartitionedWriter<S> {
     }
 }
 
-impl<S: Sink> PartitionedWriter<S> {
-    /// A writer of batches of `schema`, partitioned by `partitioning`, into `sink`.
+impl<S: Sink> PartitionedWriter<Encoded<S>> {
+    /// A writer of batches of `schema`, partitioned by `partitioning`, encoded as
+    /// [`WriterOptions::format`] into `sink`.
     ///
     /// # Errors
     /// [`WriterError::InvalidOption`] for options that cannot work;
     /// [`WriterError::Partition`] when the partitioning does not fit the schema (a missing key
-    /// column, a key type the scheme cannot hash) or a column type cannot be buffered.
+    /// column, a key type the scheme cannot hash) or a column type cannot be buffered;
+    /// [`WriterError::Encode`] for a schema the format cannot carry.
     pub fn try_new(
         schema: SchemaRef,
         partitioning: Partitioning,
@@ -295,11 +298,47 @@ impl<S: Sink> PartitionedWriter<S> {
         sink: S,
     ) -> Result<Self> {
         options.validate()?;
-        if options.format == OutputFormat::Presto {
-            // What Presto cannot carry is refused now, not at the first flush.
-            let empty = RecordBatch::new_empty(schema.clone());
-            encode_page(&empty, PageOptions::default(), &mut Vec::new())?;
-        }
+        let output = Encoded::try_new(
+            schema.clone(),
+            partitioning.num_partitions() as usize,
+            options.format,
+            options.compression,
+            sink,
+        )?;
+        Self::with_output(schema, partitioning, options, output)
+    }
+
+    /// The sink.
+    pub fn sink(&self) -> &S {
+        self.output.sink()
+    }
+
+    /// Flushes every destination, ends every destination's IPC stream (a destination that
+    /// received no rows gets a stream of the schema alone; Presto pages need no end, and such
+    /// a destination gets no bytes), finishes the sink, and returns it with the metrics.
+    ///
+    /// # Errors
+    /// [`WriterError::Encode`] and [`WriterError::Sink`] from the last flushes, and
+    /// [`WriterError::Failed`] after an earlier failure.
+    pub fn finish(self) -> Result<(S, WriterMetrics)> {
+        let (output, metrics) = self.finish_output()?;
+        Ok((output.into_sink(), metrics))
+    }
+}
+
+impl<O: BatchSink> PartitionedWriter<O> {
+    /// A writer of batches of `schema`, partitioned by `partitioning`, whose flushed batches
+    /// go to `output` (`options.format` and `options.compression` are the output's business).
+    ///
+    /// # Errors
+    /// As [`try_new`](PartitionedWriter::try_new), but for the format.
+    pub fn with_output(
+        schema: SchemaRef,
+        partitioning: Partitioning,
+        options: WriterOptions,
+        output: O,
+    ) -> Result<Self> {
+        options.validate()?;
         let num_partitions = partitioning.num_partitions();
         let n = num_partitions as usize;
         let ids = PartitionIds::try_new(partitioning, &schema)?;
@@ -320,12 +359,10 @@ impl<S: Sink> PartitionedWriter<S> {
             plan: ScatterPlan::new(),
             partitioner,
             buffers,
-            encoders: (0..n).map(|_| None).collect(),
             targets: vec![0; n],
             base_target,
             rng: options.seed ^ 0x9e37_79b9_7f4a_7c15,
-            out: Vec::new(),
-            sink,
+            output,
             metrics: WriterMetrics {
                 destination_rows: vec![0; n],
                 destination_bytes: vec![0; n],
@@ -341,6 +378,11 @@ impl<S: Sink> PartitionedWriter<S> {
         Ok(writer)
     }
 
+    /// The output.
+    pub fn output(&self) -> &O {
+        &self.output
+    }
+
     /// The schema of the batches the writer takes.
     pub fn schema(&self) -> &SchemaRef {
         &self.schema
@@ -349,11 +391,6 @@ impl<S: Sink> PartitionedWriter<S> {
     /// What the writer has done so far.
     pub fn metrics(&self) -> &WriterMetrics {
         &self.metrics
-    }
-
-    /// The sink.
-    pub fn sink(&self) -> &S {
-        &self.sink
     }
 
     /// Bytes of buffer memory held now.
@@ -516,72 +553,37 @@ impl<S: Sink> PartitionedWriter<S> {
         ((self.base_target as f64 * factor) as usize).max(1)
     }
 
-    /// Encodes destination `p`'s buffered rows as the next batch of its stream and hands the
-    /// bytes to the sink; `release` gives up the destination's buffers afterwards.
+    /// Hands destination `p`'s buffered rows to the output as its next batch; `release`
+    /// gives up the destination's buffers afterwards.
     fn flush(&mut self, p: usize, release: bool) -> Result<()> {
         let started = Instant::now();
-        // Room for the whole message at once (its buffers, padding and metadata): the encoder
-        // then never grows the buffer, copying what it holds, on the way.
-        let room = self.buffers.bytes(p) + 64 * (self.schema.fields().len() + 16);
+        let sink_before = self.output.sink_time();
         let batch = self.buffers.take(p)?;
         self.metrics.destination_rows[p] += batch.num_rows() as u64;
-        self.out.clear();
-        self.out.reserve(room);
-        match self.options.format {
-            OutputFormat::ArrowIpc => {
-                let encoder = match &mut self.encoders[p] {
-                    Some(encoder) => encoder,
-                    slot => slot.insert(IpcStreamEncoder::try_new(
-                        self.schema.clone(),
-                        self.options.compression,
-                    )?),
-                };
-                encoder.encode(&batch, &mut self.out)?;
-            }
-            OutputFormat::Presto => {
-                let options = PageOptions {
-                    checksum: true,
-                    lz4: self.options.compression == Compression::Lz4Frame,
-                };
-                encode_page(&batch, options, &mut self.out)?;
-            }
-        }
+        let bytes = self.output.write_batch(p, &batch)?;
         if release {
             drop(batch);
             self.buffers.release(p);
         } else {
             self.buffers.recycle(p, batch);
         }
-        let encoded = Instant::now();
-        self.metrics.encode_time += encoded - started;
-        self.write(p)?;
-        self.metrics.sink_time += encoded.elapsed();
+        self.metrics.bytes_out += bytes;
+        self.metrics.destination_bytes[p] += bytes;
+        let sink = self.output.sink_time() - sink_before;
+        self.metrics.sink_time += sink;
+        self.metrics.encode_time += started.elapsed().saturating_sub(sink);
         self.metrics.flushes += 1;
         self.targets[p] = self.draw_target();
         Ok(())
     }
 
-    fn write(&mut self, p: usize) -> Result<()> {
-        let bytes = self.out.len() as u64;
-        self.sink
-            .write_buffer(p, &mut self.out)
-            .map_err(|source| WriterError::Sink {
-                destination: Some(p),
-                source,
-            })?;
-        self.metrics.bytes_out += bytes;
-        self.metrics.destination_bytes[p] += bytes;
-        Ok(())
-    }
-
-    /// Flushes every destination, ends every destination's IPC stream (a destination that
-    /// received no rows gets a stream of the schema alone; Presto pages need no end, and such
-    /// a destination gets no bytes), finishes the sink, and returns it with the metrics.
+    /// Flushes every destination, ends every destination's output (`BatchSink::finish`), and
+    /// returns the output with the metrics.
     ///
     /// # Errors
-    /// [`WriterError::Encode`] and [`WriterError::Sink`] from the last flushes, and
-    /// [`WriterError::Failed`] after an earlier failure.
-    pub fn finish(mut self) -> Result<(S, WriterMetrics)> {
+    /// The output's errors from the last flushes, and [`WriterError::Failed`] after an
+    /// earlier failure.
+    pub fn finish_output(mut self) -> Result<(O, WriterMetrics)> {
         if self.failed {
             return Err(WriterError::Failed);
         }
@@ -589,29 +591,16 @@ impl<S: Sink> PartitionedWriter<S> {
             if self.buffers.rows(p) > 0 {
                 self.flush(p, true)?;
             }
-            if self.options.format == OutputFormat::Presto {
-                // Pages need no end: a destination's file is its pages, back to back.
-                continue;
-            }
-            let started = Instant::now();
-            let encoder = match self.encoders[p].take() {
-                Some(encoder) => encoder,
-                None => IpcStreamEncoder::try_new(self.schema.clone(), self.options.compression)?,
-            };
-            self.out.clear();
-            encoder.finish(&mut self.out)?;
-            let encoded = Instant::now();
-            self.metrics.encode_time += encoded - started;
-            self.write(p)?;
-            self.metrics.sink_time += encoded.elapsed();
         }
         let started = Instant::now();
-        self.sink.finish().map_err(|source| WriterError::Sink {
-            destination: None,
-            source,
-        })?;
-        self.metrics.sink_time += started.elapsed();
-        Ok((self.sink, self.metrics))
+        let sink_before = self.output.sink_time();
+        let before: u64 = self.metrics.destination_bytes.iter().sum();
+        self.output.finish(&mut self.metrics.destination_bytes)?;
+        self.metrics.bytes_out += self.metrics.destination_bytes.iter().sum::<u64>() - before;
+        let sink = self.output.sink_time() - sink_before;
+        self.metrics.sink_time += sink;
+        self.metrics.encode_time += started.elapsed().saturating_sub(sink);
+        Ok((self.output, self.metrics))
     }
 }
 

@@ -4,7 +4,7 @@
 use arrow_array::{ArrayRef, Float64Array, Int32Array, Int64Array, RecordBatch};
 use arrow_schema::SchemaRef;
 use partout_core::ids::Partitioning;
-use partout_exchange::{PartitionedWriter, Sink, WriterOptions};
+use partout_exchange::{Encoded, PartitionedWriter, Sink, WriterOptions};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::sync::Arc;
@@ -108,7 +108,11 @@ fn schema() -> SchemaRef {
 }
 
 /// A writer hashing on the BIGINT key into a sink that keeps nothing.
-fn writer(partitions: u32, target: usize, limit: usize) -> PartitionedWriter<CountingSink> {
+fn writer(
+    partitions: u32,
+    target: usize,
+    limit: usize,
+) -> PartitionedWriter<Encoded<CountingSink>> {
     let options = WriterOptions::default()
         .with_target_bytes(target)
         .with_memory_limit(limit);

@@ -7,6 +7,15 @@
 
 #![forbid(unsafe_code)]
 
+mod frames;
+mod outputs;
+
+pub use frames::{Frame, FrameReader, Frames, plan_frames};
+pub use outputs::{
+    DestinationFile, DestinationFiles, FileFormat, FilesHandle, SHUFFLE_INDEX_MAGIC, ShuffleFile,
+    ShuffleRange, read_shuffle_index,
+};
+
 use arrow_array::RecordBatch;
 use arrow_schema::{ArrowError, SchemaRef};
 use std::fmt;

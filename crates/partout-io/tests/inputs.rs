@@ -178,3 +178,81 @@ fn files_of_another_schema_are_refused() {
         "{err}"
     );
 }
+
+#[test]
+fn frames_read_every_row_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let batches: Vec<RecordBatch> = (0..30).map(|i| rows(i * 1000, 1000)).collect();
+    // Parquet with row groups of 700 rows (and one cut anywhere in a batch), an IPC file of 30
+    // batches, a CSV file.
+    let parquet = dir.path().join("a.parquet");
+    let props = parquet::file::properties::WriterProperties::builder()
+        .set_max_row_group_row_count(Some(700))
+        .build();
+    let mut w = parquet::arrow::ArrowWriter::try_new(
+        std::fs::File::create(&parquet).unwrap(),
+        batches[0].schema(),
+        Some(props),
+    )
+    .unwrap();
+    batches.iter().for_each(|b| w.write(b).unwrap());
+    w.close().unwrap();
+    let ipc = dir.path().join("b.arrow");
+    write(&ipc, Format::IpcFile, &batches);
+    let csv = dir.path().join("c.csv");
+    write(&csv, Format::Csv, &batches);
+    let files = discover(&[parquet, ipc, csv]).unwrap();
+    for frame_rows in [1, 500, 8192, 10_000, 50_000, 1 << 30] {
+        let frames = partout_io::plan_frames(&files, frame_rows).unwrap();
+        assert!(frames.frames.len() >= 3);
+        let mut seen = Vec::new();
+        for frame in &frames.frames {
+            let mut rows = 0;
+            for batch in frame.read(&frames.schema).unwrap() {
+                let batch = batch.unwrap();
+                rows += batch.num_rows() as u64;
+                let column = batch.column(0).as_any().downcast_ref::<Int64Array>();
+                seen.extend_from_slice(column.unwrap().values());
+            }
+            if let Some(expected) = frame.rows() {
+                assert_eq!(rows, expected, "{frame:?}");
+            }
+        }
+        seen.sort_unstable();
+        let expected: Vec<i64> = (0..30_000).flat_map(|i| [i, i, i]).collect();
+        assert_eq!(seen, expected, "frames of {frame_rows} rows");
+    }
+    // Small frames cut the Parquet file and the IPC file into several.
+    let frames = partout_io::plan_frames(&files, 8192).unwrap();
+    let per_file = |name: &str| {
+        frames
+            .frames
+            .iter()
+            .filter(|f| f.path().ends_with(name))
+            .count()
+    };
+    assert!(per_file("a.parquet") >= 3, "{frames:?}");
+    assert!(per_file("b.arrow") >= 3, "{frames:?}");
+    assert_eq!(per_file("c.csv"), 1);
+    assert_eq!(frames.rows(), None, "a CSV file's rows are not known");
+}
+
+#[test]
+fn frames_refuse_a_file_of_another_schema() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("a.parquet");
+    write(&a, Format::Parquet, &[rows(0, 10)]);
+    let b = dir.path().join("b.arrow");
+    let other = RecordBatch::try_from_iter([(
+        "x",
+        Arc::new(Int64Array::from_iter_values(0..3)) as ArrayRef,
+    )])
+    .unwrap();
+    write(&b, Format::IpcFile, &[other]);
+    let err = partout_io::plan_frames(&discover(&[a, b]).unwrap(), 100).unwrap_err();
+    assert!(
+        matches!(&err, IoError::File { path, .. } if path.ends_with("b.arrow")),
+        "{err}"
+    );
+    assert!(err.to_string().contains("schema"), "{err}");
+}

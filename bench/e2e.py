@@ -1,0 +1,376 @@
+#!/usr/bin/env python3
+"""End-to-end repartitioning benchmark: one Parquet file into N Parquet files.
+
+Contenders (each run is a fresh subprocess, so thread settings are set anew and
+peak RSS is measured per run via os.wait4):
+
+  partout-1t   target/release/partout repartition ... --threads 1
+  partout-2t   target/release/partout repartition ... --threads T
+  duckdb       COPY ... TO dir (PARTITION_BY (p)) with SET threads=T
+  polars       read_parquet, hash % N, partition_by, write_parquet per part
+
+All write snappy-compressed Parquet, partitioned by l_orderkey. The order of
+the contenders rotates every round, so that the noise of a shared machine falls
+on all of them alike. For DuckDB and Polars the child also reports the time of
+the work alone (after interpreter start-up and import); that in-process time is
+the one compared with partout's whole-process time.
+
+Usage (normally through bench/e2e.sh):
+  e2e.py --input lineitem.parquet [--rounds 5] [--partitions 64] [--threads 2]
+         [--only duckdb,polars] [--json results.json]
+Child mode (used internally):
+  e2e.py --run {duckdb,polars} INPUT OUTDIR PARTITIONS THREADS
+"""
+
+import argparse
+import importlib.metadata
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PARTOUT = ROOT / "target" / "release" / "partout"
+OUT_BASE = ROOT / "target" / "bench-out"
+KEY = "l_orderkey"
+
+
+# ---------------------------------------------------------------- child mode
+
+def child_duckdb(inp, out, parts, threads):
+    import duckdb
+
+    con = duckdb.connect()
+    con.execute(f"SET threads={int(threads)}")
+    # The partition column p goes into the directory names (p=K/), not the files.
+    sql = (
+        f"COPY (SELECT *, hash({KEY}) % {int(parts)} AS p "
+        f"FROM read_parquet({sql_str(inp)})) "
+        f"TO {sql_str(out)} "
+        f"(FORMAT parquet, PARTITION_BY (p), COMPRESSION snappy, OVERWRITE_OR_IGNORE)"
+    )
+    t0 = time.perf_counter()
+    con.execute(sql)
+    return time.perf_counter() - t0
+
+
+def child_polars(inp, out, parts, threads):
+    # POLARS_MAX_THREADS is read when polars is first imported.
+    os.environ["POLARS_MAX_THREADS"] = str(threads)
+    import polars as pl
+
+    if pl.thread_pool_size() != int(threads):
+        raise SystemExit(f"polars thread pool is {pl.thread_pool_size()}, wanted {threads}")
+    t0 = time.perf_counter()
+    df = pl.read_parquet(inp)
+    groups = df.with_columns((pl.col(KEY).hash() % int(parts)).alias("p")).partition_by(
+        "p", include_key=False, as_dict=True
+    )
+    os.makedirs(out, exist_ok=True)
+    for (p,), part in groups.items():
+        part.write_parquet(os.path.join(out, f"part-{p:05d}.parquet"), compression="snappy")
+    return time.perf_counter() - t0
+
+
+def sql_str(s):
+    return "'" + str(s).replace("'", "''") + "'"
+
+
+def child_main(argv):
+    name, inp, out, parts, threads = argv
+    work = {"duckdb": child_duckdb, "polars": child_polars}[name](inp, out, parts, threads)
+    print(json.dumps({"work_s": work}), flush=True)
+
+
+# ---------------------------------------------------------------- parent mode
+
+def contenders(threads, parts, inp):
+    """name -> (label, kind, argv builder taking the output dir)."""
+    def partout(t):
+        return lambda out: [
+            str(PARTOUT), "repartition", str(inp), "--by", KEY, "-n", str(parts),
+            "--format", "parquet", "--compression", "snappy", "--threads", str(t),
+            "--quiet", "--overwrite", "-o", str(out),
+        ]
+
+    def child(name):
+        return lambda out: [
+            sys.executable, str(Path(__file__).resolve()), "--run", name,
+            str(inp), str(out), str(parts), str(threads),
+        ]
+
+    return {
+        "partout-1t": ("partout 1 thread", "process", partout(1)),
+        "partout-2t": (f"partout {threads} threads", "process", partout(threads)),
+        "duckdb": (f"duckdb {threads} threads", "child", child("duckdb")),
+        "polars": (f"polars {threads} threads", "child", child("polars")),
+    }
+
+
+def run_once(argv, kind, env):
+    """Run argv to completion; return (wall seconds, peak RSS bytes, in-process seconds)."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t0
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read().decode(errors="replace"), err.read().decode(errors="replace")
+    if proc.returncode != 0:
+        die(f"command failed with exit code {proc.returncode}: {' '.join(argv)}\n"
+            f"--- stdout ---\n{stdout}--- stderr ---\n{stderr}")
+    work = None
+    if kind == "child":
+        try:
+            work = json.loads(stdout.strip().splitlines()[-1])["work_s"]
+        except (ValueError, IndexError, KeyError):
+            die(f"no timing from child: {' '.join(argv)}\n{stdout}\n{stderr}")
+    return wall, usage.ru_maxrss * 1024, work  # ru_maxrss is in KiB on Linux
+
+
+def verify(out, in_rows, in_cols, parts, check_keys):
+    """Check the output: row count, file count, columns, compression, key disjointness."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    files = sorted(Path(out).rglob("*.parquet"))
+    rows = 0
+    seen_keys = 0
+    uniques = []
+    for f in files:
+        pf = pq.ParquetFile(f)
+        md = pf.metadata
+        rows += md.num_rows
+        if md.num_columns != in_cols:
+            die(f"{f}: {md.num_columns} columns, input has {in_cols}")
+        for rg in range(md.num_row_groups):
+            codec = md.row_group(rg).column(0).compression
+            if codec != "SNAPPY":
+                die(f"{f}: row group {rg} is {codec}, not SNAPPY")
+        if check_keys:
+            u = pc.unique(pf.read(columns=[KEY]).column(0))
+            seen_keys += len(u)
+            uniques.append(u)
+    if rows != in_rows:
+        die(f"{out}: {rows} rows in {len(files)} files, input has {in_rows}")
+    if len(files) != parts:
+        die(f"{out}: {len(files)} parquet files, expected {parts}")
+    if check_keys:
+        import pyarrow as pa
+
+        total = len(pc.unique(pa.chunked_array(uniques)))
+        if total != seen_keys:
+            die(f"{out}: {seen_keys - total} {KEY} values appear in more than one file")
+    return len(files)
+
+
+def die(msg):
+    print(f"e2e.py: error: {msg}", file=sys.stderr)
+    sys.exit(1)
+
+
+def machine_info():
+    model = "?"
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem = "?"
+    try:
+        for line in open("/proc/meminfo"):
+            if line.startswith("MemTotal"):
+                mem = f"{int(line.split()[1]) / 2**20:.1f} GiB"
+                break
+    except OSError:
+        pass
+    versions = {}
+    for pkg in ("duckdb", "polars", "pyarrow", "tpchgen-cli"):
+        try:
+            versions[pkg] = importlib.metadata.version(pkg)
+        except importlib.metadata.PackageNotFoundError:
+            versions[pkg] = None
+    if PARTOUT.exists():
+        versions["partout"] = subprocess.run(
+            [str(PARTOUT), "--version"], capture_output=True, text=True
+        ).stdout.strip()
+    return {
+        "nproc": len(os.sched_getaffinity(0)),
+        "cpu": model,
+        "memory": mem,
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "versions": versions,
+    }
+
+
+def check_partout():
+    if not PARTOUT.exists():
+        die(f"{PARTOUT} not found: build it with `cargo build --release -p partout-cli` "
+            f"(or leave partout out with --only duckdb,polars)")
+    helptext = subprocess.run(
+        [str(PARTOUT), "repartition", "--help"], capture_output=True, text=True
+    ).stdout
+    missing = [o for o in ("--format", "--compression", "--threads") if o not in helptext]
+    if missing:
+        die(f"{PARTOUT} repartition lacks {', '.join(missing)}: rebuild it from a newer tree")
+
+
+def fmt_ratio(x):
+    return "-" if x is None else f"{x:.2f}x"
+
+
+def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "--run":
+        return child_main(sys.argv[2:])
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--input", required=True, help="lineitem Parquet file")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--warmup", type=int, default=1,
+                    help="untimed runs of each contender first (libraries paged in, caches warm)")
+    ap.add_argument("--partitions", type=int, default=64)
+    ap.add_argument("--threads", type=int, default=2,
+                    help="threads for partout's multi-threaded run, DuckDB and Polars")
+    ap.add_argument("--only", default="partout-1t,partout-2t,duckdb,polars",
+                    help="comma-separated contenders; 'partout' means both partout runs")
+    ap.add_argument("--no-key-check", action="store_true",
+                    help="skip checking that no key lands in two output files")
+    ap.add_argument("--json", metavar="FILE", help="write all samples and the summary here")
+    args = ap.parse_args()
+
+    import pyarrow.parquet as pq
+
+    inp = Path(args.input).resolve()
+    if not inp.is_file():
+        die(f"input {inp} is not a file")
+    in_md = pq.ParquetFile(inp).metadata
+    in_rows, in_cols = in_md.num_rows, in_md.num_columns
+
+    all_c = contenders(args.threads, args.partitions, inp)
+    names = []
+    for n in args.only.split(","):
+        n = n.strip()
+        expand = ["partout-1t", "partout-2t"] if n == "partout" else [n]
+        for e in expand:
+            if e not in all_c:
+                die(f"unknown contender {e!r}; known: {', '.join(all_c)}")
+            if e not in names:
+                names.append(e)
+    if any(n.startswith("partout") for n in names):
+        check_partout()
+
+    info = machine_info()
+    v = info["versions"]
+    print(f"machine: {info['nproc']} cpus, {info['cpu']}, {info['memory']}, Linux {info['kernel']}")
+    print(f"versions: partout {v.get('partout', '-')}, duckdb {v['duckdb']}, polars {v['polars']}, "
+          f"pyarrow {v['pyarrow']}, python {info['python']}")
+    print(f"input: {inp} ({in_rows:,} rows, {in_cols} columns, "
+          f"{inp.stat().st_size / 2**20:.0f} MiB, {in_md.num_row_groups} row groups)")
+    print(f"task: by {KEY} into {args.partitions} snappy Parquet files; "
+          f"{args.threads} threads; {args.warmup} warm-up and {args.rounds} timed rounds, "
+          f"order rotating each round")
+    print()
+
+    # Bring the input into the page cache so that the first run pays no cold read.
+    with open(inp, "rb") as f:
+        while f.read(1 << 24):
+            pass
+
+    env = dict(os.environ)
+    env["POLARS_MAX_THREADS"] = str(args.threads)
+    OUT_BASE.mkdir(parents=True, exist_ok=True)
+    for w in range(args.warmup):
+        for n in names:
+            out = OUT_BASE / n
+            shutil.rmtree(out, ignore_errors=True)
+            run_once(all_c[n][2](out), all_c[n][1], env)
+            verify(out, in_rows, in_cols, args.partitions, check_keys=False)
+            shutil.rmtree(out, ignore_errors=True)
+        print(f"warm-up {w + 1}/{args.warmup} done", flush=True)
+
+    samples = {n: [] for n in names}
+    for r in range(args.rounds):
+        k = r % len(names)
+        for n in names[k:] + names[:k]:
+            label, kind, argv_for = all_c[n]
+            out = OUT_BASE / n
+            shutil.rmtree(out, ignore_errors=True)
+            wall, rss, work = run_once(argv_for(out), kind, env)
+            nfiles = verify(out, in_rows, in_cols, args.partitions, not args.no_key_check)
+            shutil.rmtree(out, ignore_errors=True)
+            s = {"round": r, "wall_s": wall, "work_s": work, "peak_rss_bytes": rss, "files": nfiles}
+            samples[n].append(s)
+            extra = f" (in-process {work:.3f}s)" if work is not None else ""
+            print(f"round {r + 1}/{args.rounds}  {label:<20} {wall:8.3f}s{extra}  "
+                  f"peak RSS {rss / 2**20:7.0f} MiB  {nfiles} files, {in_rows:,} rows ok",
+                  flush=True)
+
+    # The compared time: in-process for the Python libraries, whole process for partout.
+    summary = {}
+    for n in names:
+        ss = samples[n]
+        ts = [s["work_s"] if s["work_s"] is not None else s["wall_s"] for s in ss]
+        med = statistics.median(ts)
+        summary[n] = {
+            "label": all_c[n][0],
+            "timed": "in-process" if all_c[n][1] == "child" else "whole process",
+            "median_s": med,
+            "min_s": min(ts),
+            "max_s": max(ts),
+            "process_median_s": statistics.median(s["wall_s"] for s in ss),
+            "peak_rss_mib_median": statistics.median(s["peak_rss_bytes"] for s in ss) / 2**20,
+            "rows_per_s": in_rows / med,
+        }
+    base = summary.get("partout-2t")
+    for n in names:
+        summary[n]["ratio_vs_partout"] = summary[n]["median_s"] / base["median_s"] if base else None
+
+    print()
+    ref = f"vs {all_c['partout-2t'][0]}"
+    hdr = (f"{'contender':<20} {'timed':<13} {'median s':>9} {'min s':>8} {'max s':>8} "
+           f"{'process s':>10} {'RSS MiB':>8} {'Mrows/s':>8} {ref:>20}")
+    print(hdr)
+    print("-" * len(hdr))
+    for n in names:
+        m = summary[n]
+        print(f"{m['label']:<20} {m['timed']:<13} {m['median_s']:9.3f} {m['min_s']:8.3f} "
+              f"{m['max_s']:8.3f} {m['process_median_s']:10.3f} {m['peak_rss_mib_median']:8.0f} "
+              f"{m['rows_per_s'] / 1e6:8.2f} {fmt_ratio(m['ratio_vs_partout']):>20}")
+    print()
+    print("median of the rounds; ratio = contender's median / partout's (above 1: partout faster);")
+    print("DuckDB and Polars are timed inside their process (after start-up and import), "
+          "partout as a whole process.")
+    speedup = None
+    if base and "partout-1t" in summary:
+        speedup = summary["partout-1t"]["median_s"] / base["median_s"]
+        print(f"partout {args.threads} threads speed-up over 1 thread: {speedup:.2f}x")
+
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({
+                "machine": info,
+                "input": {"path": str(inp), "rows": in_rows, "columns": in_cols,
+                          "bytes": inp.stat().st_size},
+                "partitions": args.partitions,
+                "threads": args.threads,
+                "rounds": args.rounds,
+                "samples": samples,
+                "summary": summary,
+                "partout_speedup_over_1_thread": speedup,
+            }, f, indent=2)
+        print(f"results written to {args.json}")
+
+
+if __name__ == "__main__":
+    main()

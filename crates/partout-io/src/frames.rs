@@ -1,0 +1,386 @@
+//! Frames: the inputs cut into pieces that workers read independently.
+//!
+//! A Parquet file is cut by row groups (a large row group into equal row ranges), an Arrow IPC
+//! file by record batches; a CSV file or an IPC stream can only be read from its start and is
+//! one frame. Pieces are grouped into frames of about the asked size, and a frame that would
+//! come out under half of it is merged into its neighbour, so no tiny trailing task is made.
+
+use crate::{Format, InputFile, IoError, Result, file_error, open};
+use arrow_array::RecordBatch;
+use arrow_schema::SchemaRef;
+use parquet::arrow::arrow_reader::{
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder, RowSelection,
+    RowSelector,
+};
+use std::fmt;
+use std::fs::File;
+use std::io::BufReader;
+use std::path::{Path, PathBuf};
+
+/// What of its file a frame reads.
+#[derive(Clone)]
+enum Part {
+    /// Row groups `groups` of a Parquet file; with `rows`, only rows `rows.0..rows.1` of them
+    /// (counted from the first group's start).
+    Parquet {
+        metadata: ArrowReaderMetadata,
+        groups: Vec<usize>,
+        rows: Option<(usize, usize)>,
+    },
+    /// Record batches `start..end` of an Arrow IPC file.
+    IpcFile { start: usize, end: usize },
+    /// The whole file.
+    Whole,
+}
+
+/// A piece of one input file that a worker reads on its own.
+#[derive(Clone)]
+pub struct Frame {
+    file: InputFile,
+    rows: Option<u64>,
+    part: Part,
+}
+
+impl fmt::Debug for Frame {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let part = match &self.part {
+            Part::Parquet { groups, rows, .. } => format!("row groups {groups:?}, rows {rows:?}"),
+            Part::IpcFile { start, end } => format!("batches {start}..{end}"),
+            Part::Whole => "whole".to_string(),
+        };
+        f.debug_struct("Frame")
+            .field("path", &self.file.path)
+            .field("rows", &self.rows)
+            .field("part", &part)
+            .finish()
+    }
+}
+
+impl Frame {
+    /// The file the frame is a piece of.
+    pub fn path(&self) -> &Path {
+        &self.file.path
+    }
+
+    /// Its rows, when the file says so without being read (Parquet).
+    pub fn rows(&self) -> Option<u64> {
+        self.rows
+    }
+
+    /// Reads the frame's batches; each must have `schema`'s fields.
+    ///
+    /// # Errors
+    /// [`IoError::File`] when the file cannot be opened; read errors come from the iterator,
+    /// each naming the file.
+    pub fn read(&self, schema: &SchemaRef) -> Result<FrameReader> {
+        let path = &self.file.path;
+        let bad = |e: &dyn fmt::Display| {
+            file_error(
+                path,
+                format!("not a readable {:?} file: {e}", self.file.format),
+            )
+        };
+        let batches: crate::Batches = match &self.part {
+            Part::Parquet {
+                metadata,
+                groups,
+                rows,
+            } => {
+                let handle = File::open(path).map_err(|e| file_error(path, e))?;
+                let mut builder =
+                    ParquetRecordBatchReaderBuilder::new_with_metadata(handle, metadata.clone())
+                        .with_batch_size(crate::BATCH_ROWS)
+                        .with_row_groups(groups.clone());
+                if let Some((from, to)) = *rows {
+                    builder = builder.with_row_selection(RowSelection::from(vec![
+                        RowSelector::skip(from),
+                        RowSelector::select(to - from),
+                    ]));
+                }
+                Box::new(builder.build().map_err(|e| bad(&e))?)
+            }
+            Part::IpcFile { start, end } => {
+                let handle = File::open(path).map_err(|e| file_error(path, e))?;
+                let mut reader =
+                    arrow_ipc::reader::FileReader::try_new(BufReader::new(handle), None)
+                        .map_err(|e| bad(&e))?;
+                reader.set_index(*start).map_err(|e| bad(&e))?;
+                Box::new(reader.take(end - start))
+            }
+            Part::Whole => open(&self.file, Some(schema))?.1,
+        };
+        Ok(FrameReader {
+            path: path.clone(),
+            schema: schema.clone(),
+            batches,
+            failed: false,
+        })
+    }
+}
+
+/// The batches of one frame.
+pub struct FrameReader {
+    path: PathBuf,
+    schema: SchemaRef,
+    batches: crate::Batches,
+    failed: bool,
+}
+
+impl fmt::Debug for FrameReader {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FrameReader")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Iterator for FrameReader {
+    type Item = Result<RecordBatch>;
+
+    /// The next batch; after an error, nothing more.
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed {
+            return None;
+        }
+        let item = match self.batches.next()? {
+            Ok(batch) if batch.schema_ref().fields() != self.schema.fields() => Err(file_error(
+                &self.path,
+                format!(
+                    "a batch of schema {} where {} was expected",
+                    batch.schema(),
+                    self.schema
+                ),
+            )),
+            Ok(batch) => Ok(batch),
+            Err(e) => Err(file_error(&self.path, format!("reading failed: {e}"))),
+        };
+        self.failed = item.is_err();
+        Some(item)
+    }
+}
+
+/// The frames of a set of inputs, and their one schema.
+#[derive(Debug, Clone)]
+pub struct Frames {
+    /// The schema of every input (the first file's).
+    pub schema: SchemaRef,
+    /// The frames, in file order.
+    pub frames: Vec<Frame>,
+}
+
+impl Frames {
+    /// Rows in all, when every frame knows its count.
+    pub fn rows(&self) -> Option<u64> {
+        self.frames.iter().map(Frame::rows).sum()
+    }
+}
+
+/// Cuts `files` into frames of about `frame_rows` rows (Parquet) or `frame_rows` /
+/// [`BATCH_ROWS`](crate::BATCH_ROWS) batches (IPC files), checking that every file has the
+/// first one's schema.
+///
+/// # Errors
+/// [`IoError::Inputs`] for no files; [`IoError::File`] for a file that cannot be opened, is
+/// not of its format, or has another schema.
+pub fn plan_frames(files: &[InputFile], frame_rows: usize) -> Result<Frames> {
+    let frame_rows = frame_rows.max(1);
+    let mut schema: Option<SchemaRef> = None;
+    let mut frames = Vec::new();
+    for file in files {
+        let path = &file.path;
+        let bad = |e: &dyn fmt::Display| {
+            file_error(path, format!("not a readable {:?} file: {e}", file.format))
+        };
+        let (file_schema, pieces): (SchemaRef, Vec<(Part, Option<u64>)>) = match file.format {
+            Format::Parquet => {
+                let handle = File::open(path).map_err(|e| file_error(path, e))?;
+                let metadata = ArrowReaderMetadata::load(&handle, ArrowReaderOptions::new())
+                    .map_err(|e| bad(&e))?;
+                let group_rows: Vec<usize> = metadata
+                    .metadata()
+                    .row_groups()
+                    .iter()
+                    .map(|g| g.num_rows().max(0) as usize)
+                    .collect();
+                let pieces = parquet_parts(&group_rows, frame_rows)
+                    .into_iter()
+                    .map(|(groups, rows, count)| {
+                        let part = Part::Parquet {
+                            metadata: metadata.clone(),
+                            groups,
+                            rows,
+                        };
+                        (part, Some(count as u64))
+                    })
+                    .collect();
+                (metadata.schema().clone(), pieces)
+            }
+            Format::IpcFile => {
+                let handle = File::open(path).map_err(|e| file_error(path, e))?;
+                let reader = arrow_ipc::reader::FileReader::try_new(BufReader::new(handle), None)
+                    .map_err(|e| bad(&e))?;
+                let per_frame = (frame_rows / crate::BATCH_ROWS).max(1);
+                let pieces = even_ranges(reader.num_batches(), per_frame)
+                    .into_iter()
+                    .map(|(start, end)| (Part::IpcFile { start, end }, None))
+                    .collect();
+                (reader.schema(), pieces)
+            }
+            Format::IpcStream | Format::Csv => {
+                let (file_schema, _) = open(file, schema.as_ref())?;
+                (file_schema, vec![(Part::Whole, None)])
+            }
+        };
+        match &schema {
+            None => schema = Some(file_schema),
+            Some(first) if first.fields() != file_schema.fields() => {
+                return Err(file_error(
+                    path,
+                    format!("its schema {file_schema} differs from the first input's {first}"),
+                ));
+            }
+            Some(_) => {}
+        }
+        frames.extend(pieces.into_iter().map(|(part, rows)| Frame {
+            file: file.clone(),
+            rows,
+            part,
+        }));
+    }
+    let schema = schema.ok_or_else(|| IoError::Inputs("no input files".into()))?;
+    Ok(Frames { schema, frames })
+}
+
+/// `count` items cut into ranges of about `per` (at least one range when `count > 0`), the
+/// ranges as equal as can be: no range under half of `per` unless there is only one.
+fn even_ranges(count: usize, per: usize) -> Vec<(usize, usize)> {
+    if count == 0 {
+        return Vec::new();
+    }
+    let ranges = (count + per / 2) / per.max(1);
+    let ranges = ranges.clamp(1, count);
+    (0..ranges)
+        .map(|i| (i * count / ranges, (i + 1) * count / ranges))
+        .collect()
+}
+
+/// A Parquet frame: its row groups, its row range within them (when cut), its rows.
+type ParquetPart = (Vec<usize>, Option<(usize, usize)>, usize);
+
+/// Parquet row groups (their row counts) grouped into frames of about `frame_rows` rows:
+/// consecutive small groups together, a group of more than 1.5 frames cut into equal row
+/// ranges. Each frame: its groups, its row range within them (when cut), its rows.
+fn parquet_parts(group_rows: &[usize], frame_rows: usize) -> Vec<ParquetPart> {
+    let mut parts: Vec<ParquetPart> = Vec::new();
+    let mut open: (Vec<usize>, usize) = (Vec::new(), 0);
+    let close = |open: &mut (Vec<usize>, usize), parts: &mut Vec<_>| {
+        if !open.0.is_empty() {
+            parts.push((std::mem::take(&mut open.0), None, open.1));
+            open.1 = 0;
+        }
+    };
+    for (g, &rows) in group_rows.iter().enumerate() {
+        if rows == 0 {
+            continue;
+        }
+        if rows * 2 > frame_rows * 3 {
+            close(&mut open, &mut parts);
+            for (from, to) in even_ranges(rows, frame_rows) {
+                let range = (from, to);
+                parts.push((vec![g], (range != (0, rows)).then_some(range), to - from));
+            }
+            continue;
+        }
+        if open.1 > 0 && open.1 + rows > frame_rows + frame_rows / 2 {
+            close(&mut open, &mut parts);
+        }
+        open.0.push(g);
+        open.1 += rows;
+    }
+    // A small last frame joins the one before when that one is made of whole groups.
+    if open.1 > 0
+        && open.1 * 2 < frame_rows
+        && let Some((groups, None, rows)) = parts.last_mut()
+    {
+        groups.append(&mut open.0);
+        *rows += open.1;
+        open.1 = 0;
+    }
+    close(&mut open, &mut parts);
+    parts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_are_even_and_cover_everything() {
+        assert_eq!(even_ranges(0, 10), vec![]);
+        assert_eq!(even_ranges(3, 10), vec![(0, 3)]);
+        assert_eq!(even_ranges(10, 10), vec![(0, 10)]);
+        assert_eq!(even_ranges(14, 10), vec![(0, 14)]);
+        assert_eq!(even_ranges(16, 10), vec![(0, 8), (8, 16)]);
+        for count in 1..200 {
+            for per in 1..40 {
+                let ranges = even_ranges(count, per);
+                assert_eq!(ranges[0].0, 0);
+                assert_eq!(ranges.last().unwrap().1, count);
+                assert!(ranges.windows(2).all(|w| w[0].1 == w[1].0));
+                let (min, max) = ranges.iter().fold((usize::MAX, 0), |(lo, hi), r| {
+                    (lo.min(r.1 - r.0), hi.max(r.1 - r.0))
+                });
+                assert!(max - min <= 1, "{count} by {per}: {ranges:?}");
+                assert!(ranges.len() == 1 || min * 2 >= per, "{count} by {per}");
+            }
+        }
+    }
+
+    #[test]
+    fn row_groups_make_frames_without_a_tiny_tail() {
+        // Small groups are joined; the small tail joins the frame before.
+        let parts = parquet_parts(&[40, 40, 40, 40, 10], 100);
+        let rows: Vec<usize> = parts.iter().map(|p| p.2).collect();
+        assert_eq!(rows, vec![120, 50]);
+        let parts = parquet_parts(&[100, 100, 20], 100);
+        assert_eq!(
+            parts.iter().map(|p| p.2).collect::<Vec<_>>(),
+            vec![100, 120]
+        );
+        // A big group is cut into equal row ranges.
+        let parts = parquet_parts(&[1000, 30], 300);
+        assert_eq!(
+            parts,
+            vec![
+                (vec![0], Some((0, 333)), 333),
+                (vec![0], Some((333, 666)), 333),
+                (vec![0], Some((666, 1000)), 334),
+                (vec![1], None, 30),
+            ]
+        );
+        // Every row of every group is in exactly one frame.
+        for groups in [vec![7, 0, 900, 3, 3, 3, 250, 1], vec![5; 40], vec![10_000]] {
+            for frame_rows in [1, 7, 100, 1000, 100_000] {
+                let parts = parquet_parts(&groups, frame_rows);
+                let total: usize = parts.iter().map(|p| p.2).sum();
+                assert_eq!(total, groups.iter().sum::<usize>());
+                let mut seen = vec![0usize; groups.len()];
+                for (gs, rows, count) in &parts {
+                    match rows {
+                        Some((from, to)) => {
+                            assert_eq!(gs.len(), 1);
+                            seen[gs[0]] += to - from;
+                            assert_eq!(to - from, *count);
+                        }
+                        None => {
+                            for &g in gs {
+                                seen[g] += groups[g];
+                            }
+                        }
+                    }
+                }
+                assert_eq!(seen, groups);
+            }
+        }
+    }
+}

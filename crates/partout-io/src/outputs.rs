@@ -1,0 +1,568 @@
+//! Outputs on disk: one file per destination, shared by every worker ([`DestinationFiles`]),
+//! or one data file and an index per worker ([`ShuffleFile`]).
+
+use arrow_array::RecordBatch;
+use arrow_schema::SchemaRef;
+use parquet::arrow::ArrowWriter;
+use parquet::file::properties::WriterProperties;
+use partout_exchange::{BatchSink, WriterError};
+use partout_format::ipc::{Compression, IpcStreamEncoder};
+use partout_format::presto::{PageOptions, encode_page};
+use std::fs::File;
+use std::io::{self, Seek, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+
+/// What a destination's output holds.
+#[derive(Debug, Clone)]
+pub enum FileFormat {
+    /// An Arrow IPC stream, buffers compressed as given.
+    Ipc(Compression),
+    /// Presto SerializedPages, checksummed, bodies LZ4-compressed when `lz4`.
+    Presto {
+        /// Raw LZ4 page bodies.
+        lz4: bool,
+    },
+    /// A Parquet file written with these properties; a row group ends when the one being
+    /// written holds `row_group_bytes` of memory (encoded pages, dictionaries).
+    Parquet {
+        /// The writer's properties (compression, statistics, ...).
+        properties: Box<WriterProperties>,
+        /// Memory a destination's open row group may hold.
+        row_group_bytes: usize,
+    },
+}
+
+impl FileFormat {
+    /// The file name extension of the format.
+    pub fn extension(&self) -> &'static str {
+        match self {
+            Self::Ipc(_) => "arrows",
+            Self::Presto { .. } => "presto",
+            Self::Parquet { .. } => "parquet",
+        }
+    }
+}
+
+fn sink_error(destination: Option<usize>, e: impl std::fmt::Display) -> WriterError {
+    WriterError::Sink {
+        destination,
+        source: io::Error::other(e.to_string()),
+    }
+}
+
+fn io_error(destination: Option<usize>) -> impl FnOnce(io::Error) -> WriterError {
+    move |source| WriterError::Sink {
+        destination,
+        source,
+    }
+}
+
+/// A destination's open file.
+enum Slot {
+    Unopened,
+    Stream {
+        file: File,
+        encoder: Option<IpcStreamEncoder>,
+        bytes: u64,
+    },
+    Parquet(ArrowWriter<File>),
+    /// Finished, or failed: no more writes.
+    Done,
+}
+
+/// One file per destination in a directory, written by any number of workers at once: each
+/// destination's file is behind its own lock, taken only to write a flushed batch (encoding
+/// included, so that several destinations encode in parallel), never on the row path.
+/// Files are written as `.NAME.partial` and renamed by [`finish`](Self::finish).
+pub struct DestinationFiles {
+    dir: PathBuf,
+    prefix: String,
+    schema: SchemaRef,
+    format: FileFormat,
+    slots: Vec<Mutex<Slot>>,
+    finished: bool,
+}
+
+impl std::fmt::Debug for DestinationFiles {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DestinationFiles")
+            .field("dir", &self.dir)
+            .field("prefix", &self.prefix)
+            .field("destinations", &self.slots.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A destination's finished file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DestinationFile {
+    /// Its name in the directory, `None` when the destination got no bytes (Presto pages of no
+    /// rows).
+    pub name: Option<String>,
+    /// Its size.
+    pub bytes: u64,
+}
+
+impl DestinationFiles {
+    /// Files `DIR/{prefix}-{p:05}.EXT` for `destinations` destinations of batches of `schema`.
+    ///
+    /// # Errors
+    /// When `dir` cannot be created; [`WriterError::Encode`] for a schema Presto pages cannot
+    /// carry; [`WriterError::InvalidOption`] for ZSTD Presto pages.
+    pub fn try_new(
+        dir: &Path,
+        prefix: &str,
+        schema: SchemaRef,
+        destinations: usize,
+        format: FileFormat,
+    ) -> Result<Self, WriterError> {
+        std::fs::create_dir_all(dir).map_err(io_error(None))?;
+        if matches!(format, FileFormat::Presto { .. }) {
+            let empty = RecordBatch::new_empty(schema.clone());
+            encode_page(&empty, PageOptions::default(), &mut Vec::new())?;
+        }
+        Ok(Self {
+            dir: dir.to_path_buf(),
+            prefix: prefix.to_string(),
+            schema,
+            format,
+            slots: (0..destinations)
+                .map(|_| Mutex::new(Slot::Unopened))
+                .collect(),
+            finished: false,
+        })
+    }
+
+    /// The name of destination `p`'s finished file.
+    pub fn name(&self, p: usize) -> String {
+        format!("{}-{p:05}.{}", self.prefix, self.format.extension())
+    }
+
+    fn partial(&self, p: usize) -> PathBuf {
+        self.dir.join(format!(".{}.partial", self.name(p)))
+    }
+
+    /// A writer's handle: a [`BatchSink`] whose batches go to these files, with its own
+    /// scratch buffer. Its `finish` does nothing; [`finish`](Self::finish) ends the files.
+    pub fn handle(&self) -> FilesHandle<'_> {
+        FilesHandle {
+            files: self,
+            out: Vec::new(),
+        }
+    }
+
+    fn lock(&self, p: usize) -> Result<MutexGuard<'_, Slot>, WriterError> {
+        let slot = self.slots.get(p).ok_or_else(|| {
+            sink_error(Some(p), format!("destination {p} of {}", self.slots.len()))
+        })?;
+        // A writer that panicked holding the lock left the file unusable.
+        slot.lock()
+            .map_err(|_| sink_error(Some(p), "a writer of this destination panicked"))
+    }
+
+    fn open(&self, p: usize) -> Result<Slot, WriterError> {
+        let file = File::create(self.partial(p)).map_err(io_error(Some(p)))?;
+        Ok(match &self.format {
+            FileFormat::Ipc(compression) => Slot::Stream {
+                file,
+                encoder: Some(IpcStreamEncoder::try_new(
+                    self.schema.clone(),
+                    *compression,
+                )?),
+                bytes: 0,
+            },
+            FileFormat::Presto { .. } => Slot::Stream {
+                file,
+                encoder: None,
+                bytes: 0,
+            },
+            FileFormat::Parquet { properties, .. } => Slot::Parquet(
+                ArrowWriter::try_new(file, self.schema.clone(), Some(properties.as_ref().clone()))
+                    .map_err(|e| sink_error(Some(p), e))?,
+            ),
+        })
+    }
+
+    fn write(&self, p: usize, batch: &RecordBatch, out: &mut Vec<u8>) -> Result<u64, WriterError> {
+        let mut slot = self.lock(p)?;
+        if matches!(*slot, Slot::Unopened) {
+            *slot = self.open(p)?;
+        }
+        let written = match &mut *slot {
+            Slot::Stream {
+                file,
+                encoder,
+                bytes,
+            } => {
+                out.clear();
+                match (encoder, &self.format) {
+                    (Some(encoder), _) => encoder.encode(batch, out)?,
+                    (None, FileFormat::Presto { lz4 }) => {
+                        let options = PageOptions {
+                            checksum: true,
+                            lz4: *lz4,
+                        };
+                        encode_page(batch, options, out)?;
+                    }
+                    (None, _) => unreachable!("only Presto streams have no encoder"),
+                }
+                file.write_all(out).map_err(io_error(Some(p)))?;
+                *bytes += out.len() as u64;
+                Ok(out.len() as u64)
+            }
+            Slot::Parquet(writer) => {
+                let before = writer.bytes_written();
+                let limit = match &self.format {
+                    FileFormat::Parquet {
+                        row_group_bytes, ..
+                    } => *row_group_bytes,
+                    _ => unreachable!("a Parquet slot of a Parquet format"),
+                };
+                // Rows are encoded now, into the open row group; it is written out when it
+                // holds its share of memory (a row group per flush would make thousands of
+                // tiny row groups, whose metadata the writer keeps until the end).
+                writer
+                    .write(batch)
+                    .and_then(|()| {
+                        if writer.memory_size() >= limit {
+                            writer.flush()
+                        } else {
+                            Ok(())
+                        }
+                    })
+                    .map_err(|e| sink_error(Some(p), e))?;
+                Ok((writer.bytes_written() - before) as u64)
+            }
+            Slot::Unopened | Slot::Done => Err(sink_error(Some(p), "its file is already closed")),
+        };
+        if written.is_err() {
+            *slot = Slot::Done;
+        }
+        written
+    }
+
+    /// Ends every file (a destination without rows gets a file of the schema alone, but for
+    /// Presto pages, which need none) and renames them into place.
+    ///
+    /// # Errors
+    /// Encoding and IO errors; the partial files are removed then.
+    pub fn finish(mut self) -> Result<Vec<DestinationFile>, WriterError> {
+        let files = self.finish_files()?;
+        self.finished = true;
+        Ok(files)
+    }
+
+    fn finish_files(&self) -> Result<Vec<DestinationFile>, WriterError> {
+        let mut files = Vec::with_capacity(self.slots.len());
+        for p in 0..self.slots.len() {
+            let mut slot = self.lock(p)?;
+            if matches!(*slot, Slot::Unopened) {
+                if matches!(self.format, FileFormat::Presto { .. }) {
+                    files.push(DestinationFile {
+                        name: None,
+                        bytes: 0,
+                    });
+                    continue;
+                }
+                *slot = self.open(p)?;
+            }
+            let bytes = match std::mem::replace(&mut *slot, Slot::Done) {
+                Slot::Stream {
+                    mut file,
+                    encoder,
+                    bytes,
+                } => {
+                    let mut end = Vec::new();
+                    if let Some(encoder) = encoder {
+                        encoder.finish(&mut end)?;
+                    }
+                    file.write_all(&end).map_err(io_error(Some(p)))?;
+                    bytes + end.len() as u64
+                }
+                Slot::Parquet(writer) => {
+                    // Writes the footer and hands the file back.
+                    let file = writer.into_inner().map_err(|e| sink_error(Some(p), e))?;
+                    file.metadata().map_err(io_error(Some(p)))?.len()
+                }
+                Slot::Unopened | Slot::Done => {
+                    return Err(sink_error(Some(p), "a write to it failed earlier"));
+                }
+            };
+            std::fs::rename(self.partial(p), self.dir.join(self.name(p)))
+                .map_err(io_error(Some(p)))?;
+            files.push(DestinationFile {
+                name: Some(self.name(p)),
+                bytes,
+            });
+        }
+        Ok(files)
+    }
+}
+
+impl Drop for DestinationFiles {
+    /// Unless finished, the partial files are removed: nothing half-written is left behind.
+    fn drop(&mut self) {
+        if self.finished {
+            return;
+        }
+        for p in 0..self.slots.len() {
+            let touched = self
+                .slots
+                .get_mut(p)
+                .map(|slot| !matches!(slot.get_mut(), Ok(Slot::Unopened)))
+                .unwrap_or(false);
+            if touched {
+                let _ = std::fs::remove_file(self.partial(p));
+            }
+        }
+    }
+}
+
+/// One writer's way into [`DestinationFiles`].
+#[derive(Debug)]
+pub struct FilesHandle<'a> {
+    files: &'a DestinationFiles,
+    out: Vec<u8>,
+}
+
+impl BatchSink for FilesHandle<'_> {
+    fn write_batch(&mut self, destination: usize, batch: &RecordBatch) -> Result<u64, WriterError> {
+        self.files.write(destination, batch, &mut self.out)
+    }
+
+    fn finish(&mut self, _destination_bytes: &mut [u64]) -> Result<(), WriterError> {
+        Ok(())
+    }
+}
+
+/// The magic bytes that open a shuffle index.
+pub const SHUFFLE_INDEX_MAGIC: &[u8; 8] = b"PTSHUF01";
+
+/// A byte range of a shuffle data file that holds a piece of one destination's output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShuffleRange {
+    /// The destination.
+    pub destination: u32,
+    /// Where the piece starts in the data file.
+    pub offset: u64,
+    /// Its length.
+    pub len: u64,
+    /// Rows in it.
+    pub rows: u64,
+}
+
+/// One worker's shuffle output: every destination's pieces appended to one data file
+/// (`{name}.data`), and an index (`{name}.index`) of the byte range, destination and rows of
+/// each piece. A destination's ranges, in index order, concatenate to its whole output (an
+/// Arrow IPC stream, or Presto pages), so a reader of destination `p` reads just its ranges.
+///
+/// The index: the magic `PTSHUF01`, the destination count (u32), the range count (u64), then
+/// per range its destination (u32), offset, length and rows (u64 each), all little-endian.
+pub struct ShuffleFile {
+    data_path: PathBuf,
+    index: Option<io::BufWriter<File>>,
+    ranges: u64,
+    data: Option<File>,
+    schema: SchemaRef,
+    ipc: Option<Compression>,
+    presto_lz4: bool,
+    encoders: Vec<Option<IpcStreamEncoder>>,
+    offset: u64,
+    out: Vec<u8>,
+}
+
+impl std::fmt::Debug for ShuffleFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ShuffleFile")
+            .field("data", &self.data_path)
+            .field("ranges", &self.ranges)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ShuffleFile {
+    /// A shuffle output `DIR/{name}.data` and `DIR/{name}.index` for `destinations`
+    /// destinations, in `format` (Arrow IPC or Presto pages; Parquet is refused: its files
+    /// cannot be cut into ranges).
+    ///
+    /// # Errors
+    /// When the data file cannot be created; [`WriterError::InvalidOption`] for Parquet.
+    pub fn try_new(
+        dir: &Path,
+        name: &str,
+        schema: SchemaRef,
+        destinations: usize,
+        format: &FileFormat,
+    ) -> Result<Self, WriterError> {
+        let (ipc, presto_lz4) = match format {
+            FileFormat::Ipc(compression) => (Some(*compression), false),
+            FileFormat::Presto { lz4 } => {
+                let empty = RecordBatch::new_empty(schema.clone());
+                encode_page(&empty, PageOptions::default(), &mut Vec::new())?;
+                (None, *lz4)
+            }
+            FileFormat::Parquet { .. } => {
+                return Err(WriterError::InvalidOption(
+                    "the shuffle layout carries Arrow IPC or Presto pages, not Parquet".into(),
+                ));
+            }
+        };
+        let data_path = dir.join(format!("{name}.data"));
+        let data = File::create(&data_path).map_err(io_error(None))?;
+        // The index is written as ranges are made (its range count filled in at the end):
+        // its size grows with the output, the memory it takes does not.
+        let mut index = io::BufWriter::new(
+            File::create(dir.join(format!("{name}.index"))).map_err(io_error(None))?,
+        );
+        index
+            .write_all(SHUFFLE_INDEX_MAGIC)
+            .and_then(|()| index.write_all(&(destinations as u32).to_le_bytes()))
+            .and_then(|()| index.write_all(&0u64.to_le_bytes()))
+            .map_err(io_error(None))?;
+        Ok(Self {
+            index: Some(index),
+            ranges: 0,
+            data_path,
+            data: Some(data),
+            schema,
+            ipc,
+            presto_lz4,
+            encoders: (0..destinations).map(|_| None).collect(),
+            offset: 0,
+            out: Vec::new(),
+        })
+    }
+
+    fn append(&mut self, p: usize, rows: u64) -> Result<u64, WriterError> {
+        let data = self
+            .data
+            .as_mut()
+            .ok_or_else(|| sink_error(Some(p), "the shuffle file is finished"))?;
+        data.write_all(&self.out).map_err(io_error(Some(p)))?;
+        let len = self.out.len() as u64;
+        let index = self
+            .index
+            .as_mut()
+            .ok_or_else(|| sink_error(Some(p), "the shuffle file is finished"))?;
+        let mut entry = [0u8; 28];
+        entry[..4].copy_from_slice(&(p as u32).to_le_bytes());
+        entry[4..12].copy_from_slice(&self.offset.to_le_bytes());
+        entry[12..20].copy_from_slice(&len.to_le_bytes());
+        entry[20..].copy_from_slice(&rows.to_le_bytes());
+        index.write_all(&entry).map_err(io_error(Some(p)))?;
+        self.ranges += 1;
+        self.offset += len;
+        Ok(len)
+    }
+}
+
+impl BatchSink for ShuffleFile {
+    fn write_batch(&mut self, p: usize, batch: &RecordBatch) -> Result<u64, WriterError> {
+        if p >= self.encoders.len() {
+            return Err(sink_error(
+                Some(p),
+                format!("destination {p} of {}", self.encoders.len()),
+            ));
+        }
+        self.out.clear();
+        match self.ipc {
+            Some(compression) => {
+                let encoder = match &mut self.encoders[p] {
+                    Some(encoder) => encoder,
+                    slot => {
+                        slot.insert(IpcStreamEncoder::try_new(self.schema.clone(), compression)?)
+                    }
+                };
+                encoder.encode(batch, &mut self.out)?;
+            }
+            None => {
+                let options = PageOptions {
+                    checksum: true,
+                    lz4: self.presto_lz4,
+                };
+                encode_page(batch, options, &mut self.out)?;
+            }
+        }
+        self.append(p, batch.num_rows() as u64)
+    }
+
+    /// Ends the IPC stream of every destination that has rows and completes the index.
+    fn finish(&mut self, destination_bytes: &mut [u64]) -> Result<(), WriterError> {
+        for (p, bytes) in destination_bytes.iter_mut().enumerate() {
+            if let Some(encoder) = self.encoders.get_mut(p).and_then(Option::take) {
+                self.out.clear();
+                encoder.finish(&mut self.out)?;
+                *bytes += self.append(p, 0)?;
+            }
+        }
+        let data = self
+            .data
+            .take()
+            .ok_or_else(|| sink_error(None, "the shuffle file is finished"))?;
+        drop(data);
+        let index = self
+            .index
+            .take()
+            .ok_or_else(|| sink_error(None, "the shuffle file is finished"))?;
+        let mut file = index
+            .into_inner()
+            .map_err(|e| io_error(None)(e.into_error()))?;
+        file.seek(io::SeekFrom::Start(12))
+            .and_then(|_| file.write_all(&self.ranges.to_le_bytes()))
+            .map_err(io_error(None))
+    }
+}
+
+/// Reads a shuffle index: the destination count and the ranges, checked against the data
+/// file's size.
+///
+/// # Errors
+/// [`crate::IoError::File`] naming the index for a missing magic, a truncated or overlong
+/// index, a destination out of range, or a range past the data file's end or overlapping
+/// another.
+pub fn read_shuffle_index(index: &Path, data_len: u64) -> crate::Result<(u32, Vec<ShuffleRange>)> {
+    let bytes = std::fs::read(index).map_err(|e| crate::file_error(index, e))?;
+    let bad = |what: String| crate::file_error(index, format!("not a shuffle index: {what}"));
+    if bytes.len() < 20 || &bytes[..8] != SHUFFLE_INDEX_MAGIC {
+        return Err(bad("no PTSHUF01 header".into()));
+    }
+    let u32_at = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
+    let u64_at = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
+    let destinations = u32_at(8);
+    let count = u64_at(12);
+    let expected = (count as u128) * 28 + 20;
+    if expected != bytes.len() as u128 {
+        return Err(bad(format!(
+            "{count} ranges need {expected} bytes, the index has {}",
+            bytes.len()
+        )));
+    }
+    let mut ranges = Vec::with_capacity(count as usize);
+    let mut end = 0u64;
+    for i in 0..count as usize {
+        let at = 20 + 28 * i;
+        let range = ShuffleRange {
+            destination: u32_at(at),
+            offset: u64_at(at + 4),
+            len: u64_at(at + 12),
+            rows: u64_at(at + 20),
+        };
+        if range.destination >= destinations {
+            return Err(bad(format!(
+                "range {i} is of destination {} of {destinations}",
+                range.destination
+            )));
+        }
+        let range_end = range.offset.checked_add(range.len);
+        if range.offset < end || range_end.is_none_or(|e| e > data_len) {
+            return Err(bad(format!(
+                "range {i} ({} bytes at {}) overlaps another or passes the data's {data_len} bytes",
+                range.len, range.offset
+            )));
+        }
+        end = range_end.unwrap_or(end);
+        ranges.push(range);
+    }
+    Ok((destinations, ranges))
+}
