@@ -53,7 +53,7 @@ pub struct WriterBenchOptions {
 const MEMORY_LIMIT: usize = 64 << 20;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Contender {
+pub(crate) enum Contender {
     Partout,
     PartoutScatterThenCopy,
     DataFusion,
@@ -118,11 +118,11 @@ fn input_bytes(batches: &[RecordBatch]) -> usize {
 }
 
 /// What one run of a contender produced.
-struct Run {
+pub(crate) struct Run {
     /// One IPC stream per destination (none for LZ4 alone).
-    outputs: Vec<Vec<u8>>,
+    pub outputs: Vec<Vec<u8>>,
     /// Bytes produced.
-    bytes: usize,
+    pub bytes: usize,
     /// partout's own account of where the time went.
     metrics: Option<WriterMetrics>,
 }
@@ -219,7 +219,7 @@ fn run_baseline<W: Write>(
 
 /// Runs one contender over every batch. With `check`, the outputs are kept (to be decoded);
 /// without, they are counted and dropped as they come.
-fn run_once(
+pub(crate) fn run_once(
     contender: Contender,
     lz4: bool,
     batches: &[RecordBatch],
@@ -310,7 +310,7 @@ fn compress_buffers(data: &arrow_data::ArrayData, out: &mut Vec<u8>) -> Result<u
 }
 
 /// Rows in every destination's stream, decoded (to check a contender lost nothing).
-fn decoded_rows(outputs: &[Vec<u8>]) -> Result<usize> {
+pub(crate) fn decoded_rows(outputs: &[Vec<u8>]) -> Result<usize> {
     outputs.iter().enumerate().try_fold(0, |total, (p, bytes)| {
         let (_, batches) =
             decode_stream(bytes).with_context(|| format!("decoding destination {p}"))?;

@@ -1,97 +1,171 @@
-//! `partout demo`: the main job on built-in data. Generates batches, hash-partitions them in
-//! memory by their BIGINT column (partition ids, then the rows laid out destination by
-//! destination) with partout and with DataFusion's way (ahash ids, then one grouped take per
-//! batch), checks partout's output against the reference partitioner, and prints the
-//! throughput of each.
+//! `partout demo`: the main job on built-in data. Generates TPC-H lineitem in-process,
+//! partitions it in memory by `l_orderkey` into Arrow IPC streams with partout and with
+//! DataFusion's way (ahash ids, a grouped take per batch, an IPC writer per destination),
+//! checks that every row arrived, then repartitions it on disk (a Parquet file in, one Parquet
+//! file per destination out) with one thread and with every core, and prints the throughput of
+//! each beside its baseline.
 
-use crate::measure::{Budget, compare, keep};
-use anyhow::{Result, ensure};
+use crate::bench_writer::{Contender, decoded_rows, lineitem, run_once};
+use crate::repartition::{
+    CompressionArg, FormatArg, LayoutArg, RepartitionOptions, SchemeArg, repartition,
+};
+use anyhow::{Context, Result, ensure};
 use arrow_array::RecordBatch;
-use partout_core::Partitioner;
-use partout_core::ids::{PartitionIds, Partitioning};
-use partout_testkit::baseline::{DataFusionHash, GroupedTake};
-use partout_testkit::workload::{ColumnKind, data_bytes, matrix_batch};
-use partout_testkit::{reference_partition, rng};
-use std::time::Duration;
+use std::time::Instant;
 
-const ROWS: usize = 8192;
-/// The BIGINT column of the mixed batch: the key.
-const KEY: usize = 1;
+/// Options of `partout demo`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct DemoOptions {
+    /// TPC-H scale factor of the generated lineitem table.
+    #[arg(long, default_value_t = 0.1)]
+    pub sf: f64,
+    /// Destinations.
+    #[arg(short = 'n', long, default_value_t = 64,
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(partout_core::plan::MAX_PARTITIONS)))]
+    pub partitions: u32,
+    /// Rounds of each in-memory contender (alternating); figures are medians.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
+    pub rounds: u32,
+}
 
-pub fn run(batches: usize) -> Result<()> {
-    ensure!(batches > 0, "--batches must be at least 1");
-    let mut rng = rng(2024);
-    let input: Vec<RecordBatch> = (0..batches)
-        .map(|_| matrix_batch(ColumnKind::Mixed, 10, ROWS, 0.1, &mut rng))
-        .collect();
-    let rows = batches * ROWS;
-    let bytes: usize = input.iter().map(data_bytes).sum();
-    outln!(
-        "partout demo: {batches} batches x {ROWS} rows, 10 mixed columns (int, bigint, decimal, strings, bool), {:.1} MiB, hash-partitioned on the bigint column",
-        bytes as f64 / (1 << 20) as f64
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+pub fn run(options: &DemoOptions) -> Result<()> {
+    let n = options.partitions;
+    let started = Instant::now();
+    let batches = lineitem(options.sf, 8192)?;
+    ensure!(
+        !batches.is_empty(),
+        "no rows generated at SF {}",
+        options.sf
     );
+    let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
+    let bytes: usize = batches.iter().map(RecordBatch::get_array_memory_size).sum();
     outln!(
-        "{:>10} {:>14} {:>14} {:>16} {:>8}",
-        "partitions",
+        "partout demo: TPC-H lineitem SF {} ({rows} rows, 16 columns, {:.0} MiB, generated in {:.1} s), hash-partitioned by l_orderkey into {n} destinations",
+        options.sf,
+        bytes as f64 / (1 << 20) as f64,
+        started.elapsed().as_secs_f64()
+    );
+
+    // In memory: one Arrow IPC stream per destination. Every row decoded back first.
+    let memory_limit = 64 << 20;
+    for contender in [Contender::Partout, Contender::DataFusion] {
+        let run = run_once(contender, false, &batches, n, memory_limit, true)?;
+        let decoded = decoded_rows(&run.outputs)?;
+        ensure!(
+            decoded == rows,
+            "{contender:?} wrote {decoded} rows of {rows}"
+        );
+    }
+    let contenders = [Contender::Partout, Contender::DataFusion];
+    let mut times = vec![Vec::new(); contenders.len()];
+    for round in 0..options.rounds as usize {
+        for k in 0..contenders.len() {
+            let i = (round + k) % contenders.len();
+            let start = Instant::now();
+            run_once(contenders[i], false, &batches, n, memory_limit, false)?;
+            times[i].push(start.elapsed().as_secs_f64());
+        }
+    }
+    let [ours, theirs]: [f64; 2] = times
+        .into_iter()
+        .map(median)
+        .collect::<Vec<_>>()
+        .try_into()
+        .expect("two contenders");
+
+    // On disk: lineitem as one Parquet file, repartitioned into one Parquet file per
+    // destination, with one thread and with every core.
+    let dir = tempfile::tempdir().context("creating a temporary directory")?;
+    let input = dir.path().join("lineitem.parquet");
+    write_parquet(&input, &batches)?;
+    let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+    let mut disk = Vec::new();
+    for threads in [1, cores] {
+        if threads == 1 && !disk.is_empty() {
+            continue;
+        }
+        let report = repartition(&RepartitionOptions {
+            inputs: vec![input.clone()],
+            by: vec!["l_orderkey".into()],
+            partitions: n,
+            scheme: SchemeArg::Hash,
+            format: FormatArg::Parquet,
+            compression: CompressionArg::Snappy,
+            layout: LayoutArg::Files,
+            threads: Some(threads as u16),
+            memory_limit: 256 << 20,
+            overwrite: true,
+            quiet: true,
+            output: dir.path().join(format!("out-{threads}")),
+        })?;
+        ensure!(
+            report.manifest["output_rows"].as_u64() == Some(rows as u64),
+            "the repartitioned files hold {} rows of {rows}",
+            report.manifest["output_rows"]
+        );
+        disk.push((threads, report.seconds));
+    }
+
+    let rate = |seconds: f64| rows as f64 / seconds / 1e6;
+    outln!();
+    outln!(
+        "{:<52} {:>14} {:>16} {:>8}",
+        "job",
         "partout Mrow/s",
-        "partout MiB/s",
         "baseline Mrow/s",
         "speedup"
     );
-    let schema = input[0].schema();
-    for n in [4u32, 64, 256, 1000] {
-        let mut ids = PartitionIds::try_new(Partitioning::hash([KEY], n), &schema)?;
-        let mut partitioner = Partitioner::try_new(n)?;
-        let mut id_buffer = Vec::new();
-        // Every destination of the first batches checked against the reference partitioner.
-        for batch in input.iter().take(4) {
-            ids.compute(batch, &mut id_buffer)?;
-            let got = partitioner.partition(batch, &id_buffer)?;
-            let want = reference_partition(batch, &id_buffer, n);
-            ensure!(
-                want.iter().enumerate().all(|(p, w)| &got.partition(p) == w),
-                "partout's output differs from the reference partitioner"
-            );
-        }
-        let mut datafusion_ids = DataFusionHash::new();
-        let mut grouped = GroupedTake::new();
-        let mut baseline_ids = Vec::new();
-        let budget = Budget {
-            samples: 5,
-            min_sample: Duration::from_millis(1),
-        };
-        let times = compare(
-            budget,
-            &mut [
-                &mut || {
-                    for batch in &input {
-                        ids.compute(batch, &mut id_buffer).expect("ids");
-                        keep(partitioner.partition(batch, &id_buffer).expect("partition"));
-                    }
-                },
-                &mut || {
-                    for batch in &input {
-                        datafusion_ids.ids(batch, &[KEY], n, &mut baseline_ids);
-                        keep(
-                            grouped
-                                .partition(batch, &baseline_ids, n as usize)
-                                .expect("take"),
-                        );
-                    }
-                },
-            ],
-        );
-        let per_s = |ns: f64| rows as f64 / ns * 1e3;
+    outln!(
+        "{:<52} {:>14.1} {:>16.1} {:>7.2}x",
+        format!("in memory: {n} Arrow IPC streams"),
+        rate(ours),
+        rate(theirs),
+        theirs / ours
+    );
+    let one = disk[0].1;
+    for &(threads, seconds) in &disk[1..] {
         outln!(
-            "{n:>10} {:>14.1} {:>14.0} {:>16.1} {:>7.2}x",
-            per_s(times[0]),
-            bytes as f64 / (1 << 20) as f64 / (times[0] / 1e9),
-            per_s(times[1]),
-            times[1] / times[0]
+            "{:<52} {:>14.1} {:>16.1} {:>7.2}x",
+            format!("on disk: Parquet -> {n} Parquet files, {threads} threads"),
+            rate(seconds),
+            rate(one),
+            one / seconds
+        );
+    }
+    if disk.len() == 1 {
+        outln!(
+            "{:<52} {:>14.1} {:>16} {:>8}",
+            format!("on disk: Parquet -> {n} Parquet files, 1 thread"),
+            rate(one),
+            "-",
+            "-"
         );
     }
     outln!(
-        "(baseline: DataFusion's way: ahash ids, per-destination index lists, one arrow take per batch; partout's output checked against the reference partitioner)"
+        "(in memory, baseline: DataFusion's way - ahash ids, a grouped take per batch, an IPC writer per destination; every row of both decoded back. On disk, baseline: partout on one thread; Snappy, every row counted. Medians of {} rounds.)",
+        options.rounds
     );
+    Ok(())
+}
+
+/// Writes `batches` as one Parquet file (row groups of 128K rows, Snappy).
+pub fn write_parquet(path: &std::path::Path, batches: &[RecordBatch]) -> Result<()> {
+    let properties = parquet::file::properties::WriterProperties::builder()
+        .set_compression(parquet::basic::Compression::SNAPPY)
+        .set_max_row_group_row_count(Some(128 << 10))
+        .build();
+    let file =
+        std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
+    let mut writer =
+        parquet::arrow::ArrowWriter::try_new(file, batches[0].schema(), Some(properties))?;
+    for batch in batches {
+        writer.write(batch)?;
+    }
+    writer.close()?;
     Ok(())
 }

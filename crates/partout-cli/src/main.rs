@@ -18,6 +18,7 @@ macro_rules! outln {
 }
 
 mod bench;
+mod bench_e2e;
 mod bench_writer;
 mod demo;
 mod measure;
@@ -46,12 +47,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Partition generated batches in memory and print throughput beside the baseline.
-    Demo {
-        /// Batches of 8,192 rows to generate.
-        #[arg(long, default_value_t = 100)]
-        batches: usize,
-    },
+    /// Partition TPC-H lineitem in memory and on disk; print throughput beside the baseline.
+    Demo(demo::DemoOptions),
     /// Repartition Parquet, Arrow IPC or CSV files by key into one file per destination.
     Repartition(repartition::RepartitionOptions),
     /// Describe a file of Presto pages: pages, rows, columns and their encodings, sizes,
@@ -75,6 +72,9 @@ enum Suite {
     Ids(bench::IdsOptions),
     /// The partitioned writer on TPC-H lineitem beside DataFusion's and Comet's ways.
     Writer(bench_writer::WriterBenchOptions),
+    /// lineitem as Parquet -> N Parquet files through `repartition`, at each thread count,
+    /// beside reading and writing the same files unpartitioned.
+    E2e(bench_e2e::E2eBenchOptions),
     /// Encoding lineitem as Presto pages beside Arrow IPC.
     Presto(bench_writer::PrestoBenchOptions),
     /// The scatter plan alone, for every fan-out (to choose the automatic one).
@@ -96,22 +96,28 @@ enum Suite {
     },
 }
 
-/// `partout repartition` keeps its peak memory under `--memory-limit`, which takes an allocator
-/// that gives freed memory back at once: mimalloc by default keeps it a while and commits its
-/// arenas eagerly, which on a 24 MiB limit made peaks of 100+ MiB. Its options are read from
-/// the environment when it starts, before `main`, so the process sets them and runs itself
-/// again (same process id, same arguments), once.
+/// `partout repartition` (and the demo and benchmark that run it) keeps its peak memory under
+/// `--memory-limit`, which takes an allocator that gives freed memory back soon: mimalloc by
+/// default keeps it 10 ms and commits its arenas eagerly, which on a 24 MiB limit made peaks
+/// of 100+ MiB. A 2 ms delay and lazy arenas keep the peaks within the limit (0 ms did too,
+/// 20-40% slower on lineitem). Its options are read from the environment when it starts,
+/// before `main`, so the process sets them and runs itself again (same process id, same
+/// arguments), once; options already in the environment are left as they are.
 #[cfg(unix)]
 fn with_allocator_options() {
     use std::os::unix::process::CommandExt;
     const OPTIONS: [(&str, &str); 2] = [
-        ("MIMALLOC_PURGE_DELAY", "0"),
+        ("MIMALLOC_PURGE_DELAY", "2"),
         ("MIMALLOC_ARENA_EAGER_COMMIT", "0"),
     ];
-    let repartition = std::env::args_os()
-        .nth(1)
-        .is_some_and(|a| a == "repartition");
-    if !repartition || std::env::var_os(OPTIONS[0].0).is_some() {
+    // The commands that repartition files: `repartition`, `demo`, `bench e2e`.
+    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).take(2).collect();
+    let files = match args.first().and_then(|a| a.to_str()) {
+        Some("repartition" | "demo") => true,
+        Some("bench") => args.get(1).is_some_and(|a| a == "e2e"),
+        _ => false,
+    };
+    if !files || std::env::var_os(OPTIONS[0].0).is_some() {
         return;
     }
     let Ok(exe) = std::env::current_exe() else {
@@ -147,7 +153,7 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
-        Command::Demo { batches } => demo::run(batches),
+        Command::Demo(options) => demo::run(&options),
         Command::Inspect { file } => inspect(&file),
         Command::Repartition(options) => repartition::run(&options),
         Command::Bench { suite } => match suite {
@@ -155,6 +161,7 @@ fn run(cli: Cli) -> Result<()> {
             Suite::Ids(options) => bench::ids(&options),
             Suite::Writer(options) => bench_writer::writer(&options),
             Suite::Presto(options) => bench_writer::presto(&options),
+            Suite::E2e(options) => bench_e2e::e2e(&options),
             Suite::Plan {
                 quick,
                 fanouts,

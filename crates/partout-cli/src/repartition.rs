@@ -14,7 +14,7 @@
 
 use anyhow::{Context, Result, anyhow, bail, ensure};
 use arrow_schema::SchemaRef;
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 use parquet::basic::{Compression as ParquetCompression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 use partout_core::ids::Partitioning;
@@ -23,7 +23,8 @@ use partout_format::ipc::Compression;
 use partout_io::{DestinationFiles, FileFormat, Frames, ShuffleFile, discover, plan_frames};
 use serde_json::json;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
 
 /// How rows find their destination.
@@ -227,7 +228,7 @@ fn file_format(options: &RepartitionOptions, budget: Budget) -> Result<FileForma
             // writer's estimate leaves out.
             let properties = WriterProperties::builder()
                 .set_compression(codec)
-                .set_dictionary_enabled(row_group_bytes >= 4 << 20)
+                .set_dictionary_enabled(row_group_bytes >= 1 << 20)
                 .build();
             FileFormat::Parquet {
                 properties: Box::new(properties),
@@ -341,6 +342,7 @@ struct Job<'a> {
     next: AtomicUsize,
     stop: AtomicBool,
     progress: ProgressBar,
+    bytes_read: Arc<AtomicU64>,
 }
 
 impl Job<'_> {
@@ -363,6 +365,8 @@ impl Job<'_> {
             for batch in frame.read(&schema)? {
                 let batch = batch?;
                 writer.append(&batch)?;
+                self.bytes_read
+                    .fetch_add(batch.get_array_memory_size() as u64, Ordering::Relaxed);
                 self.progress.inc(batch.num_rows() as u64);
                 if self.stop.load(Ordering::Relaxed) {
                     break;
@@ -451,20 +455,35 @@ pub fn repartition(options: &RepartitionOptions) -> Result<Report> {
     )
     .with_context(|| format!("partitioning by {}", options.by.join(",")))?;
 
+    let bytes_read = Arc::new(AtomicU64::new(0));
     let progress = if options.quiet {
         ProgressBar::hidden()
     } else {
+        // Drawn only when stderr is a terminal.
         let bar = ProgressBar::with_draw_target(frames.rows(), ProgressDrawTarget::stderr());
         let template = if frames.rows().is_some() {
-            "{elapsed_precise} [{bar:30}] {human_pos}/{human_len} rows, {per_sec}, ETA {eta}"
+            "{elapsed_precise} [{bar:30}] {human_pos}/{human_len} rows, {data}, {rate}, ETA {eta}"
         } else {
-            "{elapsed_precise} {spinner} {human_pos} rows, {per_sec}"
+            "{elapsed_precise} {spinner} {human_pos} rows, {data}, {rate}"
         };
-        bar.set_style(
-            ProgressStyle::with_template(template)
-                .expect("a valid template")
-                .progress_chars("=> "),
-        );
+        let bytes = bytes_read.clone();
+        let style = ProgressStyle::with_template(template)
+            .expect("a valid template")
+            .progress_chars("=> ")
+            .with_key(
+                "rate",
+                |state: &ProgressState, w: &mut dyn std::fmt::Write| {
+                    let _ = write!(w, "{:.1} M rows/s", state.per_sec() / 1e6);
+                },
+            )
+            .with_key(
+                "data",
+                move |_: &ProgressState, w: &mut dyn std::fmt::Write| {
+                    let mib = bytes.load(Ordering::Relaxed) as f64 / (1 << 20) as f64;
+                    let _ = write!(w, "{mib:.0} MiB");
+                },
+            );
+        bar.set_style(style);
         bar
     };
 
@@ -477,7 +496,7 @@ pub fn repartition(options: &RepartitionOptions) -> Result<Report> {
         writer,
         format,
         threads,
-        progress.clone(),
+        (progress.clone(), bytes_read),
         &staging,
     );
     progress.finish_and_clear();
@@ -531,7 +550,7 @@ fn write_all(
     writer: WriterOptions,
     format: FileFormat,
     threads: usize,
-    progress: ProgressBar,
+    (progress, bytes_read): (ProgressBar, Arc<AtomicU64>),
     staging: &Path,
 ) -> Result<serde_json::Value> {
     let n = options.partitions as usize;
@@ -542,6 +561,7 @@ fn write_all(
         next: AtomicUsize::new(0),
         stop: AtomicBool::new(false),
         progress,
+        bytes_read,
     };
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(threads)

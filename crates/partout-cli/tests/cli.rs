@@ -61,22 +61,53 @@ fn bench_json_has_one_object_per_case_and_baseline() {
 
 #[test]
 fn the_demo_checks_and_reports() {
-    let out = partout(&["demo", "--batches", "2"]);
+    let out = partout(&["demo", "--sf", "0.01", "--rounds", "1"]);
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
     let text = String::from_utf8(out.stdout).unwrap();
-    assert!(
-        text.contains("checked against the reference partitioner"),
-        "{text}"
-    );
+    assert!(text.contains("every row of both decoded back"), "{text}");
+    // The in-memory line and one on-disk line, each with a speedup.
     assert_eq!(
-        text.lines().filter(|l| l.trim_end().ends_with('x')).count(),
-        4,
+        text.lines()
+            .filter(|l| l.trim_end().ends_with('x') || l.trim_end().ends_with('-'))
+            .count(),
+        2,
         "{text}"
     );
+}
+
+#[test]
+fn bench_e2e_reports_every_thread_count_and_the_floor() {
+    let out = partout(&[
+        "bench",
+        "e2e",
+        "--sf",
+        "0.01",
+        "--rounds",
+        "1",
+        "--threads",
+        "1,2",
+        "-n",
+        "8",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines = json_lines(out);
+    assert_eq!(lines.len(), 3);
+    let rows = lines[0]["rows"].as_u64().unwrap();
+    assert!(rows > 50_000, "{rows}");
+    for line in &lines {
+        assert_eq!(line["rows"].as_u64(), Some(rows));
+        assert!(line["seconds"].as_f64().unwrap() > 0.0);
+    }
+    assert_eq!(lines[2]["destinations"], 1);
 }
 
 #[test]

@@ -1,0 +1,178 @@
+//! `partout bench e2e`: TPC-H lineitem as a Parquet file, repartitioned into N Parquet files by
+//! `partout repartition`'s own code, at each thread count, beside the floor: the same file
+//! read and written into one destination by one thread (no partitioning: what decoding and
+//! encoding the Parquet alone costs).
+
+use crate::demo::write_parquet;
+use crate::repartition::{
+    CompressionArg, FormatArg, LayoutArg, RepartitionOptions, SchemeArg, repartition,
+};
+use anyhow::{Context, Result, ensure};
+use arrow_array::RecordBatch;
+use std::path::PathBuf;
+
+/// Options of `partout bench e2e`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct E2eBenchOptions {
+    /// TPC-H scale factor of the generated lineitem table.
+    #[arg(long, default_value_t = 1.0)]
+    pub sf: f64,
+    /// Destinations.
+    #[arg(short = 'n', long, default_value_t = 64,
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(partout_core::plan::MAX_PARTITIONS)))]
+    pub partitions: u32,
+    /// Thread counts to run.
+    #[arg(long, value_delimiter = ',', default_values_t = [1u16, 2])]
+    pub threads: Vec<u16>,
+    /// Output compression.
+    #[arg(long, value_enum, default_value_t = CompressionArg::Snappy)]
+    pub compression: CompressionArg,
+    /// Rounds: every contender once per round, in alternation; figures are medians.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
+    pub rounds: u32,
+    /// Read this Parquet file instead of generating lineitem.
+    #[arg(long)]
+    pub input: Option<PathBuf>,
+    /// The key column (with --input).
+    #[arg(long, default_value = "l_orderkey")]
+    pub by: String,
+    /// One JSON object per contender instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// `partout bench e2e`.
+pub fn e2e(options: &E2eBenchOptions) -> Result<()> {
+    ensure!(
+        !options.threads.is_empty(),
+        "--threads names no thread count"
+    );
+    ensure!(
+        options.threads.iter().all(|&t| t > 0),
+        "thread counts must be at least 1"
+    );
+    let dir = tempfile::tempdir().context("creating a temporary directory")?;
+    let input = match &options.input {
+        Some(path) => path.clone(),
+        None => {
+            let batches = crate::bench_writer::lineitem(options.sf, 8192)?;
+            ensure!(
+                !batches.is_empty(),
+                "no rows generated at SF {}",
+                options.sf
+            );
+            let path = dir.path().join("lineitem.parquet");
+            write_parquet(&path, &batches)?;
+            drop::<Vec<RecordBatch>>(batches);
+            path
+        }
+    };
+    let input_bytes = std::fs::metadata(&input)
+        .with_context(|| format!("reading {}", input.display()))?
+        .len();
+    // Contenders: (label, destinations, threads).
+    let mut contenders: Vec<(String, u32, u16)> = options
+        .threads
+        .iter()
+        .map(|&t| {
+            (
+                format!("partout, {} files, {t} thr", options.partitions),
+                options.partitions,
+                t,
+            )
+        })
+        .collect();
+    contenders.push(("floor: 1 file, 1 thr".into(), 1, 1));
+    let mut times = vec![Vec::new(); contenders.len()];
+    let mut rows = 0;
+    let mut out_bytes = vec![0; contenders.len()];
+    let mut peaks = vec![Vec::new(); contenders.len()];
+    for round in 0..options.rounds as usize {
+        for k in 0..contenders.len() {
+            let i = (round + k) % contenders.len();
+            let (_, n, threads) = &contenders[i];
+            let report = repartition(&RepartitionOptions {
+                inputs: vec![input.clone()],
+                by: vec![options.by.clone()],
+                partitions: *n,
+                scheme: SchemeArg::Hash,
+                format: FormatArg::Parquet,
+                compression: options.compression,
+                layout: LayoutArg::Files,
+                threads: Some(*threads),
+                memory_limit: 512 << 20,
+                overwrite: true,
+                quiet: true,
+                output: dir.path().join("out"),
+            })?;
+            let written = report.manifest["output_rows"].as_u64().unwrap_or(0);
+            ensure!(
+                written == report.rows,
+                "{} rows read, {written} written",
+                report.rows
+            );
+            rows = report.rows;
+            out_bytes[i] = report.bytes_out;
+            times[i].push(report.seconds);
+            if let Some(peak) = report.manifest["peak_rss_bytes"].as_u64() {
+                peaks[i].push(peak as f64);
+            }
+        }
+    }
+    let medians: Vec<f64> = times.into_iter().map(median).collect();
+    let one = options
+        .threads
+        .iter()
+        .position(|&t| t == 1)
+        .map(|i| medians[i]);
+    if !options.json {
+        outln!(
+            "bench e2e: {} ({rows} rows, {:.0} MiB Parquet) -> Parquet by {}, {:?} compression; medians of {} rounds",
+            input.display(),
+            input_bytes as f64 / (1 << 20) as f64,
+            options.by,
+            options.compression,
+            options.rounds
+        );
+        outln!(
+            "{:<28} {:>9} {:>10} {:>10} {:>10} {:>12}",
+            "contender",
+            "seconds",
+            "Mrow/s",
+            "out MiB",
+            "vs 1 thr",
+            "vs floor"
+        );
+    }
+    let floor = *medians.last().expect("the floor");
+    for (i, (label, n, threads)) in contenders.iter().enumerate() {
+        let seconds = medians[i];
+        // A peak is the process's high-water mark: it only grows across runs in one process.
+        let peak = peaks[i].iter().copied().fold(0.0, f64::max) / (1 << 20) as f64;
+        if options.json {
+            outln!(
+                "{}",
+                serde_json::json!({
+                    "contender": label, "destinations": n, "threads": threads, "rows": rows,
+                    "seconds": seconds, "rows_per_s": rows as f64 / seconds,
+                    "output_bytes": out_bytes[i], "speedup_over_1_thread": one.map(|o| o / seconds),
+                    "ratio_to_floor": seconds / floor, "peak_rss_mib_so_far": peak,
+                })
+            );
+        } else {
+            outln!(
+                "{label:<28} {seconds:>9.3} {:>10.2} {:>10.1} {:>10} {:>11.2}x",
+                rows as f64 / seconds / 1e6,
+                out_bytes[i] as f64 / (1 << 20) as f64,
+                one.map_or("-".into(), |o| format!("{:.2}x", o / seconds)),
+                seconds / floor
+            );
+        }
+    }
+    Ok(())
+}
