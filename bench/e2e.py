@@ -16,10 +16,18 @@ the work alone (after interpreter start-up and import); that in-process time is
 the one compared with partout's whole-process time.
 
 Usage (normally through bench/e2e.sh):
-  e2e.py --input lineitem.parquet [--rounds 5] [--partitions 64] [--threads 2]
+  e2e.py --input lineitem.parquet [--rounds 5] [--warmup 1] [--partitions 64] [--threads 2]
          [--only duckdb,polars] [--json results.json]
-Child mode (used internally):
+Helper modes (used internally):
   e2e.py --run {duckdb,polars} INPUT OUTDIR PARTITIONS THREADS
+  e2e.py --inspect INPUT
+  e2e.py --verify OUTDIR ROWS COLUMNS PARTITIONS CHECK_KEYS
+
+Peak RSS note: on Linux a child's ru_maxrss includes the RSS of the parent it
+was forked from (execve keeps the old image's high-water mark). So the parent
+never imports pyarrow or the libraries: reading metadata and checking outputs
+run in helper processes, and the parent's own ~20 MiB is the floor of every
+RSS figure.
 """
 
 import argparse
@@ -27,6 +35,7 @@ import importlib.metadata
 import json
 import os
 import platform
+import resource
 import shutil
 import statistics
 import subprocess
@@ -88,6 +97,20 @@ def child_main(argv):
     print(json.dumps({"work_s": work}), flush=True)
 
 
+def inspect_main(argv):
+    import pyarrow.parquet as pq
+
+    md = pq.ParquetFile(argv[0]).metadata
+    print(json.dumps({"rows": md.num_rows, "columns": md.num_columns,
+                      "row_groups": md.num_row_groups}))
+
+
+def verify_main(argv):
+    out, rows, cols, parts, check_keys = argv
+    files = verify(out, int(rows), int(cols), int(parts), check_keys == "1")
+    print(json.dumps({"files": files}))
+
+
 # ---------------------------------------------------------------- parent mode
 
 def contenders(threads, parts, inp):
@@ -134,6 +157,19 @@ def run_once(argv, kind, env):
         except (ValueError, IndexError, KeyError):
             die(f"no timing from child: {' '.join(argv)}\n{stdout}\n{stderr}")
     return wall, usage.ru_maxrss * 1024, work  # ru_maxrss is in KiB on Linux
+
+
+def helper(*args):
+    """Run a helper mode of this script in its own process; return its JSON."""
+    argv = [sys.executable, str(Path(__file__).resolve()), *map(str, args)]
+    r = subprocess.run(argv, capture_output=True, text=True)
+    if r.returncode != 0:
+        die(f"{args[0]} failed:\n{r.stderr}{r.stdout}")
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def check_output(out, in_rows, in_cols, parts, check_keys):
+    return helper("--verify", out, in_rows, in_cols, parts, int(check_keys))["files"]
 
 
 def verify(out, in_rows, in_cols, parts, check_keys):
@@ -231,8 +267,9 @@ def fmt_ratio(x):
 
 
 def main():
-    if len(sys.argv) > 1 and sys.argv[1] == "--run":
-        return child_main(sys.argv[2:])
+    modes = {"--run": child_main, "--inspect": inspect_main, "--verify": verify_main}
+    if len(sys.argv) > 1 and sys.argv[1] in modes:
+        return modes[sys.argv[1]](sys.argv[2:])
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--input", required=True, help="lineitem Parquet file")
@@ -249,13 +286,11 @@ def main():
     ap.add_argument("--json", metavar="FILE", help="write all samples and the summary here")
     args = ap.parse_args()
 
-    import pyarrow.parquet as pq
-
     inp = Path(args.input).resolve()
     if not inp.is_file():
         die(f"input {inp} is not a file")
-    in_md = pq.ParquetFile(inp).metadata
-    in_rows, in_cols = in_md.num_rows, in_md.num_columns
+    in_md = helper("--inspect", inp)
+    in_rows, in_cols = in_md["rows"], in_md["columns"]
 
     all_c = contenders(args.threads, args.partitions, inp)
     names = []
@@ -276,7 +311,7 @@ def main():
     print(f"versions: partout {v.get('partout', '-')}, duckdb {v['duckdb']}, polars {v['polars']}, "
           f"pyarrow {v['pyarrow']}, python {info['python']}")
     print(f"input: {inp} ({in_rows:,} rows, {in_cols} columns, "
-          f"{inp.stat().st_size / 2**20:.0f} MiB, {in_md.num_row_groups} row groups)")
+          f"{inp.stat().st_size / 2**20:.0f} MiB, {in_md['row_groups']} row groups)")
     print(f"task: by {KEY} into {args.partitions} snappy Parquet files; "
           f"{args.threads} threads; {args.warmup} warm-up and {args.rounds} timed rounds, "
           f"order rotating each round")
@@ -284,7 +319,7 @@ def main():
 
     # Bring the input into the page cache so that the first run pays no cold read.
     with open(inp, "rb") as f:
-        while f.read(1 << 24):
+        while f.read(1 << 20):
             pass
 
     env = dict(os.environ)
@@ -295,7 +330,7 @@ def main():
             out = OUT_BASE / n
             shutil.rmtree(out, ignore_errors=True)
             run_once(all_c[n][2](out), all_c[n][1], env)
-            verify(out, in_rows, in_cols, args.partitions, check_keys=False)
+            check_output(out, in_rows, in_cols, args.partitions, check_keys=False)
             shutil.rmtree(out, ignore_errors=True)
         print(f"warm-up {w + 1}/{args.warmup} done", flush=True)
 
@@ -307,7 +342,8 @@ def main():
             out = OUT_BASE / n
             shutil.rmtree(out, ignore_errors=True)
             wall, rss, work = run_once(argv_for(out), kind, env)
-            nfiles = verify(out, in_rows, in_cols, args.partitions, not args.no_key_check)
+            nfiles = check_output(out, in_rows, in_cols, args.partitions,
+                                  not args.no_key_check)
             shutil.rmtree(out, ignore_errors=True)
             s = {"round": r, "wall_s": wall, "work_s": work, "peak_rss_bytes": rss, "files": nfiles}
             samples[n].append(s)
@@ -351,6 +387,9 @@ def main():
     print("median of the rounds; ratio = contender's median / partout's (above 1: partout faster);")
     print("DuckDB and Polars are timed inside their process (after start-up and import), "
           "partout as a whole process.")
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"peak RSS is each run's own (os.wait4), floored by this harness's {own:.0f} MiB "
+          f"(fork high-water mark).")
     speedup = None
     if base and "partout-1t" in summary:
         speedup = summary["partout-1t"]["median_s"] / base["median_s"]

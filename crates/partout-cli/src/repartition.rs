@@ -13,11 +13,10 @@
 //! interrupted run never leaves output that looks complete.
 
 use anyhow::{Context, Result, anyhow, bail, ensure};
-use arrow_schema::SchemaRef;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 use parquet::basic::{Compression as ParquetCompression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
-use partout_core::ids::Partitioning;
+use partout_core::ids::{Partitioning, RangeBounds};
 use partout_exchange::{BatchSink, PartitionedWriter, WriterMetrics, WriterOptions};
 use partout_format::ipc::Compression;
 use partout_io::{DestinationFiles, FileFormat, Frames, ShuffleFile, discover, plan_frames};
@@ -36,6 +35,9 @@ pub enum SchemeArg {
     Spark,
     /// Rows dealt to destinations in turn (no key).
     RoundRobin,
+    /// Key ranges, ascending: split points drawn from a sample of the input (the first batch
+    /// of up to 64 frames spread over it), recorded in the manifest.
+    Range,
 }
 
 /// What each destination's output holds.
@@ -176,8 +178,57 @@ pub fn run(options: &RepartitionOptions) -> Result<()> {
     Ok(())
 }
 
+/// Frames sampled for range bounds.
+const SAMPLE_FRAMES: usize = 64;
+
+/// Range bounds for `n` destinations over key columns `keys`, from the first batch of up to
+/// [`SAMPLE_FRAMES`] frames spread over the input.
+fn sample_bounds(frames: &Frames, keys: &[usize], n: u32) -> Result<RangeBounds> {
+    let count = frames.frames.len();
+    let picks = count.min(SAMPLE_FRAMES);
+    let mut samples = Vec::with_capacity(picks);
+    for i in 0..picks {
+        let frame = &frames.frames[i * count / picks];
+        if let Some(batch) = frame.read(&frames.schema)?.next() {
+            samples.push(batch?.project(keys)?);
+        }
+    }
+    let schema = Arc::new(frames.schema.project(keys)?);
+    let sample = arrow_select::concat::concat_batches(&schema, &samples)?;
+    ensure!(
+        sample.num_rows() > 0,
+        "range partitioning of an input without rows"
+    );
+    let options = vec![arrow_schema::SortOptions::default(); keys.len()];
+    Ok(RangeBounds::from_sample(&sample, n, options)?)
+}
+
+/// The split points of range partitioning, each as its key values' text.
+fn describe_bounds(partitioning: &Partitioning) -> Option<serde_json::Value> {
+    let splits = &partitioning.bounds()?.splits;
+    let options = arrow_cast::display::FormatOptions::default().with_null("null");
+    let formatters: Vec<_> = splits
+        .columns()
+        .iter()
+        .map(|c| arrow_cast::display::ArrayFormatter::try_new(c.as_ref(), &options))
+        .collect::<Result<_, _>>()
+        .ok()?;
+    let rows: Vec<serde_json::Value> = (0..splits.num_rows())
+        .map(|r| {
+            json!(
+                formatters
+                    .iter()
+                    .map(|f| f.value(r).to_string())
+                    .collect::<Vec<_>>()
+            )
+        })
+        .collect();
+    Some(json!(rows))
+}
+
 /// The partitioning the options ask for, with the key columns' names checked.
-fn partitioning(options: &RepartitionOptions, schema: &SchemaRef) -> Result<Partitioning> {
+fn partitioning(options: &RepartitionOptions, frames: &Frames) -> Result<Partitioning> {
+    let schema = &frames.schema;
     let keys: Vec<usize> = options
         .by
         .iter()
@@ -203,10 +254,15 @@ fn partitioning(options: &RepartitionOptions, schema: &SchemaRef) -> Result<Part
                 "--by names the key columns of the {} scheme",
                 format!("{scheme:?}").to_lowercase()
             );
-            if scheme == SchemeArg::Hash {
-                Partitioning::hash(keys, n)
-            } else {
-                Partitioning::spark(keys, n)
+            match scheme {
+                SchemeArg::Hash => Partitioning::hash(keys, n),
+                SchemeArg::Spark => Partitioning::spark(keys, n),
+                _ => {
+                    let bounds = sample_bounds(frames, &keys, n).with_context(|| {
+                        format!("sampling range bounds of {}", options.by.join(","))
+                    })?;
+                    Partitioning::range(keys, bounds)
+                }
             }
         }
     })
@@ -445,7 +501,7 @@ pub fn repartition(options: &RepartitionOptions) -> Result<Report> {
         (rows as usize / (threads * 4)).max(64 << 10)
     });
     let frames = plan_frames(&files, frame_rows)?;
-    let partitioning = partitioning(options, &frames.schema)?;
+    let partitioning = partitioning(options, &frames)?;
     // The key columns and the output format checked before anything is written.
     PartitionedWriter::with_output(
         frames.schema.clone(),
@@ -643,6 +699,9 @@ fn write_all(
         "peak_rss_bytes": peak_rss(),
         "destinations": destinations,
     });
+    if let Some(bounds) = describe_bounds(&job.partitioning) {
+        manifest["range_bounds"] = bounds;
+    }
     if let Some(workers) = shuffle {
         manifest["shuffle_files"] = json!(workers);
     }

@@ -479,6 +479,7 @@ mod repartition {
             ("hash", "ipc", "none", "shuffle", "2", "300"),
             ("spark", "presto", "none", "shuffle", "3", "7"),
             ("round-robin", "parquet", "none", "files", "2", "4"),
+            ("range", "ipc", "zstd", "files", "2", "6"),
         ];
         for (scheme, format, compression, layout, threads, n) in cases {
             let out = dir.path().join(format!("out-{scheme}-{format}-{layout}"));
@@ -508,6 +509,35 @@ mod repartition {
             let partitioning = match scheme {
                 "hash" => Partitioning::hash(vec![1], n),
                 "spark" => Partitioning::spark(vec![1], n),
+                "range" => {
+                    // The split points the manifest records, sampled from the input: ranges of
+                    // about equal rows.
+                    let manifest: serde_json::Value = serde_json::from_str(
+                        &std::fs::read_to_string(out.join("_manifest.json")).unwrap(),
+                    )
+                    .unwrap();
+                    let splits: Vec<i64> = manifest["range_bounds"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|row| row[0].as_str().unwrap().parse().unwrap())
+                        .collect();
+                    assert_eq!(splits.len(), n as usize - 1);
+                    for p in 0..n as usize {
+                        let rows = manifest["destinations"][p]["rows"].as_u64().unwrap();
+                        let even = TOTAL as u64 / u64::from(n);
+                        assert!(rows > even / 2 && rows < even * 2, "{p}: {rows} rows");
+                    }
+                    let bounds = partout_core::ids::RangeBounds {
+                        splits: RecordBatch::try_from_iter([(
+                            "k",
+                            Arc::new(Int64Array::from(splits)) as ArrayRef,
+                        )])
+                        .unwrap(),
+                        options: vec![Default::default()],
+                    };
+                    Partitioning::range(vec![1], bounds)
+                }
                 _ => {
                     // Round-robin: any destination, but all used about evenly.
                     let manifest: serde_json::Value = serde_json::from_str(

@@ -58,6 +58,69 @@ pub struct RangeBounds {
     pub options: Vec<arrow_schema::SortOptions>,
 }
 
+impl RangeBounds {
+    /// Split points for `num_partitions` destinations of about equal rows, from a sample of
+    /// the key columns (one column per key, in key order): the sample sorted by `options`,
+    /// then the rows at every `1/num_partitions` of it. Repeated keys may repeat a split point
+    /// (its destinations between get no rows).
+    ///
+    /// # Errors
+    /// [`PartoutError::InvalidArgument`] for an empty sample, a partition count out of range,
+    /// or `options` not one per column; [`PartoutError::UnsupportedType`] for a key type
+    /// without a sortable encoding.
+    pub fn from_sample(
+        sample: &RecordBatch,
+        num_partitions: u32,
+        options: Vec<arrow_schema::SortOptions>,
+    ) -> Result<Self> {
+        let invalid = |msg: String| Err(PartoutError::InvalidArgument(msg));
+        if !(1..=MAX_PARTITIONS).contains(&num_partitions) {
+            return invalid(format!(
+                "the partition count must be between 1 and {MAX_PARTITIONS}, got {num_partitions}"
+            ));
+        }
+        if sample.num_rows() == 0 {
+            return invalid("range bounds from an empty sample".into());
+        }
+        if options.len() != sample.num_columns() {
+            return invalid(format!(
+                "{} sort options for {} key columns",
+                options.len(),
+                sample.num_columns()
+            ));
+        }
+        let fields: Vec<arrow_row::SortField> = sample
+            .columns()
+            .iter()
+            .zip(&options)
+            .map(|(c, o)| arrow_row::SortField::new_with_options(c.data_type().clone(), *o))
+            .collect();
+        if let Some((c, _)) = sample
+            .columns()
+            .iter()
+            .zip(&fields)
+            .find(|(_, f)| !arrow_row::RowConverter::supports_fields(std::slice::from_ref(*f)))
+        {
+            return Err(PartoutError::UnsupportedType {
+                data_type: c.data_type().clone(),
+                context: "range partitioning (no sortable encoding)",
+            });
+        }
+        let converter = arrow_row::RowConverter::new(fields)?;
+        let rows = converter.convert_columns(sample.columns())?;
+        let mut order: Vec<u32> = (0..sample.num_rows() as u32).collect();
+        order.sort_unstable_by(|&a, &b| rows.row(a as usize).cmp(&rows.row(b as usize)));
+        let len = order.len() as u64;
+        let n = u64::from(num_partitions);
+        let picks: Vec<u32> = (1..n)
+            .map(|i| order[((i * len / n) as usize).min(order.len() - 1)])
+            .collect();
+        let splits =
+            arrow_select::take::take_record_batch(sample, &arrow_array::UInt32Array::from(picks))?;
+        Ok(Self { splits, options })
+    }
+}
+
 /// A scheme, its key columns (indices into the batch's columns) and the partition count.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Partitioning {
@@ -132,6 +195,11 @@ impl Partitioning {
     /// The scheme.
     pub fn scheme(&self) -> Scheme {
         self.scheme
+    }
+
+    /// The split points, for range partitioning.
+    pub fn bounds(&self) -> Option<&RangeBounds> {
+        self.bounds.as_ref()
     }
 
     /// The key columns.

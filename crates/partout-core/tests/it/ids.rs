@@ -329,6 +329,56 @@ mod range {
         }
     }
 
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+        /// Bounds drawn from a sample are accepted under every sort order, and split a sample
+        /// of distinct keys into destinations of equal rows (within one).
+        #[test]
+        fn bounds_from_a_sample_split_it_evenly(
+            seed in any::<u64>(),
+            rows in 1usize..3000,
+            n in 1u32..70,
+            descending in any::<bool>(),
+            nulls_first in any::<bool>(),
+        ) {
+            use rand::seq::SliceRandom;
+            let mut rng = rng(seed);
+            let mut keys: Vec<i64> = (0..rows as i64).map(|k| k * 3 - 100).collect();
+            keys.shuffle(&mut rng);
+            let sample = batch_of(vec![Arc::new(Int64Array::from(keys))]);
+            let options = vec![SortOptions { descending, nulls_first }];
+            let bounds = RangeBounds::from_sample(&sample, n, options).unwrap();
+            prop_assert_eq!(bounds.splits.num_rows(), n as usize - 1);
+            let ids = ids_of(&Partitioning::range([0], bounds), &sample);
+            let mut counts = vec![0usize; n as usize];
+            ids.iter().for_each(|&id| counts[id as usize] += 1);
+            if rows >= n as usize {
+                let (lo, hi) = (rows / n as usize, rows.div_ceil(n as usize));
+                prop_assert!(counts.iter().all(|&c| c + 1 >= lo && c <= hi + 1), "{:?}", counts);
+            }
+            prop_assert_eq!(counts.iter().sum::<usize>(), rows);
+        }
+    }
+
+    #[test]
+    fn bounds_from_no_sample_or_an_unsortable_one_are_refused() {
+        let asc = vec![SortOptions::default()];
+        let empty = batch_of(vec![Arc::new(Int64Array::from(Vec::<i64>::new()))]);
+        let err = RangeBounds::from_sample(&empty, 4, asc.clone()).unwrap_err();
+        assert!(err.to_string().contains("empty sample"), "{err}");
+        let one = batch_of(vec![Arc::new(Int64Array::from(vec![1]))]);
+        assert!(RangeBounds::from_sample(&one, 0, asc.clone()).is_err());
+        assert!(RangeBounds::from_sample(&one, 4, vec![]).is_err());
+        // Repeated keys repeat split points; the bounds are still accepted.
+        let same = batch_of(vec![Arc::new(Int64Array::from(vec![7; 100]))]);
+        let bounds = RangeBounds::from_sample(&same, 5, asc).unwrap();
+        assert_eq!(
+            ids_of(&Partitioning::range([0], bounds), &same),
+            vec![0; 100]
+        );
+    }
+
     #[test]
     fn bad_split_points_are_refused() {
         let schema = Schema::new(vec![Field::new("k", DataType::Int64, true)]);
