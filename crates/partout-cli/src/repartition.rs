@@ -399,12 +399,15 @@ struct Job<'a> {
     stop: AtomicBool,
     progress: ProgressBar,
     bytes_read: Arc<AtomicU64>,
+    /// Each worker's time from its start to its writer's end, and its ids/scatter/output time.
+    timings: std::sync::Mutex<Vec<serde_json::Value>>,
 }
 
 impl Job<'_> {
     /// One worker: frames pulled in turn until none is left (or another worker failed), rows
     /// through its own writer into `output`.
     fn work<O: BatchSink>(&self, worker: usize, output: O) -> Result<WriterMetrics> {
+        let started = Instant::now();
         let schema = self.frames.schema.clone();
         let options = self.writer.clone().with_seed(worker as u64);
         let mut writer = PartitionedWriter::with_output(
@@ -432,7 +435,18 @@ impl Job<'_> {
         if self.stop.load(Ordering::Relaxed) {
             bail!("stopped: another worker failed");
         }
-        Ok(writer.finish_output()?.1)
+        let metrics = writer.finish_output()?.1;
+        let timing = json!({
+            "worker": worker,
+            "seconds": started.elapsed().as_secs_f64(),
+            "ids_seconds": metrics.ids_time.as_secs_f64(),
+            "scatter_seconds": metrics.scatter_time.as_secs_f64(),
+            "output_seconds": (metrics.encode_time + metrics.sink_time).as_secs_f64(),
+        });
+        if let Ok(mut timings) = self.timings.lock() {
+            timings.push(timing);
+        }
+        Ok(metrics)
     }
 
     /// Runs `work`, stopping the other workers when it fails.
@@ -493,12 +507,12 @@ pub fn repartition(options: &RepartitionOptions) -> Result<Report> {
         "the shuffle layout writes ipc or presto, not parquet (its files cannot be cut into byte ranges)"
     );
 
-    // Frames: about four per worker, of 64K rows at least, so that a slow frame is not the
-    // last one left and frames do not shrink to nothing.
+    // Frames: about sixteen per worker, of 64K rows at least: the workers' last frames end
+    // within a small frame of each other, and frames do not shrink to nothing.
     let files = discover(&options.inputs)?;
     let probe = plan_frames(&files, usize::MAX)?;
     let frame_rows = probe.rows().map_or(1 << 20, |rows| {
-        (rows as usize / (threads * 4)).max(64 << 10)
+        (rows as usize / (threads * 16)).max(64 << 10)
     });
     let frames = plan_frames(&files, frame_rows)?;
     let partitioning = partitioning(options, &frames)?;
@@ -618,6 +632,7 @@ fn write_all(
         stop: AtomicBool::new(false),
         progress,
         bytes_read,
+        timings: std::sync::Mutex::new(Vec::new()),
     };
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
@@ -629,12 +644,16 @@ fn write_all(
     } else {
         "part"
     };
+    let mut finish_seconds = 0.0;
     let (metrics, files, shuffle) = match options.layout {
         LayoutArg::Files => {
             let files = DestinationFiles::try_new(staging, prefix, schema.clone(), n, format)?;
             let results = pool.broadcast(|ctx| job.guard(job.work(ctx.index(), files.handle())));
             let metrics = first_error(results)?;
-            (metrics, Some(files.finish()?), None)
+            let finishing = Instant::now();
+            let files = files.finish(threads)?;
+            finish_seconds = finishing.elapsed().as_secs_f64();
+            (metrics, Some(files), None)
         }
         LayoutArg::Shuffle => {
             let results = pool.broadcast(|ctx| {
@@ -697,6 +716,8 @@ fn write_all(
             "per_worker_buffers": budget.per_worker,
         },
         "peak_rss_bytes": peak_rss(),
+        "workers": job.timings.lock().map(|t| json!(*t)).unwrap_or_default(),
+        "files_finish_seconds": finish_seconds,
         "destinations": destinations,
     });
     if let Some(bounds) = describe_bounds(&job.partitioning) {

@@ -243,60 +243,95 @@ impl DestinationFiles {
     }
 
     /// Ends every file (a destination without rows gets a file of the schema alone, but for
-    /// Presto pages, which need none) and renames them into place.
+    /// Presto pages, which need none) and renames them into place, on `threads` threads.
     ///
     /// # Errors
     /// Encoding and IO errors; the partial files are removed then.
-    pub fn finish(mut self) -> Result<Vec<DestinationFile>, WriterError> {
-        let files = self.finish_files()?;
+    pub fn finish(mut self, threads: usize) -> Result<Vec<DestinationFile>, WriterError> {
+        let files = self.finish_files(threads)?;
         self.finished = true;
         Ok(files)
     }
 
-    fn finish_files(&self) -> Result<Vec<DestinationFile>, WriterError> {
-        let mut files = Vec::with_capacity(self.slots.len());
-        for p in 0..self.slots.len() {
-            let mut slot = self.lock(p)?;
-            if matches!(*slot, Slot::Unopened) {
-                if matches!(self.format, FileFormat::Presto { .. }) {
-                    files.push(DestinationFile {
-                        name: None,
-                        bytes: 0,
-                    });
-                    continue;
-                }
-                *slot = self.open(p)?;
-            }
-            let bytes = match std::mem::replace(&mut *slot, Slot::Done) {
-                Slot::Stream {
-                    mut file,
-                    encoder,
-                    bytes,
-                } => {
-                    let mut end = Vec::new();
-                    if let Some(encoder) = encoder {
-                        encoder.finish(&mut end)?;
-                    }
-                    file.write_all(&end).map_err(io_error(Some(p)))?;
-                    bytes + end.len() as u64
-                }
-                Slot::Parquet(writer) => {
-                    // Writes the footer and hands the file back.
-                    let file = writer.into_inner().map_err(|e| sink_error(Some(p), e))?;
-                    file.metadata().map_err(io_error(Some(p)))?.len()
-                }
-                Slot::Unopened | Slot::Done => {
-                    return Err(sink_error(Some(p), "a write to it failed earlier"));
-                }
-            };
-            std::fs::rename(self.partial(p), self.dir.join(self.name(p)))
-                .map_err(io_error(Some(p)))?;
-            files.push(DestinationFile {
-                name: Some(self.name(p)),
-                bytes,
+    fn finish_files(&self, threads: usize) -> Result<Vec<DestinationFile>, WriterError> {
+        // Ending a Parquet file writes its last row group and footer: spread over threads,
+        // not left as one thread's tail.
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let results: Vec<Vec<(usize, Result<DestinationFile, WriterError>)>> =
+            std::thread::scope(|scope| {
+                let workers: Vec<_> = (0..threads.clamp(1, self.slots.len().max(1)))
+                    .map(|_| {
+                        scope.spawn(|| {
+                            let mut done = Vec::new();
+                            loop {
+                                let p = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                                if p >= self.slots.len() {
+                                    return done;
+                                }
+                                let result = self.finish_one(p);
+                                let failed = result.is_err();
+                                done.push((p, result));
+                                if failed {
+                                    return done;
+                                }
+                            }
+                        })
+                    })
+                    .collect();
+                workers
+                    .into_iter()
+                    .map(|w| w.join().unwrap_or_default())
+                    .collect()
             });
+        let mut files: Vec<Option<DestinationFile>> = vec![None; self.slots.len()];
+        for (p, result) in results.into_iter().flatten() {
+            files[p] = Some(result?);
         }
-        Ok(files)
+        files
+            .into_iter()
+            .enumerate()
+            .map(|(p, file)| file.ok_or_else(|| sink_error(Some(p), "its file was not finished")))
+            .collect()
+    }
+
+    fn finish_one(&self, p: usize) -> Result<DestinationFile, WriterError> {
+        let mut slot = self.lock(p)?;
+        if matches!(*slot, Slot::Unopened) {
+            if matches!(self.format, FileFormat::Presto { .. }) {
+                return Ok(DestinationFile {
+                    name: None,
+                    bytes: 0,
+                });
+            }
+            *slot = self.open(p)?;
+        }
+        let bytes = match std::mem::replace(&mut *slot, Slot::Done) {
+            Slot::Stream {
+                mut file,
+                encoder,
+                bytes,
+            } => {
+                let mut end = Vec::new();
+                if let Some(encoder) = encoder {
+                    encoder.finish(&mut end)?;
+                }
+                file.write_all(&end).map_err(io_error(Some(p)))?;
+                bytes + end.len() as u64
+            }
+            Slot::Parquet(writer) => {
+                // Writes the footer and hands the file back.
+                let file = writer.into_inner().map_err(|e| sink_error(Some(p), e))?;
+                file.metadata().map_err(io_error(Some(p)))?.len()
+            }
+            Slot::Unopened | Slot::Done => {
+                return Err(sink_error(Some(p), "a write to it failed earlier"));
+            }
+        };
+        std::fs::rename(self.partial(p), self.dir.join(self.name(p))).map_err(io_error(Some(p)))?;
+        Ok(DestinationFile {
+            name: Some(self.name(p)),
+            bytes,
+        })
     }
 }
 
