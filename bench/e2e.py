@@ -107,8 +107,8 @@ def inspect_main(argv):
 
 def verify_main(argv):
     out, rows, cols, parts, check_keys = argv
-    files = verify(out, int(rows), int(cols), int(parts), check_keys == "1")
-    print(json.dumps({"files": files}))
+    files, size = verify(out, int(rows), int(cols), int(parts), check_keys == "1")
+    print(json.dumps({"files": files, "bytes": size}))
 
 
 # ---------------------------------------------------------------- parent mode
@@ -169,7 +169,8 @@ def helper(*args):
 
 
 def check_output(out, in_rows, in_cols, parts, check_keys):
-    return helper("--verify", out, in_rows, in_cols, parts, int(check_keys))["files"]
+    checked = helper("--verify", out, in_rows, in_cols, parts, int(check_keys))
+    return checked["files"], checked["bytes"]
 
 
 def verify(out, in_rows, in_cols, parts, check_keys):
@@ -205,7 +206,7 @@ def verify(out, in_rows, in_cols, parts, check_keys):
         total = len(pc.unique(pa.chunked_array(uniques)))
         if total != seen_keys:
             die(f"{out}: {seen_keys - total} {KEY} values appear in more than one file")
-    return len(files)
+    return len(files), sum(f.stat().st_size for f in files)
 
 
 def die(msg):
@@ -342,14 +343,16 @@ def main():
             out = OUT_BASE / n
             shutil.rmtree(out, ignore_errors=True)
             wall, rss, work = run_once(argv_for(out), kind, env)
-            nfiles = check_output(out, in_rows, in_cols, args.partitions,
-                                  not args.no_key_check)
+            nfiles, size = check_output(out, in_rows, in_cols, args.partitions,
+                                        not args.no_key_check)
             shutil.rmtree(out, ignore_errors=True)
-            s = {"round": r, "wall_s": wall, "work_s": work, "peak_rss_bytes": rss, "files": nfiles}
+            s = {"round": r, "wall_s": wall, "work_s": work, "peak_rss_bytes": rss, "files": nfiles,
+                 "output_bytes": size}
             samples[n].append(s)
             extra = f" (in-process {work:.3f}s)" if work is not None else ""
             print(f"round {r + 1}/{args.rounds}  {label:<20} {wall:8.3f}s{extra}  "
-                  f"peak RSS {rss / 2**20:7.0f} MiB  {nfiles} files, {in_rows:,} rows ok",
+                  f"peak RSS {rss / 2**20:7.0f} MiB  {nfiles} files, {size / 2**20:.0f} MiB, "
+                  f"{in_rows:,} rows ok",
                   flush=True)
 
     # The compared time: in-process for the Python libraries, whole process for partout.
@@ -366,6 +369,7 @@ def main():
             "max_s": max(ts),
             "process_median_s": statistics.median(s["wall_s"] for s in ss),
             "peak_rss_mib_median": statistics.median(s["peak_rss_bytes"] for s in ss) / 2**20,
+            "output_mib": ss[-1]["output_bytes"] / 2**20,
             "rows_per_s": in_rows / med,
         }
     base = summary.get("partout-2t")
@@ -375,13 +379,14 @@ def main():
     print()
     ref = f"vs {all_c['partout-2t'][0]}"
     hdr = (f"{'contender':<20} {'timed':<13} {'median s':>9} {'min s':>8} {'max s':>8} "
-           f"{'process s':>10} {'RSS MiB':>8} {'Mrows/s':>8} {ref:>20}")
+           f"{'process s':>10} {'RSS MiB':>8} {'out MiB':>8} {'Mrows/s':>8} {ref:>20}")
     print(hdr)
     print("-" * len(hdr))
     for n in names:
         m = summary[n]
         print(f"{m['label']:<20} {m['timed']:<13} {m['median_s']:9.3f} {m['min_s']:8.3f} "
               f"{m['max_s']:8.3f} {m['process_median_s']:10.3f} {m['peak_rss_mib_median']:8.0f} "
+              f"{m['output_mib']:8.0f} "
               f"{m['rows_per_s'] / 1e6:8.2f} {fmt_ratio(m['ratio_vs_partout']):>20}")
     print()
     print("median of the rounds; ratio = contender's median / partout's (above 1: partout faster);")
