@@ -509,7 +509,7 @@ pub fn repartition(options: &RepartitionOptions) -> Result<Report> {
 
     // Frames: about sixteen per worker, of 64K rows at least: the workers' last frames end
     // within a small frame of each other, and frames do not shrink to nothing.
-    let files = discover(&options.inputs)?;
+    let files = inputs_outside(discover(&options.inputs)?, out)?;
     let probe = plan_frames(&files, usize::MAX)?;
     let frame_rows = probe.rows().map_or(1 << 20, |rows| {
         (rows as usize / (threads * 16)).max(64 << 10)
@@ -591,6 +591,28 @@ pub fn repartition(options: &RepartitionOptions) -> Result<Report> {
         threads,
         manifest,
     })
+}
+
+/// The input files but those under the output directory (an earlier run's output, when the
+/// output directory lies in an input directory: it is about to be replaced, and reading it
+/// would duplicate rows).
+fn inputs_outside(
+    files: Vec<partout_io::InputFile>,
+    out: &Path,
+) -> Result<Vec<partout_io::InputFile>> {
+    let Ok(out) = out.canonicalize() else {
+        return Ok(files);
+    };
+    let kept: Vec<_> = files
+        .into_iter()
+        .filter(|f| !f.path.canonicalize().is_ok_and(|p| p.starts_with(&out)))
+        .collect();
+    ensure!(
+        !kept.is_empty(),
+        "every input file is inside the output directory {}",
+        out.display()
+    );
+    Ok(kept)
 }
 
 /// An output that takes nothing: for checking a writer's options before the run.

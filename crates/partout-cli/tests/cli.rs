@@ -588,6 +588,31 @@ mod repartition {
     }
 
     #[test]
+    fn an_output_inside_the_input_directory_is_not_read_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let input = inputs(dir.path());
+        let out = input.join("out");
+        for _ in 0..2 {
+            let result = run(&[
+                input.to_str().unwrap(),
+                "--by",
+                "k",
+                "-n",
+                "3",
+                "--overwrite",
+                "-o",
+                out.to_str().unwrap(),
+            ]);
+            assert!(
+                result.status.success(),
+                "{}",
+                String::from_utf8_lossy(&result.stderr)
+            );
+            check(&out, Partitioning::hash(vec![1], 3));
+        }
+    }
+
+    #[test]
     fn a_killed_run_leaves_no_output_that_looks_complete() {
         let dir = tempfile::tempdir().unwrap();
         let input = inputs(dir.path());
