@@ -183,7 +183,8 @@ impl Frames {
 /// [`IoError::Inputs`] for no files; [`IoError::File`] for a file that cannot be opened, is
 /// not of its format, or has another schema.
 pub fn plan_frames(files: &[InputFile], frame_rows: usize) -> Result<Frames> {
-    let frame_rows = frame_rows.max(1);
+    // (Capped so that the sizing arithmetic below cannot overflow.)
+    let frame_rows = frame_rows.clamp(1, 1 << 40);
     let mut schema: Option<SchemaRef> = None;
     let mut frames = Vec::new();
     for file in files {
@@ -360,7 +361,7 @@ mod tests {
         );
         // Every row of every group is in exactly one frame.
         for groups in [vec![7, 0, 900, 3, 3, 3, 250, 1], vec![5; 40], vec![10_000]] {
-            for frame_rows in [1, 7, 100, 1000, 100_000] {
+            for frame_rows in [1, 7, 100, 1000, 100_000, 1 << 40] {
                 let parts = parquet_parts(&groups, frame_rows);
                 let total: usize = parts.iter().map(|p| p.2).sum();
                 assert_eq!(total, groups.iter().sum::<usize>());

@@ -202,7 +202,7 @@ fn frames_read_every_row_once() {
     let csv = dir.path().join("c.csv");
     write(&csv, Format::Csv, &batches);
     let files = discover(&[parquet, ipc, csv]).unwrap();
-    for frame_rows in [1, 500, 8192, 10_000, 50_000, 1 << 30] {
+    for frame_rows in [1, 500, 8192, 10_000, 50_000, 1 << 30, usize::MAX] {
         let frames = partout_io::plan_frames(&files, frame_rows).unwrap();
         assert!(frames.frames.len() >= 3);
         let mut seen = Vec::new();
