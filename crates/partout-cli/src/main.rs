@@ -137,6 +137,17 @@ fn with_allocator_options() {}
 
 fn main() -> ExitCode {
     with_allocator_options();
+    // A worker's panic is caught and reported as the run's one-line error; the default hook
+    // would print it (and a backtrace hint) first.
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let worker = std::thread::current()
+            .name()
+            .is_some_and(|n| n.starts_with("partout-worker-"));
+        if !worker {
+            default_hook(info);
+        }
+    }));
     match run(Cli::parse()) {
         Ok(()) => ExitCode::SUCCESS,
         // The reader went away (`partout bench ... | head`): not an error.

@@ -449,8 +449,18 @@ impl Job<'_> {
         Ok(metrics)
     }
 
-    /// Runs `work`, stopping the other workers when it fails.
-    fn guard(&self, result: Result<WriterMetrics>) -> Result<WriterMetrics> {
+    /// Runs a worker, stopping the others when it fails. A panic (a bug, or a library
+    /// meeting input it did not expect) becomes this worker's error, not the process's end.
+    fn guard(&self, work: impl FnOnce() -> Result<WriterMetrics>) -> Result<WriterMetrics> {
+        let result =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)).unwrap_or_else(|panic| {
+                let what = panic
+                    .downcast_ref::<String>()
+                    .map(String::as_str)
+                    .or_else(|| panic.downcast_ref::<&str>().copied())
+                    .unwrap_or("no message");
+                Err(anyhow!("a worker failed unexpectedly: {what}"))
+            });
         if result.is_err() {
             self.stop.store(true, Ordering::Relaxed);
         }
@@ -670,7 +680,7 @@ fn write_all(
     let (metrics, files, shuffle) = match options.layout {
         LayoutArg::Files => {
             let files = DestinationFiles::try_new(staging, prefix, schema.clone(), n, format)?;
-            let results = pool.broadcast(|ctx| job.guard(job.work(ctx.index(), files.handle())));
+            let results = pool.broadcast(|ctx| job.guard(|| job.work(ctx.index(), files.handle())));
             let metrics = first_error(results)?;
             let finishing = Instant::now();
             let files = files.finish(threads)?;
@@ -680,12 +690,10 @@ fn write_all(
         LayoutArg::Shuffle => {
             let results = pool.broadcast(|ctx| {
                 let name = format!("shuffle-{:03}", ctx.index());
-                let output = ShuffleFile::try_new(staging, &name, schema.clone(), n, &format);
-                job.guard(
-                    output
-                        .map_err(Into::into)
-                        .and_then(|o| job.work(ctx.index(), o)),
-                )
+                job.guard(|| {
+                    let output = ShuffleFile::try_new(staging, &name, schema.clone(), n, &format)?;
+                    job.work(ctx.index(), output)
+                })
             });
             let metrics = first_error(results)?;
             let workers: Vec<serde_json::Value> = (0..threads)
