@@ -298,6 +298,16 @@ mod repartition {
         .unwrap()
     }
 
+    /// No staging directory (`.NAME.partout-PID`) is left in `dir`.
+    fn assert_no_staging_left(dir: &Path) {
+        let leftovers: Vec<_> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter(|n| n.contains("partout"))
+            .collect();
+        assert!(leftovers.is_empty(), "{leftovers:?}");
+    }
+
     fn parquet(path: &Path, batches: &[RecordBatch]) {
         let file = std::fs::File::create(path).unwrap();
         let mut w = parquet::arrow::ArrowWriter::try_new(file, batches[0].schema(), None).unwrap();
@@ -646,12 +656,7 @@ mod repartition {
             assert!(!out.exists(), "damage at {at} left output behind");
         }
         assert!(refused >= 4, "only {refused} of 7 damaged files refused");
-        let leftovers: Vec<_> = std::fs::read_dir(dir.path())
-            .unwrap()
-            .map(|e| e.unwrap().file_name().into_string().unwrap())
-            .filter(|n| n.contains("partout"))
-            .collect();
-        assert!(leftovers.is_empty(), "{leftovers:?}");
+        assert_no_staging_left(dir.path());
     }
 
     #[test]
@@ -846,12 +851,7 @@ mod repartition {
             );
             assert!(!out.exists(), "{args:?} left output behind");
         }
-        let leftovers: Vec<_> = std::fs::read_dir(dir.path())
-            .unwrap()
-            .map(|e| e.unwrap().file_name().into_string().unwrap())
-            .filter(|n| n.contains("partout"))
-            .collect();
-        assert!(leftovers.is_empty(), "{leftovers:?}");
+        assert_no_staging_left(dir.path());
 
         // A size clap refuses (its usage message is longer than a line).
         let result = run(&[
