@@ -49,7 +49,8 @@ struct Cli {
 enum Command {
     /// Partition TPC-H lineitem in memory and on disk; print throughput beside the baseline.
     Demo(demo::DemoOptions),
-    /// Repartition Parquet, Arrow IPC or CSV files by key into one file per destination.
+    /// Repartition Parquet, Arrow IPC or CSV files by key into one file per destination (or a
+    /// shuffle file and index per worker), in parallel, within a memory limit.
     Repartition(repartition::RepartitionOptions),
     /// Describe a file of Presto pages: pages, rows, columns and their encodings, sizes,
     /// checksums (every checksum is verified; a bad one is an error).

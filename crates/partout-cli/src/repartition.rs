@@ -43,7 +43,7 @@ pub enum SchemeArg {
 /// What each destination's output holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum FormatArg {
-    /// Parquet (`.parquet`), a row group per flush.
+    /// Parquet (`.parquet`), row groups as large as the memory limit allows.
     Parquet,
     /// An Arrow IPC stream (`.arrows`).
     Ipc,

@@ -2,10 +2,13 @@
 //!
 //! [`PartitionedWriter`] takes batches, computes each row's destination, appends the rows to
 //! per-destination column buffers and, when a destination's buffer reaches its flush target,
-//! encodes it as the next record batch of that destination's Arrow IPC stream and hands the
-//! bytes to a [`Sink`]. [`MemorySink`] keeps each destination's bytes; [`FileSink`] writes one
-//! file per destination into a directory, under temporary names until [`Sink::finish`] renames
-//! them, so an interrupted run never leaves files that look complete.
+//! hands the destination's rows as one batch to a [`BatchSink`]. The usual one, [`Encoded`],
+//! encodes it as the next record batch of the destination's Arrow IPC stream (or as a Presto
+//! page) and passes the bytes to a [`Sink`]: [`MemorySink`] keeps each destination's bytes;
+//! [`FileSink`] writes one file per destination into a directory, under temporary names until
+//! [`Sink::finish`] renames them, so an interrupted run never leaves files that look complete.
+//! Other batch sinks (a Parquet file per destination, files shared by several writers) live
+//! in `partout-io`.
 
 #![forbid(unsafe_code)]
 

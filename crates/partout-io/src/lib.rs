@@ -3,7 +3,14 @@
 //! Inputs: Parquet, Arrow IPC (file and stream) and CSV files, given one by one or as
 //! directories, read as one stream of record batches of one schema, a batch at a time (never a
 //! whole file in memory). [`discover`] lists the files and their formats, [`InputReader`] reads
-//! them in order. Every error names the file.
+//! them in order, [`plan_frames`] cuts them into [`Frame`]s that parallel workers read on their
+//! own (Parquet row groups or row ranges of them, IPC file batch ranges; CSV files and IPC
+//! streams whole). Every error names the file.
+//!
+//! Outputs: [`DestinationFiles`], one file per destination (Arrow IPC stream, Presto pages or
+//! Parquet) that any number of writers share through their [`FilesHandle`]s, each destination
+//! behind its own lock; [`ShuffleFile`], one worker's data file and index of byte ranges
+//! ([`read_shuffle_index`] reads it back).
 
 #![forbid(unsafe_code)]
 
