@@ -660,6 +660,46 @@ mod repartition {
     }
 
     #[test]
+    fn without_a_terminal_stderr_has_the_summary_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let input = inputs(dir.path());
+        let out = dir.path().join("out");
+        // Not through `run`, which adds --quiet.
+        let result = partout(&[
+            "repartition",
+            input.to_str().unwrap(),
+            "--by",
+            "k",
+            "-n",
+            "5",
+            "-o",
+            out.to_str().unwrap(),
+        ]);
+        assert!(result.status.success());
+        let err = String::from_utf8_lossy(&result.stderr);
+        // No progress bar drawn into a pipe: one line, the summary.
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(
+            err.contains(&format!("partout: {TOTAL} rows"))
+                && err.contains("into 5 destinations")
+                && err.contains("M rows/s"),
+            "{err}"
+        );
+        assert!(!err.contains('\r') && !err.contains('\u{1b}'), "{err:?}");
+        let quiet = run(&[
+            input.to_str().unwrap(),
+            "--by",
+            "k",
+            "-n",
+            "5",
+            "--overwrite",
+            "-o",
+            out.to_str().unwrap(),
+        ]);
+        assert!(quiet.status.success() && quiet.stderr.is_empty());
+    }
+
+    #[test]
     fn an_output_inside_the_input_directory_is_not_read_again() {
         let dir = tempfile::tempdir().unwrap();
         let input = inputs(dir.path());
