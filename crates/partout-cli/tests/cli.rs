@@ -322,8 +322,9 @@ mod repartition {
     }
 
     /// The inputs of the round trips: a directory of a Parquet file of many row groups (cut
-    /// into several frames), an Arrow IPC file and a CSV file; `TOTAL` rows, `i` from 0.
-    const TOTAL: usize = 150_000 + 20_000 + 5_003;
+    /// into several frames), an Arrow IPC file, a CSV file and an Arrow IPC stream; `TOTAL`
+    /// rows, `i` from 0.
+    const TOTAL: usize = 150_000 + 20_000 + 5_003 + 3_000;
 
     fn inputs(dir: &Path) -> std::path::PathBuf {
         let input = dir.join("in");
@@ -347,6 +348,11 @@ mod repartition {
             .with_header(true)
             .build(file);
         w.write(&rows(170_000, 5_003)).unwrap();
+        let file = std::fs::File::create(input.join("d.arrows")).unwrap();
+        let mut w = arrow_ipc::writer::StreamWriter::try_new(file, &rows(0, 1).schema()).unwrap();
+        w.write(&rows(175_003, 1_000)).unwrap();
+        w.write(&rows(176_003, 2_000)).unwrap();
+        w.finish().unwrap();
         input
     }
 
