@@ -394,6 +394,8 @@ pub struct ShuffleRange {
 ///
 /// The index: the magic `PTSHUF01`, the destination count (u32), the range count (u64), then
 /// per range its destination (u32), offset, length and rows (u64 each), all little-endian.
+/// The range count is written last, by `finish`: the index of an unfinished file does not
+/// match its length and reads as damaged.
 pub struct ShuffleFile {
     data_path: PathBuf,
     index: Option<io::BufWriter<File>>,
