@@ -52,10 +52,12 @@ enum Command {
     /// Repartition Parquet, Arrow IPC or CSV files by key into one file per destination (or a
     /// shuffle file and index per worker), in parallel, within a memory limit.
     Repartition(repartition::RepartitionOptions),
-    /// Describe a file of Presto pages: pages, rows, columns and their encodings, sizes,
-    /// checksums (every checksum is verified; a bad one is an error).
+    /// Describe a file of Presto pages (pages, rows, columns and their encodings, sizes,
+    /// checksums; every checksum is verified, a bad one is an error) or a shuffle index
+    /// (`repartition --layout shuffle`: each destination's ranges, rows and bytes, checked
+    /// against its data file).
     Inspect {
-        /// The file (pages back to back).
+        /// The file: Presto pages back to back, or a `.index` file.
         file: std::path::PathBuf,
     },
     /// Run a benchmark suite: ours beside the baseline, in the same run.
@@ -190,6 +192,9 @@ fn inspect(file: &std::path::Path) -> Result<()> {
     use anyhow::Context;
     use partout_format::presto::{BlockInfo, inspect_pages};
     let bytes = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
+    if bytes.starts_with(partout_io::SHUFFLE_INDEX_MAGIC) {
+        return inspect_shuffle_index(file);
+    }
     let pages = inspect_pages(&bytes).with_context(|| format!("{}", file.display()))?;
     fn describe(block: &BlockInfo) -> String {
         if block.children.is_empty() {
@@ -227,6 +232,35 @@ fn inspect(file: &std::path::Path) -> Result<()> {
         );
         for (c, block) in page.columns.iter().enumerate() {
             outln!("  column {c}: {} ({} bytes)", describe(block), block.bytes);
+        }
+    }
+    Ok(())
+}
+
+/// `partout inspect FILE.index`: a shuffle index, checked against its data file.
+fn inspect_shuffle_index(index: &std::path::Path) -> Result<()> {
+    use anyhow::Context;
+    let data = index.with_extension("data");
+    let data_len = std::fs::metadata(&data)
+        .with_context(|| format!("the data file of {}: {}", index.display(), data.display()))?
+        .len();
+    let (destinations, ranges) = partout_io::read_shuffle_index(index, data_len)?;
+    let mut per_destination = vec![(0u64, 0u64, 0u64); destinations as usize];
+    for range in &ranges {
+        let entry = &mut per_destination[range.destination as usize];
+        *entry = (entry.0 + 1, entry.1 + range.rows, entry.2 + range.len);
+    }
+    let rows: u64 = ranges.iter().map(|r| r.rows).sum();
+    let with_rows = per_destination.iter().filter(|d| d.1 > 0).count();
+    outln!(
+        "{}: shuffle index of {} ({data_len} bytes): {} ranges, {rows} rows, {with_rows} of {destinations} destinations with rows",
+        index.display(),
+        data.display(),
+        ranges.len()
+    );
+    for (p, (count, rows, bytes)) in per_destination.iter().enumerate() {
+        if *count > 0 {
+            outln!("destination {p}: {count} ranges, {rows} rows, {bytes} bytes");
         }
     }
     Ok(())

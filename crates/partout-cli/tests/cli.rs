@@ -706,6 +706,69 @@ mod repartition {
     }
 
     #[test]
+    fn inspect_reads_a_shuffle_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let input = inputs(dir.path());
+        let out = dir.path().join("out");
+        let result = run(&[
+            input.to_str().unwrap(),
+            "--by",
+            "k",
+            "-n",
+            "6",
+            "--format",
+            "presto",
+            "--layout",
+            "shuffle",
+            "--threads",
+            "1",
+            "-o",
+            out.to_str().unwrap(),
+        ]);
+        assert!(
+            result.status.success(),
+            "{}",
+            String::from_utf8_lossy(&result.stderr)
+        );
+        let manifest: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("_manifest.json")).unwrap())
+                .unwrap();
+        let index = out.join("shuffle-000.index");
+        let shown = partout(&["inspect", index.to_str().unwrap()]);
+        assert!(
+            shown.status.success(),
+            "{}",
+            String::from_utf8_lossy(&shown.stderr)
+        );
+        let text = String::from_utf8(shown.stdout).unwrap();
+        assert!(
+            text.contains(&format!("{TOTAL} rows, 6 of 6 destinations with rows")),
+            "{text}"
+        );
+        // One worker: its ranges are every destination's whole output.
+        for p in 0..6 {
+            let entry = &manifest["destinations"][p];
+            let tail = format!(" ranges, {} rows, {} bytes", entry["rows"], entry["bytes"]);
+            assert!(
+                text.lines()
+                    .any(|l| l.starts_with(&format!("destination {p}: ")) && l.ends_with(&tail)),
+                "{p}: {text}"
+            );
+        }
+        // Cut the data file short: the index no longer fits it.
+        let data = out.join("shuffle-000.data");
+        let bytes = std::fs::read(&data).unwrap();
+        std::fs::write(&data, &bytes[..bytes.len() - 1]).unwrap();
+        let shown = partout(&["inspect", index.to_str().unwrap()]);
+        assert_eq!(shown.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&shown.stderr);
+        assert!(
+            err.contains("passes the data") && err.contains("shuffle-000.index"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn an_output_inside_the_input_directory_is_not_read_again() {
         let dir = tempfile::tempdir().unwrap();
         let input = inputs(dir.path());
