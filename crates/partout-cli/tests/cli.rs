@@ -10,12 +10,22 @@ fn partout(args: &[&str]) -> Output {
 }
 
 /// The JSON objects a successful run printed, one per line.
-fn json_lines(out: Output) -> Vec<serde_json::Value> {
+/// The `_manifest.json` a run wrote into `out`.
+fn manifest(out: &std::path::Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(out.join("_manifest.json")).unwrap()).unwrap()
+}
+
+/// The run succeeded (its stderr shown when not).
+fn assert_success(result: &Output) {
     assert!(
-        out.status.success(),
+        result.status.success(),
         "{}",
-        String::from_utf8_lossy(&out.stderr)
+        String::from_utf8_lossy(&result.stderr)
     );
+}
+
+fn json_lines(out: Output) -> Vec<serde_json::Value> {
+    assert_success(&out);
     String::from_utf8(out.stdout)
         .unwrap()
         .lines()
@@ -62,11 +72,7 @@ fn bench_json_has_one_object_per_case_and_baseline() {
 #[test]
 fn the_demo_checks_and_reports() {
     let out = partout(&["demo", "--sf", "0.01", "--rounds", "1"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("every row of both decoded back"), "{text}");
     // The in-memory line and one on-disk line, each with a speedup.
@@ -94,11 +100,7 @@ fn bench_e2e_reports_every_thread_count_and_the_floor() {
         "8",
         "--json",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let lines = json_lines(out);
     assert_eq!(lines.len(), 3);
     let rows = lines[0]["rows"].as_u64().unwrap();
@@ -206,11 +208,7 @@ fn inspect_describes_presto_pages_and_names_corruption() {
     encode_page(&batch.slice(0, 0), PageOptions::default(), &mut bytes).unwrap();
     std::fs::write(&path, &bytes).unwrap();
     let out = partout(&["inspect", path.to_str().unwrap()]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("2 Presto pages, 3 rows"), "{text}");
     assert!(
@@ -257,7 +255,7 @@ fn bench_presto_json_reports_pages_and_ipc() {
 }
 
 mod repartition {
-    use super::partout;
+    use super::{assert_success, manifest, partout};
     use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray};
     use partout_core::ids::{PartitionIds, Partitioning};
     use std::path::Path;
@@ -358,9 +356,7 @@ mod repartition {
 
     /// Every destination's batches, as the manifest lists them.
     fn read_outputs(out: &Path, schema: &arrow_schema::SchemaRef) -> Vec<Vec<RecordBatch>> {
-        let manifest: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(out.join("_manifest.json")).unwrap())
-                .unwrap();
+        let manifest = manifest(out);
         let n = manifest["partitions"].as_u64().unwrap() as usize;
         let format = manifest["format"].as_str().unwrap().to_string();
         let decode = |bytes: &[u8]| -> Vec<RecordBatch> {
@@ -472,9 +468,7 @@ mod repartition {
             }
         }
         assert!(seen.iter().all(|&c| c == 1), "a row lost or duplicated");
-        let manifest: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(out.join("_manifest.json")).unwrap())
-                .unwrap();
+        let manifest = manifest(out);
         assert_eq!(manifest["input_rows"], TOTAL as u64);
         assert_eq!(manifest["output_rows"], TOTAL as u64);
         let listed: u64 = (0..n)
@@ -528,10 +522,7 @@ mod repartition {
                 "range" => {
                     // The split points the manifest records, sampled from the input: ranges of
                     // about equal rows.
-                    let manifest: serde_json::Value = serde_json::from_str(
-                        &std::fs::read_to_string(out.join("_manifest.json")).unwrap(),
-                    )
-                    .unwrap();
+                    let manifest = manifest(&out);
                     let splits: Vec<i64> = manifest["range_bounds"]
                         .as_array()
                         .unwrap()
@@ -556,10 +547,7 @@ mod repartition {
                 }
                 _ => {
                     // Round-robin: any destination, but all used about evenly.
-                    let manifest: serde_json::Value = serde_json::from_str(
-                        &std::fs::read_to_string(out.join("_manifest.json")).unwrap(),
-                    )
-                    .unwrap();
+                    let manifest = manifest(&out);
                     let counts: Vec<u64> = (0..n as usize)
                         .map(|p| manifest["destinations"][p]["rows"].as_u64().unwrap())
                         .collect();
@@ -645,10 +633,7 @@ mod repartition {
             if result.status.success() {
                 // Damage inside values of an uncompressed stretch can go unseen; then the run
                 // must still account for every row.
-                let manifest: serde_json::Value = serde_json::from_str(
-                    &std::fs::read_to_string(out.join("_manifest.json")).unwrap(),
-                )
-                .unwrap();
+                let manifest = manifest(&out);
                 assert_eq!(manifest["output_rows"], 60_000);
                 std::fs::remove_dir_all(&out).unwrap();
                 continue;
@@ -725,21 +710,11 @@ mod repartition {
             "-o",
             out.to_str().unwrap(),
         ]);
-        assert!(
-            result.status.success(),
-            "{}",
-            String::from_utf8_lossy(&result.stderr)
-        );
-        let manifest: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(out.join("_manifest.json")).unwrap())
-                .unwrap();
+        assert_success(&result);
+        let manifest = manifest(&out);
         let index = out.join("shuffle-000.index");
         let shown = partout(&["inspect", index.to_str().unwrap()]);
-        assert!(
-            shown.status.success(),
-            "{}",
-            String::from_utf8_lossy(&shown.stderr)
-        );
+        assert_success(&shown);
         let text = String::from_utf8(shown.stdout).unwrap();
         assert!(
             text.contains(&format!("{TOTAL} rows, 6 of 6 destinations with rows")),
@@ -784,11 +759,7 @@ mod repartition {
                 "-o",
                 out.to_str().unwrap(),
             ]);
-            assert!(
-                result.status.success(),
-                "{}",
-                String::from_utf8_lossy(&result.stderr)
-            );
+            assert_success(&result);
             check(&out, Partitioning::hash(vec![1], 3));
         }
     }
@@ -837,11 +808,7 @@ mod repartition {
             "-o",
             out.to_str().unwrap(),
         ]);
-        assert!(
-            result.status.success(),
-            "{}",
-            String::from_utf8_lossy(&result.stderr)
-        );
+        assert_success(&result);
         check(&out, Partitioning::hash(vec![1], 1000));
         let names: Vec<String> = std::fs::read_dir(dir.path())
             .unwrap()
@@ -985,11 +952,7 @@ mod repartition {
         assert!(String::from_utf8_lossy(&result.stderr).contains("--overwrite"));
         assert!(out.join("keep.txt").exists());
         let result = run(&[inp, "--by", "k", "-n", "4", "-o", o, "--overwrite"]);
-        assert!(
-            result.status.success(),
-            "{}",
-            String::from_utf8_lossy(&result.stderr)
-        );
+        assert_success(&result);
         assert!(!out.join("keep.txt").exists() && out.join("_manifest.json").exists());
     }
 }
@@ -1034,14 +997,8 @@ fn memory_stays_within_the_limit() {
             "-o",
             out.to_str().unwrap(),
         ]);
-        assert!(
-            result.status.success(),
-            "{}",
-            String::from_utf8_lossy(&result.stderr)
-        );
-        let manifest: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(out.join("_manifest.json")).unwrap())
-                .unwrap();
+        assert_success(&result);
+        let manifest = manifest(&out);
         std::fs::remove_dir_all(&out).unwrap();
         (
             manifest["peak_rss_bytes"].as_u64().expect("peak memory"),
