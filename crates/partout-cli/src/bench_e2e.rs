@@ -4,9 +4,8 @@
 //! encoding the Parquet alone costs).
 
 use crate::demo::write_parquet;
-use crate::repartition::{
-    CompressionArg, FormatArg, LayoutArg, RepartitionOptions, SchemeArg, repartition,
-};
+use crate::measure::median;
+use crate::repartition::{CompressionArg, RepartitionOptions, repartition};
 use anyhow::{Context, Result, ensure};
 use arrow_array::RecordBatch;
 use std::path::PathBuf;
@@ -39,11 +38,6 @@ pub struct E2eBenchOptions {
     /// One JSON object per contender instead of a table.
     #[arg(long)]
     pub json: bool,
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 /// `partout bench e2e`.
@@ -96,20 +90,16 @@ pub fn e2e(options: &E2eBenchOptions) -> Result<()> {
         for k in 0..contenders.len() {
             let i = (round + k) % contenders.len();
             let (_, n, threads) = &contenders[i];
-            let report = repartition(&RepartitionOptions {
-                inputs: vec![input.clone()],
-                by: vec![options.by.clone()],
-                partitions: *n,
-                scheme: SchemeArg::Hash,
-                format: FormatArg::Parquet,
-                compression: options.compression,
-                layout: LayoutArg::Files,
-                threads: Some(*threads),
-                memory_limit: 512 << 20,
-                overwrite: true,
-                quiet: true,
-                output: dir.path().join("out"),
-            })?;
+            let mut job = RepartitionOptions::parquet(
+                input.clone(),
+                &options.by,
+                *n,
+                *threads,
+                options.compression,
+                dir.path().join("out"),
+            );
+            job.memory_limit = 512 << 20;
+            let report = repartition(&job)?;
             let written = report.manifest["output_rows"].as_u64().unwrap_or(0);
             ensure!(
                 written == report.rows,

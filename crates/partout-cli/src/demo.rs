@@ -6,9 +6,8 @@
 //! each beside its baseline.
 
 use crate::bench_writer::{Contender, decoded_rows, lineitem, run_once};
-use crate::repartition::{
-    CompressionArg, FormatArg, LayoutArg, RepartitionOptions, SchemeArg, repartition,
-};
+use crate::measure::median;
+use crate::repartition::{CompressionArg, RepartitionOptions, repartition};
 use anyhow::{Context, Result, ensure};
 use arrow_array::RecordBatch;
 use std::time::Instant;
@@ -26,11 +25,6 @@ pub struct DemoOptions {
     /// Rounds of each in-memory contender (alternating); figures are medians.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
     pub rounds: u32,
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 pub fn run(options: &DemoOptions) -> Result<()> {
@@ -89,20 +83,14 @@ pub fn run(options: &DemoOptions) -> Result<()> {
         if threads == 1 && !disk.is_empty() {
             continue;
         }
-        let report = repartition(&RepartitionOptions {
-            inputs: vec![input.clone()],
-            by: vec!["l_orderkey".into()],
-            partitions: n,
-            scheme: SchemeArg::Hash,
-            format: FormatArg::Parquet,
-            compression: CompressionArg::Snappy,
-            layout: LayoutArg::Files,
-            threads: Some(threads as u16),
-            memory_limit: 256 << 20,
-            overwrite: true,
-            quiet: true,
-            output: dir.path().join(format!("out-{threads}")),
-        })?;
+        let report = repartition(&RepartitionOptions::parquet(
+            input.clone(),
+            "l_orderkey",
+            n,
+            threads as u16,
+            CompressionArg::Snappy,
+            dir.path().join(format!("out-{threads}")),
+        ))?;
         ensure!(
             report.manifest["output_rows"].as_u64() == Some(rows as u64),
             "the repartitioned files hold {} rows of {rows}",

@@ -19,7 +19,7 @@ use parquet::file::properties::WriterProperties;
 use partout_core::ids::{Partitioning, RangeBounds};
 use partout_exchange::{BatchSink, PartitionedWriter, WriterMetrics, WriterOptions};
 use partout_format::ipc::Compression;
-use partout_io::{DestinationFiles, FileFormat, Frames, ShuffleFile, discover, plan_frames};
+use partout_io::{DestinationFiles, FileFormat, Frames, ShuffleFile, discover, plan_frames_by};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -112,6 +112,34 @@ pub struct RepartitionOptions {
     /// The output directory.
     #[arg(short = 'o', long = "output")]
     pub output: PathBuf,
+}
+
+impl RepartitionOptions {
+    /// `input` by `by` into `partitions` Parquet files under `output`, on `threads` threads,
+    /// quietly, replacing what is there; the command line's defaults otherwise.
+    pub fn parquet(
+        input: PathBuf,
+        by: &str,
+        partitions: u32,
+        threads: u16,
+        compression: CompressionArg,
+        output: PathBuf,
+    ) -> Self {
+        Self {
+            inputs: vec![input],
+            by: vec![by.to_string()],
+            partitions,
+            scheme: SchemeArg::Hash,
+            format: FormatArg::Parquet,
+            compression,
+            layout: LayoutArg::Files,
+            threads: Some(threads),
+            memory_limit: 256 << 20,
+            overwrite: true,
+            quiet: true,
+            output,
+        }
+    }
 }
 
 /// `1000`, `64k`, `64KiB`, `256M`, `256MiB`, `1G`, `1GiB` (units of 1024).
@@ -433,7 +461,7 @@ impl Job<'_> {
             }
         }
         if self.stop.load(Ordering::Relaxed) {
-            bail!("stopped: another worker failed");
+            return Err(Stopped.into());
         }
         let metrics = writer.finish_output()?.1;
         let timing = json!({
@@ -468,6 +496,18 @@ impl Job<'_> {
     }
 }
 
+/// A worker stopped because another failed: the echo, not the cause, of a failed run.
+#[derive(Debug)]
+struct Stopped;
+
+impl std::fmt::Display for Stopped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "stopped: another worker failed")
+    }
+}
+
+impl std::error::Error for Stopped {}
+
 /// The error that explains a failed run: the first that is not another worker's echo.
 fn first_error(results: Vec<Result<WriterMetrics>>) -> Result<Vec<WriterMetrics>> {
     let (ok, errors): (Vec<_>, Vec<_>) = results.into_iter().partition(Result::is_ok);
@@ -475,8 +515,7 @@ fn first_error(results: Vec<Result<WriterMetrics>>) -> Result<Vec<WriterMetrics>
         return Ok(ok.into_iter().map(|r| r.expect("ok")).collect());
     }
     let mut errors: Vec<anyhow::Error> = errors.into_iter().map(|r| r.unwrap_err()).collect();
-    let echo = |e: &anyhow::Error| e.to_string().starts_with("stopped: another worker");
-    let i = errors.iter().position(|e| !echo(e)).unwrap_or(0);
+    let i = errors.iter().position(|e| !e.is::<Stopped>()).unwrap_or(0);
     Err(errors.swap_remove(i))
 }
 
@@ -520,11 +559,11 @@ pub fn repartition(options: &RepartitionOptions) -> Result<Report> {
     // Frames: about sixteen per worker, of 64K rows at least: the workers' last frames end
     // within a small frame of each other, and frames do not shrink to nothing.
     let files = inputs_outside(discover(&options.inputs)?, out)?;
-    let probe = plan_frames(&files, usize::MAX)?;
-    let frame_rows = probe.rows().map_or(1 << 20, |rows| {
-        (rows as usize / (threads * 16)).max(64 << 10)
-    });
-    let frames = plan_frames(&files, frame_rows)?;
+    let frames = plan_frames_by(&files, |rows| {
+        rows.map_or(1 << 20, |rows| {
+            (rows as usize / (threads * 16)).max(64 << 10)
+        })
+    })?;
     let partitioning = partitioning(options, &frames)?;
     // The key columns and the output format checked before anything is written.
     PartitionedWriter::with_output(

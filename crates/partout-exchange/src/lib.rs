@@ -18,6 +18,6 @@ mod sink;
 mod writer;
 
 pub use error::{Result, WriterError};
-pub use output::{BatchSink, Encoded};
+pub use output::{BatchSink, Encoded, StreamEncoder, StreamEncoders};
 pub use sink::{FileSink, MemorySink, Sink};
 pub use writer::{OutputFormat, PartitionedWriter, Strategy, WriterMetrics, WriterOptions};

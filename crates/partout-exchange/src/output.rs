@@ -37,14 +37,157 @@ pub trait BatchSink {
     }
 }
 
+/// One destination's encoder: the next record batches of an Arrow IPC stream (its schema
+/// first, its end-of-stream marker last), or Presto pages (checksummed; LZ4 bodies with
+/// [`Compression::Lz4Frame`]), which need no start or end.
+#[derive(Debug)]
+pub struct StreamEncoder(Stream);
+
+#[derive(Debug)]
+enum Stream {
+    /// Boxed: destinations without rows yet hold no encoder state.
+    Ipc(Box<IpcStreamEncoder>),
+    Presto(PageOptions),
+}
+
+impl StreamEncoder {
+    /// Checks that batches of `schema` can be encoded as `format` with `compression`.
+    ///
+    /// # Errors
+    /// [`WriterError::InvalidOption`] for ZSTD Presto pages; [`WriterError::Encode`] for a
+    /// schema Presto pages cannot carry (found now, not at the first flush).
+    pub fn check(schema: &SchemaRef, format: OutputFormat, compression: Compression) -> Result<()> {
+        if format == OutputFormat::Presto {
+            if compression == Compression::Zstd {
+                return Err(WriterError::InvalidOption(
+                    "Presto pages are compressed with LZ4 or not at all, not ZSTD".into(),
+                ));
+            }
+            let empty = RecordBatch::new_empty(schema.clone());
+            encode_page(&empty, PageOptions::default(), &mut Vec::new())?;
+        }
+        Ok(())
+    }
+
+    /// An encoder of batches of `schema` (checked by [`check`](Self::check) beforehand).
+    ///
+    /// # Errors
+    /// [`WriterError::Encode`] when arrow-rs cannot write the schema.
+    pub fn try_new(
+        schema: SchemaRef,
+        format: OutputFormat,
+        compression: Compression,
+    ) -> Result<Self> {
+        Ok(Self(match format {
+            OutputFormat::ArrowIpc => {
+                Stream::Ipc(Box::new(IpcStreamEncoder::try_new(schema, compression)?))
+            }
+            OutputFormat::Presto => Stream::Presto(PageOptions {
+                checksum: true,
+                lz4: compression == Compression::Lz4Frame,
+            }),
+        }))
+    }
+
+    /// Appends `batch`, encoded, to `out`.
+    ///
+    /// # Errors
+    /// [`WriterError::Encode`].
+    pub fn encode(&mut self, batch: &RecordBatch, out: &mut Vec<u8>) -> Result<()> {
+        match &mut self.0 {
+            Stream::Ipc(encoder) => encoder.encode(batch, out)?,
+            Stream::Presto(options) => encode_page(batch, *options, out)?,
+        }
+        Ok(())
+    }
+
+    /// Appends what ends the output to `out`: an IPC stream's end-of-stream marker (and its
+    /// schema, if no batch was encoded); nothing for Presto pages.
+    ///
+    /// # Errors
+    /// [`WriterError::Encode`].
+    pub fn finish(self, out: &mut Vec<u8>) -> Result<()> {
+        if let Stream::Ipc(encoder) = self.0 {
+            encoder.finish(out)?;
+        }
+        Ok(())
+    }
+}
+
+/// One [`StreamEncoder`] per destination, each made at its destination's first use.
+#[derive(Debug)]
+pub struct StreamEncoders {
+    schema: SchemaRef,
+    format: OutputFormat,
+    compression: Compression,
+    encoders: Vec<Option<StreamEncoder>>,
+}
+
+impl StreamEncoders {
+    /// Encoders of batches of `schema` for `destinations` destinations.
+    ///
+    /// # Errors
+    /// As [`StreamEncoder::check`].
+    pub fn try_new(
+        schema: SchemaRef,
+        destinations: usize,
+        format: OutputFormat,
+        compression: Compression,
+    ) -> Result<Self> {
+        StreamEncoder::check(&schema, format, compression)?;
+        Ok(Self {
+            schema,
+            format,
+            compression,
+            encoders: (0..destinations).map(|_| None).collect(),
+        })
+    }
+
+    /// Destinations.
+    pub fn len(&self) -> usize {
+        self.encoders.len()
+    }
+
+    /// Whether there are no destinations.
+    pub fn is_empty(&self) -> bool {
+        self.encoders.is_empty()
+    }
+
+    /// Destination `p`'s encoder, made now if it has none.
+    ///
+    /// # Errors
+    /// [`WriterError::Sink`] for a destination out of range; [`WriterError::Encode`].
+    pub fn get(&mut self, p: usize) -> Result<&mut StreamEncoder> {
+        let count = self.encoders.len();
+        let slot = self.encoders.get_mut(p).ok_or_else(|| WriterError::Sink {
+            destination: Some(p),
+            source: std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("destination {p} of {count}"),
+            ),
+        })?;
+        Ok(match slot {
+            Some(encoder) => encoder,
+            slot => slot.insert(StreamEncoder::try_new(
+                self.schema.clone(),
+                self.format,
+                self.compression,
+            )?),
+        })
+    }
+
+    /// Destination `p`'s encoder, taken out (to be finished); `None` if it never had one.
+    pub fn take(&mut self, p: usize) -> Option<StreamEncoder> {
+        self.encoders.get_mut(p).and_then(Option::take)
+    }
+}
+
 /// Encodes each destination's batches as one Arrow IPC stream or as Presto pages (by
 /// [`OutputFormat`]) and hands the bytes to a [`Sink`].
 #[derive(Debug)]
 pub struct Encoded<S: Sink> {
-    schema: SchemaRef,
-    format: OutputFormat,
-    compression: Compression,
-    encoders: Vec<Option<IpcStreamEncoder>>,
+    fields: usize,
+    encoders: StreamEncoders,
     out: Vec<u8>,
     sink: S,
     sink_time: Duration,
@@ -63,21 +206,9 @@ impl<S: Sink> Encoded<S> {
         compression: Compression,
         sink: S,
     ) -> Result<Self> {
-        if format == OutputFormat::Presto {
-            if compression == Compression::Zstd {
-                return Err(WriterError::InvalidOption(
-                    "Presto pages are compressed with LZ4 or not at all, not ZSTD".into(),
-                ));
-            }
-            // What Presto cannot carry is refused now, not at the first flush.
-            let empty = RecordBatch::new_empty(schema.clone());
-            encode_page(&empty, PageOptions::default(), &mut Vec::new())?;
-        }
         Ok(Self {
-            schema,
-            format,
-            compression,
-            encoders: (0..destinations).map(|_| None).collect(),
+            fields: schema.fields().len(),
+            encoders: StreamEncoders::try_new(schema, destinations, format, compression)?,
             out: Vec::new(),
             sink,
             sink_time: Duration::ZERO,
@@ -106,65 +237,35 @@ impl<S: Sink> Encoded<S> {
         self.sink_time += started.elapsed();
         Ok(bytes)
     }
-
-    fn encoder(&mut self, p: usize) -> Result<&mut IpcStreamEncoder> {
-        Ok(match &mut self.encoders[p] {
-            Some(encoder) => encoder,
-            slot => slot.insert(IpcStreamEncoder::try_new(
-                self.schema.clone(),
-                self.compression,
-            )?),
-        })
-    }
 }
 
 impl<S: Sink> BatchSink for Encoded<S> {
     fn write_batch(&mut self, p: usize, batch: &RecordBatch) -> Result<u64> {
-        if p >= self.encoders.len() {
-            return Err(WriterError::Sink {
-                destination: Some(p),
-                source: std::io::Error::new(
-                    std::io::ErrorKind::InvalidInput,
-                    format!("destination {p} of {}", self.encoders.len()),
-                ),
-            });
-        }
         // Room for the whole message at once (its buffers, padding and metadata): the encoder
         // then never grows the buffer, copying what it holds, on the way.
         // (The buffers' capacity bounds the data; no allocation to ask.)
-        let room = batch.get_array_memory_size() + 64 * (self.schema.fields().len() + 16);
+        let room = batch.get_array_memory_size() + 64 * (self.fields + 16);
         self.out.clear();
         self.out.reserve(room);
-        match self.format {
-            OutputFormat::ArrowIpc => {
-                let mut out = std::mem::take(&mut self.out);
-                let encoded = self.encoder(p).and_then(|e| Ok(e.encode(batch, &mut out)?));
-                self.out = out;
-                encoded?;
-            }
-            OutputFormat::Presto => {
-                let options = PageOptions {
-                    checksum: true,
-                    lz4: self.compression == Compression::Lz4Frame,
-                };
-                encode_page(batch, options, &mut self.out)?;
-            }
-        }
+        let mut out = std::mem::take(&mut self.out);
+        let encoded = self.encoders.get(p).and_then(|e| e.encode(batch, &mut out));
+        self.out = out;
+        encoded?;
         self.write(p)
     }
 
     fn finish(&mut self, destination_bytes: &mut [u64]) -> Result<()> {
-        if self.format == OutputFormat::ArrowIpc {
-            for (p, bytes) in destination_bytes.iter_mut().enumerate() {
-                // A destination without rows gets a stream of the schema alone.
-                self.encoder(p)?;
-                let encoder = self.encoders[p].take().expect("made above");
-                self.out.clear();
-                encoder.finish(&mut self.out)?;
+        for (p, bytes) in destination_bytes.iter_mut().enumerate() {
+            // A destination without rows gets an IPC stream of the schema alone; Presto pages
+            // need no end, and such a destination gets no bytes.
+            self.encoders.get(p)?;
+            let encoder = self.encoders.take(p).expect("made above");
+            self.out.clear();
+            encoder.finish(&mut self.out)?;
+            if !self.out.is_empty() {
                 *bytes += self.write(p)?;
             }
         }
-        // Presto pages need no end: a destination's output is its pages, back to back.
         let started = Instant::now();
         self.sink.finish().map_err(|source| WriterError::Sink {
             destination: None,

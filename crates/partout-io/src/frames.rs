@@ -183,16 +183,32 @@ impl Frames {
 /// [`IoError::Inputs`] for no files; [`IoError::File`] for a file that cannot be opened, is
 /// not of its format, or has another schema.
 pub fn plan_frames(files: &[InputFile], frame_rows: usize) -> Result<Frames> {
-    // (Capped so that the sizing arithmetic below cannot overflow.)
-    let frame_rows = frame_rows.clamp(1, 1 << 40);
+    plan_frames_by(files, |_| frame_rows)
+}
+
+/// As [`plan_frames`], the frame size chosen by `frame_rows` from the inputs' rows in all
+/// (when every file tells them without being read: Parquet), once every file is opened.
+///
+/// # Errors
+/// As [`plan_frames`].
+pub fn plan_frames_by(
+    files: &[InputFile],
+    frame_rows: impl FnOnce(Option<u64>) -> usize,
+) -> Result<Frames> {
+    /// A file opened: its pieces, still to be cut.
+    enum Source {
+        Parquet(ArrowReaderMetadata, Vec<usize>),
+        IpcFile(usize),
+        Whole,
+    }
     let mut schema: Option<SchemaRef> = None;
-    let mut frames = Vec::new();
+    let mut opened = Vec::with_capacity(files.len());
     for file in files {
         let path = &file.path;
         let bad = |e: &dyn fmt::Display| {
             file_error(path, format!("not a readable {:?} file: {e}", file.format))
         };
-        let (file_schema, pieces): (SchemaRef, Vec<(Part, Option<u64>)>) = match file.format {
+        let (file_schema, source) = match file.format {
             Format::Parquet => {
                 let handle = File::open(path).map_err(|e| file_error(path, e))?;
                 let metadata = ArrowReaderMetadata::load(&handle, ArrowReaderOptions::new())
@@ -203,34 +219,18 @@ pub fn plan_frames(files: &[InputFile], frame_rows: usize) -> Result<Frames> {
                     .iter()
                     .map(|g| g.num_rows().max(0) as usize)
                     .collect();
-                let pieces = parquet_parts(&group_rows, frame_rows)
-                    .into_iter()
-                    .map(|(groups, rows, count)| {
-                        let part = Part::Parquet {
-                            metadata: metadata.clone(),
-                            groups,
-                            rows,
-                        };
-                        (part, Some(count as u64))
-                    })
-                    .collect();
-                (metadata.schema().clone(), pieces)
+                (
+                    metadata.schema().clone(),
+                    Source::Parquet(metadata, group_rows),
+                )
             }
             Format::IpcFile => {
                 let handle = File::open(path).map_err(|e| file_error(path, e))?;
                 let reader = arrow_ipc::reader::FileReader::try_new(BufReader::new(handle), None)
                     .map_err(|e| bad(&e))?;
-                let per_frame = (frame_rows / crate::BATCH_ROWS).max(1);
-                let pieces = even_ranges(reader.num_batches(), per_frame)
-                    .into_iter()
-                    .map(|(start, end)| (Part::IpcFile { start, end }, None))
-                    .collect();
-                (reader.schema(), pieces)
+                (reader.schema(), Source::IpcFile(reader.num_batches()))
             }
-            Format::IpcStream | Format::Csv => {
-                let (file_schema, _) = open(file, schema.as_ref())?;
-                (file_schema, vec![(Part::Whole, None)])
-            }
+            Format::IpcStream | Format::Csv => (open(file, schema.as_ref())?.0, Source::Whole),
         };
         match &schema {
             None => schema = Some(file_schema),
@@ -242,13 +242,49 @@ pub fn plan_frames(files: &[InputFile], frame_rows: usize) -> Result<Frames> {
             }
             Some(_) => {}
         }
-        frames.extend(pieces.into_iter().map(|(part, rows)| Frame {
+        opened.push((file, source));
+    }
+    let schema = schema.ok_or_else(|| IoError::Inputs("no input files".into()))?;
+    let rows: Option<u64> = opened
+        .iter()
+        .map(|(_, source)| match source {
+            Source::Parquet(_, groups) => Some(groups.iter().map(|&r| r as u64).sum::<u64>()),
+            _ => None,
+        })
+        .sum();
+    // (Capped so that the sizing arithmetic below cannot overflow.)
+    let frame_rows = frame_rows(rows).clamp(1, 1 << 40);
+    let mut frames = Vec::new();
+    for (file, source) in opened {
+        let frame = |part, rows| Frame {
             file: file.clone(),
             rows,
             part,
-        }));
+        };
+        match source {
+            Source::Parquet(metadata, group_rows) => {
+                frames.extend(parquet_parts(&group_rows, frame_rows).into_iter().map(
+                    |(groups, rows, count)| {
+                        let part = Part::Parquet {
+                            metadata: metadata.clone(),
+                            groups,
+                            rows,
+                        };
+                        frame(part, Some(count as u64))
+                    },
+                ));
+            }
+            Source::IpcFile(batches) => {
+                let per_frame = (frame_rows / crate::BATCH_ROWS).max(1);
+                frames.extend(
+                    even_ranges(batches, per_frame)
+                        .into_iter()
+                        .map(|(start, end)| frame(Part::IpcFile { start, end }, None)),
+                );
+            }
+            Source::Whole => frames.push(frame(Part::Whole, None)),
+        }
     }
-    let schema = schema.ok_or_else(|| IoError::Inputs("no input files".into()))?;
     Ok(Frames { schema, frames })
 }
 

@@ -17,7 +17,7 @@
 mod frames;
 mod outputs;
 
-pub use frames::{Frame, FrameReader, Frames, plan_frames};
+pub use frames::{Frame, FrameReader, Frames, plan_frames, plan_frames_by};
 pub use outputs::{
     DestinationFile, DestinationFiles, FileFormat, FilesHandle, SHUFFLE_INDEX_MAGIC, ShuffleFile,
     ShuffleRange, read_shuffle_index,

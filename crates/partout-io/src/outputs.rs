@@ -5,9 +5,8 @@ use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
 use parquet::arrow::ArrowWriter;
 use parquet::file::properties::WriterProperties;
-use partout_exchange::{BatchSink, WriterError};
-use partout_format::ipc::{Compression, IpcStreamEncoder};
-use partout_format::presto::{PageOptions, encode_page};
+use partout_exchange::{BatchSink, OutputFormat, StreamEncoder, StreamEncoders, WriterError};
+use partout_format::ipc::Compression;
 use std::fs::File;
 use std::io::{self, Seek, Write};
 use std::path::{Path, PathBuf};
@@ -34,6 +33,16 @@ pub enum FileFormat {
 }
 
 impl FileFormat {
+    /// The stream format and compression, for IPC and Presto; `None` for Parquet.
+    fn stream(&self) -> Option<(OutputFormat, Compression)> {
+        match self {
+            Self::Ipc(compression) => Some((OutputFormat::ArrowIpc, *compression)),
+            Self::Presto { lz4: true } => Some((OutputFormat::Presto, Compression::Lz4Frame)),
+            Self::Presto { lz4: false } => Some((OutputFormat::Presto, Compression::None)),
+            Self::Parquet { .. } => None,
+        }
+    }
+
     /// The file name extension of the format.
     pub fn extension(&self) -> &'static str {
         match self {
@@ -63,10 +72,15 @@ enum Slot {
     Unopened,
     Stream {
         file: File,
-        encoder: Option<IpcStreamEncoder>,
+        encoder: StreamEncoder,
         bytes: u64,
     },
-    Parquet(ArrowWriter<File>),
+    Parquet {
+        /// Boxed: slots not yet opened stay small.
+        writer: Box<ArrowWriter<File>>,
+        /// Memory the open row group may hold before it is written out.
+        row_group_bytes: usize,
+    },
     /// Finished, or failed: no more writes.
     Done,
 }
@@ -117,11 +131,10 @@ impl DestinationFiles {
         destinations: usize,
         format: FileFormat,
     ) -> Result<Self, WriterError> {
-        std::fs::create_dir_all(dir).map_err(io_error(None))?;
-        if matches!(format, FileFormat::Presto { .. }) {
-            let empty = RecordBatch::new_empty(schema.clone());
-            encode_page(&empty, PageOptions::default(), &mut Vec::new())?;
+        if let Some((stream, compression)) = format.stream() {
+            StreamEncoder::check(&schema, stream, compression)?;
         }
+        std::fs::create_dir_all(dir).map_err(io_error(None))?;
         Ok(Self {
             dir: dir.to_path_buf(),
             prefix: prefix.to_string(),
@@ -164,23 +177,28 @@ impl DestinationFiles {
     fn open(&self, p: usize) -> Result<Slot, WriterError> {
         let file = File::create(self.partial(p)).map_err(io_error(Some(p)))?;
         Ok(match &self.format {
-            FileFormat::Ipc(compression) => Slot::Stream {
-                file,
-                encoder: Some(IpcStreamEncoder::try_new(
-                    self.schema.clone(),
-                    *compression,
-                )?),
-                bytes: 0,
-            },
-            FileFormat::Presto { .. } => Slot::Stream {
-                file,
-                encoder: None,
-                bytes: 0,
-            },
-            FileFormat::Parquet { properties, .. } => Slot::Parquet(
-                ArrowWriter::try_new(file, self.schema.clone(), Some(properties.as_ref().clone()))
+            FileFormat::Parquet {
+                properties,
+                row_group_bytes,
+            } => Slot::Parquet {
+                writer: Box::new(
+                    ArrowWriter::try_new(
+                        file,
+                        self.schema.clone(),
+                        Some(properties.as_ref().clone()),
+                    )
                     .map_err(|e| sink_error(Some(p), e))?,
-            ),
+                ),
+                row_group_bytes: *row_group_bytes,
+            },
+            stream => {
+                let (format, compression) = stream.stream().expect("not Parquet");
+                Slot::Stream {
+                    file,
+                    encoder: StreamEncoder::try_new(self.schema.clone(), format, compression)?,
+                    bytes: 0,
+                }
+            }
         })
     }
 
@@ -196,36 +214,23 @@ impl DestinationFiles {
                 bytes,
             } => {
                 out.clear();
-                match (encoder, &self.format) {
-                    (Some(encoder), _) => encoder.encode(batch, out)?,
-                    (None, FileFormat::Presto { lz4 }) => {
-                        let options = PageOptions {
-                            checksum: true,
-                            lz4: *lz4,
-                        };
-                        encode_page(batch, options, out)?;
-                    }
-                    (None, _) => unreachable!("only Presto streams have no encoder"),
-                }
+                encoder.encode(batch, out)?;
                 file.write_all(out).map_err(io_error(Some(p)))?;
                 *bytes += out.len() as u64;
                 Ok(out.len() as u64)
             }
-            Slot::Parquet(writer) => {
+            Slot::Parquet {
+                writer,
+                row_group_bytes,
+            } => {
                 let before = writer.bytes_written();
-                let limit = match &self.format {
-                    FileFormat::Parquet {
-                        row_group_bytes, ..
-                    } => *row_group_bytes,
-                    _ => unreachable!("a Parquet slot of a Parquet format"),
-                };
                 // Rows are encoded now, into the open row group; it is written out when it
                 // holds its share of memory (a row group per flush would make thousands of
                 // tiny row groups, whose metadata the writer keeps until the end).
                 writer
                     .write(batch)
                     .and_then(|()| {
-                        if writer.memory_size() >= limit {
+                        if writer.memory_size() >= *row_group_bytes {
                             writer.flush()
                         } else {
                             Ok(())
@@ -312,13 +317,11 @@ impl DestinationFiles {
                 bytes,
             } => {
                 let mut end = Vec::new();
-                if let Some(encoder) = encoder {
-                    encoder.finish(&mut end)?;
-                }
+                encoder.finish(&mut end)?;
                 file.write_all(&end).map_err(io_error(Some(p)))?;
                 bytes + end.len() as u64
             }
-            Slot::Parquet(writer) => {
+            Slot::Parquet { writer, .. } => {
                 // Writes the footer and hands the file back.
                 let file = writer.into_inner().map_err(|e| sink_error(Some(p), e))?;
                 file.metadata().map_err(io_error(Some(p)))?.len()
@@ -401,10 +404,7 @@ pub struct ShuffleFile {
     index: Option<io::BufWriter<File>>,
     ranges: u64,
     data: Option<File>,
-    schema: SchemaRef,
-    ipc: Option<Compression>,
-    presto_lz4: bool,
-    encoders: Vec<Option<IpcStreamEncoder>>,
+    encoders: StreamEncoders,
     offset: u64,
     out: Vec<u8>,
 }
@@ -432,19 +432,12 @@ impl ShuffleFile {
         destinations: usize,
         format: &FileFormat,
     ) -> Result<Self, WriterError> {
-        let (ipc, presto_lz4) = match format {
-            FileFormat::Ipc(compression) => (Some(*compression), false),
-            FileFormat::Presto { lz4 } => {
-                let empty = RecordBatch::new_empty(schema.clone());
-                encode_page(&empty, PageOptions::default(), &mut Vec::new())?;
-                (None, *lz4)
-            }
-            FileFormat::Parquet { .. } => {
-                return Err(WriterError::InvalidOption(
-                    "the shuffle layout carries Arrow IPC or Presto pages, not Parquet".into(),
-                ));
-            }
+        let Some((format, compression)) = format.stream() else {
+            return Err(WriterError::InvalidOption(
+                "the shuffle layout carries Arrow IPC or Presto pages, not Parquet".into(),
+            ));
         };
+        let encoders = StreamEncoders::try_new(schema, destinations, format, compression)?;
         let data_path = dir.join(format!("{name}.data"));
         let data = File::create(&data_path).map_err(io_error(None))?;
         // The index is written as ranges are made (its range count filled in at the end):
@@ -462,10 +455,7 @@ impl ShuffleFile {
             ranges: 0,
             data_path,
             data: Some(data),
-            schema,
-            ipc,
-            presto_lz4,
-            encoders: (0..destinations).map(|_| None).collect(),
+            encoders,
             offset: 0,
             out: Vec::new(),
         })
@@ -496,41 +486,21 @@ impl ShuffleFile {
 
 impl BatchSink for ShuffleFile {
     fn write_batch(&mut self, p: usize, batch: &RecordBatch) -> Result<u64, WriterError> {
-        if p >= self.encoders.len() {
-            return Err(sink_error(
-                Some(p),
-                format!("destination {p} of {}", self.encoders.len()),
-            ));
-        }
         self.out.clear();
-        match self.ipc {
-            Some(compression) => {
-                let encoder = match &mut self.encoders[p] {
-                    Some(encoder) => encoder,
-                    slot => {
-                        slot.insert(IpcStreamEncoder::try_new(self.schema.clone(), compression)?)
-                    }
-                };
-                encoder.encode(batch, &mut self.out)?;
-            }
-            None => {
-                let options = PageOptions {
-                    checksum: true,
-                    lz4: self.presto_lz4,
-                };
-                encode_page(batch, options, &mut self.out)?;
-            }
-        }
+        self.encoders.get(p)?.encode(batch, &mut self.out)?;
         self.append(p, batch.num_rows() as u64)
     }
 
-    /// Ends the IPC stream of every destination that has rows and completes the index.
+    /// Ends the IPC stream of every destination that has rows (Presto pages need no end)
+    /// and completes the index.
     fn finish(&mut self, destination_bytes: &mut [u64]) -> Result<(), WriterError> {
         for (p, bytes) in destination_bytes.iter_mut().enumerate() {
-            if let Some(encoder) = self.encoders.get_mut(p).and_then(Option::take) {
+            if let Some(encoder) = self.encoders.take(p) {
                 self.out.clear();
                 encoder.finish(&mut self.out)?;
-                *bytes += self.append(p, 0)?;
+                if !self.out.is_empty() {
+                    *bytes += self.append(p, 0)?;
+                }
             }
         }
         let data = self
