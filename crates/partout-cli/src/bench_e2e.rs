@@ -5,9 +5,9 @@
 
 use crate::demo::write_parquet;
 use crate::measure::median;
-use crate::repartition::{CompressionArg, RepartitionOptions, repartition};
 use anyhow::{Context, Result, ensure};
 use arrow_array::RecordBatch;
+use partout_job::{Compression, JobOptions, repartition};
 use std::path::PathBuf;
 
 /// Options of `partout bench e2e`.
@@ -24,8 +24,8 @@ pub struct E2eBenchOptions {
     #[arg(long, value_delimiter = ',', default_values_t = [1u16, 2])]
     pub threads: Vec<u16>,
     /// Output compression.
-    #[arg(long, value_enum, default_value_t = CompressionArg::Snappy)]
-    pub compression: CompressionArg,
+    #[arg(long, default_value_t = Compression::Snappy)]
+    pub compression: Compression,
     /// Rounds: every contender once per round, in alternation; figures are medians.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
     pub rounds: u32,
@@ -90,26 +90,25 @@ pub fn e2e(options: &E2eBenchOptions) -> Result<()> {
         for k in 0..contenders.len() {
             let i = (round + k) % contenders.len();
             let (_, n, threads) = &contenders[i];
-            let mut job = RepartitionOptions::parquet(
-                input.clone(),
-                &options.by,
-                *n,
-                *threads,
-                options.compression,
-                dir.path().join("out"),
-            );
-            job.memory_limit = 512 << 20;
-            let report = repartition(&job)?;
-            let written = report.manifest["output_rows"].as_u64().unwrap_or(0);
+            let report = repartition(
+                JobOptions::new([&input], dir.path().join("out"), *n)
+                    .with_keys([&options.by])
+                    .with_threads(usize::from(*threads))
+                    .with_compression(options.compression)
+                    .with_memory_limit(512 << 20)
+                    .with_overwrite(true),
+            )?;
+            let manifest = &report.manifest;
             ensure!(
-                written == report.rows,
-                "{} rows read, {written} written",
-                report.rows
+                manifest.output_rows == manifest.input_rows,
+                "{} rows read, {} written",
+                manifest.input_rows,
+                manifest.output_rows
             );
-            rows = report.rows;
-            out_bytes[i] = report.bytes_out;
+            rows = manifest.input_rows;
+            out_bytes[i] = manifest.output_bytes;
             times[i].push(report.seconds);
-            if let Some(peak) = report.manifest["peak_rss_bytes"].as_u64() {
+            if let Some(peak) = manifest.peak_rss_bytes {
                 peaks[i].push(peak as f64);
             }
         }

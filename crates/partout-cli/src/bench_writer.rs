@@ -11,6 +11,7 @@ use partout_core::ids::Partitioning;
 use partout_exchange::{
     MemorySink, PartitionedWriter, Sink, Strategy, WriterMetrics, WriterOptions,
 };
+use partout_format::Encoding;
 use partout_format::ipc::{Compression, decode_stream};
 use partout_testkit::baseline::{CometShuffle, DataFusionHash, DataFusionShuffle};
 use serde_json::json;
@@ -167,16 +168,17 @@ fn run_partout<S: Sink>(
 ) -> Result<(S, WriterMetrics)> {
     let options = WriterOptions::default()
         .with_memory_limit(memory_limit)
-        .with_strategy(strategy)
-        .with_compression(if lz4 {
-            Compression::Lz4Frame
-        } else {
-            Compression::None
-        });
+        .with_strategy(strategy);
+    let compression = if lz4 {
+        Compression::Lz4Frame
+    } else {
+        Compression::None
+    };
     let mut writer = PartitionedWriter::try_new(
         batches[0].schema(),
         Partitioning::hash(vec![0], n),
         options,
+        Encoding::ipc(compression),
         sink,
     )?;
     for batch in batches {

@@ -7,9 +7,9 @@
 
 use crate::bench_writer::{Contender, decoded_rows, lineitem, run_once};
 use crate::measure::median;
-use crate::repartition::{CompressionArg, RepartitionOptions, repartition};
 use anyhow::{Context, Result, ensure};
 use arrow_array::RecordBatch;
+use partout_job::{Compression, JobOptions, repartition};
 use std::time::Instant;
 
 /// Options of `partout demo`.
@@ -85,18 +85,17 @@ pub fn run(options: &DemoOptions) -> Result<()> {
         for k in 0..counts.len() {
             let i = (round + k) % counts.len();
             let threads = counts[i];
-            let report = repartition(&RepartitionOptions::parquet(
-                input.clone(),
-                "l_orderkey",
-                n,
-                threads as u16,
-                CompressionArg::Snappy,
-                dir.path().join(format!("out-{threads}")),
-            ))?;
+            let report = repartition(
+                JobOptions::new([&input], dir.path().join(format!("out-{threads}")), n)
+                    .with_keys(["l_orderkey"])
+                    .with_threads(threads)
+                    .with_compression(Compression::Snappy)
+                    .with_overwrite(true),
+            )?;
             ensure!(
-                report.manifest["output_rows"].as_u64() == Some(rows as u64),
+                report.manifest.output_rows == rows as u64,
                 "the repartitioned files hold {} rows of {rows}",
-                report.manifest["output_rows"]
+                report.manifest.output_rows
             );
             disk_times[i].push(report.seconds);
         }

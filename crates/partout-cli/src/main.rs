@@ -51,7 +51,7 @@ enum Command {
     Demo(demo::DemoOptions),
     /// Repartition Parquet, Arrow IPC or CSV files by key into one file per destination (or a
     /// shuffle file and index per worker), in parallel, within a memory limit.
-    Repartition(repartition::RepartitionOptions),
+    Repartition(repartition::RepartitionArgs),
     /// Describe a file of Presto pages (pages, rows, columns and their encodings, sizes,
     /// checksums; every checksum is verified, a bad one is an error) or a shuffle index
     /// (`repartition --layout shuffle`: each destination's ranges, rows and bytes, checked
@@ -151,7 +151,11 @@ fn main() -> ExitCode {
             default_hook(info);
         }
     }));
-    match run(Cli::parse()) {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(e),
+    };
+    match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         // The reader went away (`partout bench ... | head`): not an error.
         Err(e)
@@ -165,6 +169,25 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// A command line clap refuses: one line on stderr, like every other error, and exit code 2.
+/// Help and version go out as clap writes them.
+fn usage_error(e: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    if matches!(
+        e.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
+        e.exit();
+    }
+    let text = e.to_string();
+    let first = text.lines().next().unwrap_or_default();
+    let first = first.strip_prefix("error: ").unwrap_or(first);
+    eprintln!("partout: {first} (see --help)");
+    ExitCode::from(2)
 }
 
 fn run(cli: Cli) -> Result<()> {

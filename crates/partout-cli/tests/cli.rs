@@ -9,7 +9,6 @@ fn partout(args: &[&str]) -> Output {
         .expect("the partout binary runs")
 }
 
-/// The JSON objects a successful run printed, one per line.
 /// The `_manifest.json` a run wrote into `out`.
 fn manifest(out: &std::path::Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(out.join("_manifest.json")).unwrap()).unwrap()
@@ -24,6 +23,7 @@ fn assert_success(result: &Output) {
     );
 }
 
+/// The JSON objects a successful run printed, one per line.
 fn json_lines(out: Output) -> Vec<serde_json::Value> {
     assert_success(&out);
     String::from_utf8(out.stdout)
@@ -134,7 +134,8 @@ fn bad_options_are_one_line_errors_with_exit_code_2() {
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(!err.contains("panicked"), "{args:?}: {err}");
-        assert!(!err.trim().is_empty(), "{args:?}");
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.starts_with("partout: "), "{args:?}: {err}");
     }
 }
 
@@ -844,7 +845,10 @@ mod repartition {
                 "no key column \"nope\"",
             ),
             (vec![inp, "--by", "k", "-n", "0", "-o", o], "between 1 and"),
-            (vec![inp, "-n", "4", "-o", o], "--by"),
+            (
+                vec![inp, "-n", "4", "-o", o],
+                "the hash scheme needs key columns",
+            ),
             (
                 vec![
                     inp,
@@ -893,7 +897,7 @@ mod repartition {
                     "-o",
                     o,
                 ],
-                "--memory-limit 1048576 is too small for 10000 destinations",
+                "a memory limit of 1048576 bytes is too small for 10000 destinations",
             ),
             (
                 vec![nested_path, "--by", "l", "-n", "4", "-o", o],
@@ -929,7 +933,7 @@ mod repartition {
         }
         assert_no_staging_left(dir.path());
 
-        // A size clap refuses (its usage message is longer than a line).
+        // A size the argument parser refuses: one line too.
         let result = run(&[
             inp,
             "--by",
@@ -942,7 +946,11 @@ mod repartition {
             o,
         ]);
         assert_eq!(result.status.code(), Some(2));
-        assert!(String::from_utf8_lossy(&result.stderr).contains("unknown unit"));
+        let err = String::from_utf8_lossy(&result.stderr);
+        assert!(
+            err.contains("unknown unit") && err.trim().lines().count() == 1,
+            "{err}"
+        );
 
         // An existing, non-empty output directory needs --overwrite.
         std::fs::create_dir(&out).unwrap();

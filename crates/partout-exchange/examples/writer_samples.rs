@@ -8,6 +8,7 @@
 
 use partout_core::ids::{PartitionIds, Partitioning};
 use partout_exchange::{FileSink, PartitionedWriter, WriterOptions};
+use partout_format::Encoding;
 use partout_format::ipc::Compression;
 use partout_testkit::sample_batch;
 
@@ -25,11 +26,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ("zstd", Compression::Zstd),
     ] {
         let sink = FileSink::try_new(dir.join(name), "arrows", DESTINATIONS as usize)?;
-        let options = WriterOptions::default()
-            .with_target_bytes(16 << 10)
-            .with_compression(compression);
-        let mut writer =
-            PartitionedWriter::try_new(schema.clone(), partitioning.clone(), options, sink)?;
+        let options = WriterOptions::default().with_target_bytes(16 << 10);
+        let mut writer = PartitionedWriter::try_new(
+            schema.clone(),
+            partitioning.clone(),
+            options,
+            Encoding::ipc(compression),
+            sink,
+        )?;
         for start in (0..ROWS).step_by(BATCH) {
             writer.append(&sample_batch(start, BATCH))?;
         }

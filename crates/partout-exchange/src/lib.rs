@@ -4,20 +4,28 @@
 //! per-destination column buffers and, when a destination's buffer reaches its flush target,
 //! hands the destination's rows as one batch to a [`BatchSink`]. The usual one, [`Encoded`],
 //! encodes it as the next record batch of the destination's Arrow IPC stream (or as a Presto
-//! page) and passes the bytes to a [`Sink`]: [`MemorySink`] keeps each destination's bytes;
-//! [`FileSink`] writes one file per destination into a directory, under temporary names until
-//! [`Sink::finish`] renames them, so an interrupted run never leaves files that look complete.
-//! Other batch sinks (a Parquet file per destination, files shared by several writers) live
-//! in `partout-io`.
+//! page; see [`partout_format::Encoding`]) and passes the bytes to a [`Sink`]: [`MemorySink`]
+//! keeps each destination's bytes; [`FileSink`] writes one file per destination into a
+//! directory, under temporary names until [`Sink::finish`] renames them, so an interrupted run
+//! never leaves files that look complete. Other batch sinks (a Parquet file per destination,
+//! files shared by several writers) live in `partout-io`.
+//!
+//! Modules, each with one job: `options` (what the writer may hold and when it flushes),
+//! `writer` (the writer and the [`BatchSink`] it flushes to), `metrics`, `encoded` (the
+//! encoding batch sink), `sink` (byte sinks), `error`.
 
 #![forbid(unsafe_code)]
 
+mod encoded;
 mod error;
-mod output;
+mod metrics;
+mod options;
 mod sink;
 mod writer;
 
+pub use encoded::Encoded;
 pub use error::{Result, WriterError};
-pub use output::{BatchSink, Encoded, StreamEncoder, StreamEncoders};
+pub use metrics::WriterMetrics;
+pub use options::{Strategy, WriterOptions};
 pub use sink::{FileSink, MemorySink, Sink};
-pub use writer::{OutputFormat, PartitionedWriter, Strategy, WriterMetrics, WriterOptions};
+pub use writer::{BatchSink, PartitionedWriter};

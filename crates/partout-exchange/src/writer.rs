@@ -1,14 +1,15 @@
-//! [`PartitionedWriter`]: batches in, each destination's output out.
+//! [`PartitionedWriter`]: batches in, each destination's batches out, to a [`BatchSink`].
 //!
 //! ```text
 //!  append(batch) ─► ids ─► plan ─► rows appended to destination buffers
 //!                                   └─ destination p ≥ its target ─► take ─► output.write_batch(p, batch)
 //!                                   └─ all buffers > memory limit  ─► flush the largest first
-//!  finish()      ─► flush the rest, output.finish() (ends every stream)
+//!  finish()      ─► flush the rest, output.finish() (ends every destination's output)
 //! ```
 //!
-//! The output is a [`BatchSink`]; [`PartitionedWriter::try_new`] makes the usual one, an
-//! [`Encoded`] sink that encodes Arrow IPC streams or Presto pages into a byte [`Sink`].
+//! The output is any [`BatchSink`]: [`Encoded`](crate::Encoded) encodes Arrow IPC streams or
+//! Presto pages into a byte [`Sink`](crate::Sink); `partout-io` has Parquet files and shuffle
+//! files.
 //!
 //! Flush policy: each destination flushes when its buffered bytes reach its target, the
 //! smaller of [`WriterOptions::target_bytes`] and an even share of the memory limit (half of
@@ -19,215 +20,51 @@
 //! buffers up.
 
 use crate::error::{Result, WriterError};
-use crate::output::{BatchSink, Encoded};
-use crate::sink::Sink;
+use crate::metrics::WriterMetrics;
+use crate::options::{Strategy, WriterOptions};
 use arrow_array::{Array, RecordBatch, UInt32Array};
 use arrow_buffer::NullBuffer;
 use arrow_schema::SchemaRef;
 use partout_core::ids::{PartitionIds, Partitioning};
 use partout_core::{DestinationBuffers, Partitioner, ScatterPlan};
-use partout_format::ipc::Compression;
 use std::time::{Duration, Instant};
 
-/// How rows reach the destination buffers. Both give the same output. On TPC-H lineitem
-/// (`partout bench writer`) they run within a few percent of each other, the direct way ahead
-/// or level; it is the default because it allocates nothing per batch, where the other builds
-/// a whole reordered batch for every append.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Strategy {
-    /// Rows move from the input into each destination's buffers by the plan's order, a column
-    /// at a time (gathered into reused scratch, then copied to each destination as a run).
-    #[default]
-    Direct,
-    /// The batch is first laid out destination by destination (a `PartitionedBatch`), then
-    /// each destination's contiguous rows are copied into its buffers.
-    ScatterThenCopy,
-}
-
-/// The bytes each destination receives.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum OutputFormat {
-    /// One Arrow IPC stream per destination: the schema, a record batch per flush, the
-    /// end-of-stream marker.
-    #[default]
-    ArrowIpc,
-    /// Presto SerializedPages, one per flush, concatenated (checksummed; with
-    /// [`Compression::Lz4Frame`], bodies are raw LZ4 blocks as Presto's exchange sends them).
-    Presto,
-}
-
-/// Options of a [`PartitionedWriter`], checked by [`WriterOptions::validate`].
-///
-/// ```
-/// use partout_exchange::WriterOptions;
-/// use partout_format::ipc::Compression;
-///
-/// let options = WriterOptions::default()
-///     .with_target_bytes(256 << 10)
-///     .with_compression(Compression::Lz4Frame);
-/// assert!(options.validate().is_ok());
-/// assert!(WriterOptions::default().with_jitter(1.5).validate().is_err());
-/// ```
-#[derive(Debug, Clone, PartialEq)]
-pub struct WriterOptions {
-    /// A destination flushes when it holds this many bytes (default 1 MiB), before jitter and
-    /// the memory limit's share.
-    pub target_bytes: usize,
-    /// Each destination's target is drawn within `target × (1 ± jitter)` (default 0.25; from 0
-    /// to 0.9).
-    pub jitter: f64,
-    /// Bytes of buffer memory all destinations together may hold (default 64 MiB; at least
-    /// `target_bytes`).
-    pub memory_limit: usize,
-    /// What each destination receives (default Arrow IPC streams).
-    pub format: OutputFormat,
-    /// Body compression (default none). Presto pages take none or LZ4.
-    pub compression: Compression,
-    /// Rows with a null in any key column go to every destination, and one row (the first)
-    /// goes to every destination once (default off).
-    pub replicate_nulls_and_any: bool,
-    /// Seeds the jitter, for reproducible flush points (default 0).
-    pub seed: u64,
-    /// How rows reach the buffers (default [`Strategy::Direct`]).
-    pub strategy: Strategy,
-}
-
-impl Default for WriterOptions {
-    fn default() -> Self {
-        Self {
-            target_bytes: 1 << 20,
-            jitter: 0.25,
-            memory_limit: 64 << 20,
-            format: OutputFormat::ArrowIpc,
-            compression: Compression::None,
-            replicate_nulls_and_any: false,
-            seed: 0,
-            strategy: Strategy::Direct,
-        }
-    }
-}
-
-impl WriterOptions {
-    /// Sets [`target_bytes`](Self::target_bytes).
-    pub fn with_target_bytes(mut self, bytes: usize) -> Self {
-        self.target_bytes = bytes;
-        self
-    }
-
-    /// Sets [`jitter`](Self::jitter).
-    pub fn with_jitter(mut self, jitter: f64) -> Self {
-        self.jitter = jitter;
-        self
-    }
-
-    /// Sets [`memory_limit`](Self::memory_limit).
-    pub fn with_memory_limit(mut self, bytes: usize) -> Self {
-        self.memory_limit = bytes;
-        self
-    }
-
-    /// Sets [`format`](Self::format).
-    pub fn with_format(mut self, format: OutputFormat) -> Self {
-        self.format = format;
-        self
-    }
-
-    /// Sets [`compression`](Self::compression).
-    pub fn with_compression(mut self, compression: Compression) -> Self {
-        self.compression = compression;
-        self
-    }
-
-    /// Sets [`replicate_nulls_and_any`](Self::replicate_nulls_and_any).
-    pub fn with_replicate_nulls_and_any(mut self, on: bool) -> Self {
-        self.replicate_nulls_and_any = on;
-        self
-    }
-
-    /// Sets [`seed`](Self::seed).
-    pub fn with_seed(mut self, seed: u64) -> Self {
-        self.seed = seed;
-        self
-    }
-
-    /// Sets [`strategy`](Self::strategy).
-    pub fn with_strategy(mut self, strategy: Strategy) -> Self {
-        self.strategy = strategy;
-        self
-    }
-
-    /// Checks that the options can work.
+/// Receives flushed batches, destination by destination.
+pub trait BatchSink {
+    /// Writes `batch` as the next piece of destination `destination`'s output and returns the
+    /// bytes it added there.
     ///
     /// # Errors
-    /// [`WriterError::InvalidOption`] naming the option and its value: a zero target, a
-    /// jitter outside 0..=0.9, a memory limit below the target.
-    pub fn validate(&self) -> Result<()> {
-        let invalid = |what: String| Err(WriterError::InvalidOption(what));
-        if self.target_bytes == 0 {
-            return invalid("target_bytes must be at least 1, got 0".into());
-        }
-        if !(0.0..=0.9).contains(&self.jitter) {
-            return invalid(format!(
-                "jitter must be between 0 and 0.9, got {}",
-                self.jitter
-            ));
-        }
-        if self.format == OutputFormat::Presto && self.compression == Compression::Zstd {
-            return invalid("Presto pages are compressed with LZ4 or not at all, not ZSTD".into());
-        }
-        if self.memory_limit < self.target_bytes {
-            return invalid(format!(
-                "memory_limit ({} bytes) must be at least target_bytes ({} bytes)",
-                self.memory_limit, self.target_bytes
-            ));
-        }
-        Ok(())
-    }
-}
+    /// Encoding or IO errors, naming the destination.
+    fn write_batch(&mut self, destination: usize, batch: &RecordBatch) -> Result<u64>;
 
-/// What a [`PartitionedWriter`] did.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct WriterMetrics {
-    /// Batches appended.
-    pub batches: u64,
-    /// Rows appended.
-    pub rows_in: u64,
-    /// Rows written to destinations (more than `rows_in` when rows are replicated).
-    pub rows_out: u64,
-    /// Bytes of row data taken into the buffers (values, offsets, validity).
-    pub bytes_in: u64,
-    /// Encoded bytes handed to the sink.
-    pub bytes_out: u64,
-    /// Record batches encoded (one per destination flush).
-    pub flushes: u64,
-    /// Flushes forced by the memory limit.
-    pub memory_flushes: u64,
-    /// The most buffer memory held at once.
-    pub peak_held_bytes: u64,
-    /// Time computing partition ids.
-    pub ids_time: Duration,
-    /// Time moving rows into the buffers.
-    pub scatter_time: Duration,
-    /// Time building and encoding flushed batches.
-    pub encode_time: Duration,
-    /// Time in the byte sink (part of the output's time, where the output can tell it apart).
-    pub sink_time: Duration,
-    /// Rows each destination received.
-    pub destination_rows: Vec<u64>,
-    /// Bytes each destination received.
-    pub destination_bytes: Vec<u64>,
+    /// No more batches come: end every destination's output, adding the bytes that ends each
+    /// to `destination_bytes` (one entry per destination).
+    ///
+    /// # Errors
+    /// Encoding or IO errors.
+    fn finish(&mut self, destination_bytes: &mut [u64]) -> Result<()>;
+
+    /// Time spent handing bytes on (in [`write_batch`](Self::write_batch) and
+    /// [`finish`](Self::finish)), where the sink can tell it from encoding; zero otherwise.
+    fn sink_time(&self) -> Duration {
+        Duration::ZERO
+    }
 }
 
 /// Rows of at most this many (after replication) are moved per step, so that replicating
 /// null-key rows to every destination never builds one huge batch.
 const REPLICATION_CHUNK: usize = 1 << 16;
 
-/// Partitions batches into one Arrow IPC stream per destination.
+/// Partitions batches by destination: each destination's rows are buffered and handed to the
+/// output ([`BatchSink`]) as one batch whenever they reach the destination's flush target, in
+/// input order.
 ///
 /// ```
 /// use arrow_array::{Int64Array, RecordBatch};
 /// use partout_core::ids::Partitioning;
 /// use partout_exchange::{MemorySink, PartitionedWriter, WriterOptions};
+/// use partout_format::Encoding;
 /// use partout_format::ipc::decode_stream;
 /// use std::sync::Arc;
 ///
@@ -235,10 +72,12 @@ const REPLICATION_CHUNK: usize = 1 << 16;
 ///     ("k", Arc::new(Int64Array::from_iter_values(0..1000)) as _),
 /// ])
 /// .unwrap();
+/// // One Arrow IPC stream per destination, kept in memory.
 /// let mut writer = PartitionedWriter::try_new(
 ///     batch.schema(),
 ///     Partitioning::hash(vec![0], 4),
 ///     WriterOptions::default(),
+///     Encoding::default(),
 ///     MemorySink::new(4),
 /// )
 /// .unwrap();
@@ -282,56 +121,14 @@ impl<O: BatchSink> std::fmt::Debug for PartitionedWriter<O> {
     }
 }
 
-impl<S: Sink> PartitionedWriter<Encoded<S>> {
-    /// A writer of batches of `schema`, partitioned by `partitioning`, encoded as
-    /// [`WriterOptions::format`] into `sink`.
+impl<O: BatchSink> PartitionedWriter<O> {
+    /// A writer of batches of `schema`, partitioned by `partitioning`, whose flushed batches
+    /// go to `output`.
     ///
     /// # Errors
     /// [`WriterError::InvalidOption`] for options that cannot work;
     /// [`WriterError::Partition`] when the partitioning does not fit the schema (a missing key
-    /// column, a key type the scheme cannot hash) or a column type cannot be buffered;
-    /// [`WriterError::Encode`] for a schema the format cannot carry.
-    pub fn try_new(
-        schema: SchemaRef,
-        partitioning: Partitioning,
-        options: WriterOptions,
-        sink: S,
-    ) -> Result<Self> {
-        options.validate()?;
-        let output = Encoded::try_new(
-            schema.clone(),
-            partitioning.num_partitions() as usize,
-            options.format,
-            options.compression,
-            sink,
-        )?;
-        Self::with_output(schema, partitioning, options, output)
-    }
-
-    /// The sink.
-    pub fn sink(&self) -> &S {
-        self.output.sink()
-    }
-
-    /// Flushes every destination, ends every destination's IPC stream (a destination that
-    /// received no rows gets a stream of the schema alone; Presto pages need no end, and such
-    /// a destination gets no bytes), finishes the sink, and returns it with the metrics.
-    ///
-    /// # Errors
-    /// [`WriterError::Encode`] and [`WriterError::Sink`] from the last flushes, and
-    /// [`WriterError::Failed`] after an earlier failure.
-    pub fn finish(self) -> Result<(S, WriterMetrics)> {
-        let (output, metrics) = self.finish_output()?;
-        Ok((output.into_sink(), metrics))
-    }
-}
-
-impl<O: BatchSink> PartitionedWriter<O> {
-    /// A writer of batches of `schema`, partitioned by `partitioning`, whose flushed batches
-    /// go to `output` (`options.format` and `options.compression` are the output's business).
-    ///
-    /// # Errors
-    /// As [`try_new`](PartitionedWriter::try_new), but for the format.
+    /// column, a key type the scheme cannot hash) or a column type cannot be buffered.
     pub fn with_output(
         schema: SchemaRef,
         partitioning: Partitioning,
@@ -601,33 +398,5 @@ impl<O: BatchSink> PartitionedWriter<O> {
         self.metrics.sink_time += sink;
         self.metrics.encode_time += started.elapsed().saturating_sub(sink);
         Ok((self.output, self.metrics))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn impossible_options_are_named() {
-        let cases = [
-            (
-                WriterOptions::default().with_target_bytes(0),
-                "target_bytes",
-            ),
-            (WriterOptions::default().with_jitter(-0.1), "jitter"),
-            (WriterOptions::default().with_jitter(f64::NAN), "jitter"),
-            (
-                WriterOptions::default()
-                    .with_target_bytes(10 << 20)
-                    .with_memory_limit(1 << 20),
-                "memory_limit",
-            ),
-        ];
-        for (options, name) in cases {
-            let err = options.validate().unwrap_err();
-            assert!(err.to_string().contains(name), "{err}");
-        }
-        assert!(WriterOptions::default().validate().is_ok());
     }
 }

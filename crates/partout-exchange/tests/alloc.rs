@@ -120,6 +120,7 @@ fn writer(
         schema(),
         Partitioning::hash(vec![0], partitions),
         options,
+        partout_format::Encoding::default(),
         CountingSink::default(),
     )
     .unwrap()

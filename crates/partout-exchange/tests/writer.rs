@@ -5,9 +5,9 @@ use arrow_array::{Array, ArrayRef, Int64Array, RecordBatch, StringArray, UInt32A
 use arrow_schema::{DataType, Field, Schema};
 use partout_core::ids::{PartitionIds, Partitioning};
 use partout_exchange::{
-    FileSink, MemorySink, OutputFormat, PartitionedWriter, Sink, Strategy, WriterError,
-    WriterOptions,
+    FileSink, MemorySink, PartitionedWriter, Sink, Strategy, WriterError, WriterOptions,
 };
+use partout_format::Encoding;
 use partout_format::ipc::{Compression, decode_stream};
 use partout_testkit::{
     IdPattern, assert_same_rows, every_type, presto_carries, random_batch, random_ids,
@@ -73,11 +73,23 @@ fn check_outputs(outputs: &[Vec<u8>], inputs: &[(RecordBatch, Vec<u32>)], n: u32
     }
 }
 
+/// The error and its causes, as one line.
+fn error_chain(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut cause = err.source();
+    while let Some(e) = cause {
+        text = format!("{text}: {e}");
+        cause = e.source();
+    }
+    text
+}
+
 /// Writes `inputs` with the writer, by the ids in their last column, into a memory sink.
 fn write_given(
     inputs: &[(RecordBatch, Vec<u32>)],
     n: u32,
     options: WriterOptions,
+    encoding: Encoding,
 ) -> (MemorySink, partout_exchange::WriterMetrics) {
     let schema = inputs[0].0.schema();
     let pid = schema.fields().len() - 1;
@@ -85,6 +97,7 @@ fn write_given(
         schema,
         Partitioning::given(pid, n),
         options,
+        encoding,
         MemorySink::new(n as usize),
     )
     .unwrap();
@@ -95,7 +108,14 @@ fn write_given(
 }
 
 /// Writes `batches` (each with random ids over `n` destinations) and checks the result.
-fn round_trip(types: &[DataType], n: u32, rows: &[usize], options: WriterOptions, seed: u64) {
+fn round_trip(
+    types: &[DataType],
+    n: u32,
+    rows: &[usize],
+    options: WriterOptions,
+    compression: Compression,
+    seed: u64,
+) {
     let mut rng = rng(seed);
     let inputs: Vec<(RecordBatch, Vec<u32>)> = rows
         .iter()
@@ -111,7 +131,7 @@ fn round_trip(types: &[DataType], n: u32, rows: &[usize], options: WriterOptions
             (with_ids(&batch, &ids), ids)
         })
         .collect();
-    let (sink, metrics) = write_given(&inputs, n, options);
+    let (sink, metrics) = write_given(&inputs, n, options, Encoding::ipc(compression));
     let total: usize = rows.iter().sum();
     assert_eq!(metrics.rows_in, total as u64);
     assert_eq!(metrics.rows_out, total as u64);
@@ -142,7 +162,6 @@ fn every_type_round_trips_under_every_compression() {
     for (i, data_type) in every_type().into_iter().enumerate() {
         for (j, compression) in COMPRESSIONS.into_iter().enumerate() {
             let options = WriterOptions::default()
-                .with_compression(compression)
                 .with_target_bytes(2048)
                 .with_seed(i as u64);
             let n = [1, 7, 300][(i + j) % 3];
@@ -151,6 +170,7 @@ fn every_type_round_trips_under_every_compression() {
                 n,
                 &[300, 0, 500, 1],
                 options,
+                compression,
                 (i * 3 + j) as u64,
             );
         }
@@ -168,9 +188,15 @@ fn all_types_together_up_to_2000_destinations() {
         let options = WriterOptions::default()
             .with_target_bytes(16 << 10)
             .with_memory_limit(4 << 20)
-            .with_strategy(strategy)
-            .with_compression(Compression::Lz4Frame);
-        round_trip(&types, n, &[1000, 2000, 10], options, u64::from(n));
+            .with_strategy(strategy);
+        round_trip(
+            &types,
+            n,
+            &[1000, 2000, 10],
+            options,
+            Compression::Lz4Frame,
+            u64::from(n),
+        );
     }
 }
 
@@ -193,10 +219,9 @@ proptest! {
         let options = WriterOptions::default()
             .with_target_bytes(target)
             .with_memory_limit(target * limit_factor)
-            .with_compression(COMPRESSIONS[compression])
             .with_strategy(if copy { Strategy::ScatterThenCopy } else { Strategy::Direct })
             .with_seed(seed);
-        round_trip(&types, n, &rows, options, seed);
+        round_trip(&types, n, &rows, options, COMPRESSIONS[compression], seed);
     }
 }
 
@@ -223,6 +248,7 @@ fn hash_partitioned_rows_rehash_to_their_destination() {
         schema.clone(),
         partitioning.clone(),
         WriterOptions::default().with_target_bytes(4096),
+        Encoding::default(),
         MemorySink::new(n as usize),
     )
     .unwrap();
@@ -285,6 +311,7 @@ fn replicated_rows_reach_every_destination() {
             schema.clone(),
             partitioning.clone(),
             options,
+            Encoding::default(),
             MemorySink::new(n as usize),
         )
         .unwrap();
@@ -340,6 +367,7 @@ fn a_batch_of_another_schema_is_refused() {
         good.schema(),
         Partitioning::hash(vec![0], 2),
         WriterOptions::default(),
+        Encoding::default(),
         MemorySink::new(2),
     )
     .unwrap();
@@ -358,8 +386,14 @@ fn a_batch_of_another_schema_is_refused() {
 fn impossible_setups_are_errors() {
     let schema = Arc::new(Schema::new(vec![Field::new("k", DataType::Int64, true)]));
     let make = |partitioning: Partitioning, options: WriterOptions| {
-        PartitionedWriter::try_new(schema.clone(), partitioning, options, MemorySink::new(4))
-            .map(|_| ())
+        PartitionedWriter::try_new(
+            schema.clone(),
+            partitioning,
+            options,
+            Encoding::default(),
+            MemorySink::new(4),
+        )
+        .map(|_| ())
     };
     let err = make(Partitioning::hash(vec![3], 4), WriterOptions::default()).unwrap_err();
     assert!(err.to_string().contains('3'), "{err}");
@@ -400,13 +434,15 @@ fn a_failing_sink_stops_the_writer() {
         batch.schema(),
         Partitioning::hash(vec![0], 4),
         WriterOptions::default().with_target_bytes(100),
+        Encoding::default(),
         Failing(0),
     )
     .unwrap();
     let err = writer.append(&batch).unwrap_err();
+    let chain = error_chain(&err);
     assert!(
-        err.to_string().contains("disk full") && err.to_string().contains("destination"),
-        "{err}"
+        chain.contains("disk full") && chain.contains("destination"),
+        "{chain}"
     );
     assert!(matches!(writer.append(&batch), Err(WriterError::Failed)));
     assert!(matches!(writer.finish(), Err(WriterError::Failed)));
@@ -427,7 +463,8 @@ fn file_sink_gets_one_stream_per_destination() {
     let mut writer = PartitionedWriter::try_new(
         input.schema(),
         Partitioning::given(1, 3),
-        WriterOptions::default().with_compression(Compression::Zstd),
+        WriterOptions::default(),
+        Encoding::ipc(Compression::Zstd),
         sink,
     )
     .unwrap();
@@ -470,11 +507,9 @@ fn presto_pages_round_trip_through_the_writer() {
             })
             .collect();
         let schema = inputs[0].0.schema();
-        let options = WriterOptions::default()
-            .with_format(OutputFormat::Presto)
-            .with_compression(compression)
-            .with_target_bytes(8 << 10);
-        let (sink, metrics) = write_given(&inputs, n, options);
+        let options = WriterOptions::default().with_target_bytes(8 << 10);
+        let presto = Encoding::presto(compression == Compression::Lz4Frame);
+        let (sink, metrics) = write_given(&inputs, n, options, presto);
         assert!(metrics.flushes >= u64::from(n.min(10)));
         let mut want: Vec<Vec<RecordBatch>> = vec![Vec::new(); n as usize];
         for (batch, ids) in &inputs {
@@ -497,18 +532,21 @@ fn presto_output_refuses_what_presto_cannot_carry() {
         Field::new("k", DataType::Int64, true),
         Field::new("u", DataType::UInt32, true),
     ]));
-    let options = WriterOptions::default().with_format(OutputFormat::Presto);
     let err = PartitionedWriter::try_new(
         schema.clone(),
         Partitioning::hash(vec![0], 4),
-        options.clone(),
+        WriterOptions::default(),
+        Encoding::presto(false),
         MemorySink::new(4),
     )
     .unwrap_err();
-    assert!(err.to_string().contains("UInt32"), "{err}");
-    let err = options
-        .with_compression(Compression::Zstd)
-        .validate()
-        .unwrap_err();
+    assert!(matches!(err, WriterError::Encode(_)), "{err}");
+    let chain = error_chain(&err);
+    assert!(
+        chain.contains("\"u\"") && chain.contains("UInt32"),
+        "{chain}"
+    );
+    let err =
+        Encoding::try_new(partout_format::OutputFormat::Presto, Compression::Zstd).unwrap_err();
     assert!(err.to_string().contains("ZSTD"), "{err}");
 }

@@ -5,11 +5,17 @@
 //!   bytes into errors.
 //! * [`presto`]: Presto's SerializedPage (the Presto and Velox exchange format), encoder and
 //!   decoder, byte-compatible with Presto's own serde.
+//! * [`stream`]: what a destination of a partitioned output receives ([`Encoding`]: a format
+//!   and its compression, checked together and against the schema) and the per-destination
+//!   [`StreamEncoder`]s that make its bytes.
 
 #![forbid(unsafe_code)]
 
 pub mod ipc;
 pub mod presto;
+pub mod stream;
+
+pub use stream::{Encoding, OutputFormat, StreamEncoder, StreamEncoders};
 
 use arrow_schema::ArrowError;
 use std::fmt;

@@ -5,8 +5,8 @@ use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
 use parquet::arrow::ArrowWriter;
 use parquet::file::properties::WriterProperties;
-use partout_exchange::{BatchSink, OutputFormat, StreamEncoder, StreamEncoders, WriterError};
-use partout_format::ipc::Compression;
+use partout_exchange::{BatchSink, WriterError};
+use partout_format::{Encoding, OutputFormat, StreamEncoder, StreamEncoders};
 use std::fs::File;
 use std::io::{self, Seek, Write};
 use std::path::{Path, PathBuf};
@@ -15,13 +15,9 @@ use std::sync::{Mutex, MutexGuard};
 /// What a destination's output holds.
 #[derive(Debug, Clone)]
 pub enum FileFormat {
-    /// An Arrow IPC stream, buffers compressed as given.
-    Ipc(Compression),
-    /// Presto SerializedPages, checksummed, bodies LZ4-compressed when `lz4`.
-    Presto {
-        /// Raw LZ4 page bodies.
-        lz4: bool,
-    },
+    /// An Arrow IPC stream, or Presto SerializedPages back to back (checksummed), as the
+    /// encoding says.
+    Stream(Encoding),
     /// A Parquet file written with these properties; a row group ends when the one being
     /// written holds `row_group_bytes` of memory (encoded pages, dictionaries).
     Parquet {
@@ -33,12 +29,10 @@ pub enum FileFormat {
 }
 
 impl FileFormat {
-    /// The stream format and compression, for IPC and Presto; `None` for Parquet.
-    fn stream(&self) -> Option<(OutputFormat, Compression)> {
+    /// The stream encoding, for IPC and Presto; `None` for Parquet.
+    fn stream(&self) -> Option<Encoding> {
         match self {
-            Self::Ipc(compression) => Some((OutputFormat::ArrowIpc, *compression)),
-            Self::Presto { lz4: true } => Some((OutputFormat::Presto, Compression::Lz4Frame)),
-            Self::Presto { lz4: false } => Some((OutputFormat::Presto, Compression::None)),
+            Self::Stream(encoding) => Some(*encoding),
             Self::Parquet { .. } => None,
         }
     }
@@ -46,17 +40,23 @@ impl FileFormat {
     /// The file name extension of the format.
     pub fn extension(&self) -> &'static str {
         match self {
-            Self::Ipc(_) => "arrows",
-            Self::Presto { .. } => "presto",
+            Self::Stream(encoding) => match encoding.format() {
+                OutputFormat::ArrowIpc => "arrows",
+                OutputFormat::Presto => "presto",
+            },
             Self::Parquet { .. } => "parquet",
         }
     }
 }
 
-fn sink_error(destination: Option<usize>, e: impl std::fmt::Display) -> WriterError {
+/// A sink error whose source is `e` (a Parquet error, or a message).
+fn sink_error(
+    destination: Option<usize>,
+    e: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+) -> WriterError {
     WriterError::Sink {
         destination,
-        source: io::Error::other(e.to_string()),
+        source: io::Error::other(e),
     }
 }
 
@@ -123,7 +123,7 @@ impl DestinationFiles {
     ///
     /// # Errors
     /// When `dir` cannot be created; [`WriterError::Encode`] for a schema Presto pages cannot
-    /// carry; [`WriterError::InvalidOption`] for ZSTD Presto pages.
+    /// carry.
     pub fn try_new(
         dir: &Path,
         prefix: &str,
@@ -131,8 +131,8 @@ impl DestinationFiles {
         destinations: usize,
         format: FileFormat,
     ) -> Result<Self, WriterError> {
-        if let Some((stream, compression)) = format.stream() {
-            StreamEncoder::check(&schema, stream, compression)?;
+        if let Some(encoding) = format.stream() {
+            encoding.check_schema(&schema)?;
         }
         std::fs::create_dir_all(dir).map_err(io_error(None))?;
         Ok(Self {
@@ -166,8 +166,9 @@ impl DestinationFiles {
     }
 
     fn lock(&self, p: usize) -> Result<MutexGuard<'_, Slot>, WriterError> {
-        let slot = self.slots.get(p).ok_or_else(|| {
-            sink_error(Some(p), format!("destination {p} of {}", self.slots.len()))
+        let slot = self.slots.get(p).ok_or(WriterError::NoSuchDestination {
+            destination: p,
+            destinations: self.slots.len(),
         })?;
         // A writer that panicked holding the lock left the file unusable.
         slot.lock()
@@ -191,14 +192,11 @@ impl DestinationFiles {
                 ),
                 row_group_bytes: *row_group_bytes,
             },
-            stream => {
-                let (format, compression) = stream.stream().expect("not Parquet");
-                Slot::Stream {
-                    file,
-                    encoder: StreamEncoder::try_new(self.schema.clone(), format, compression)?,
-                    bytes: 0,
-                }
-            }
+            FileFormat::Stream(encoding) => Slot::Stream {
+                file,
+                encoder: StreamEncoder::try_new(self.schema.clone(), *encoding)?,
+                bytes: 0,
+            },
         })
     }
 
@@ -302,7 +300,8 @@ impl DestinationFiles {
     fn finish_one(&self, p: usize) -> Result<DestinationFile, WriterError> {
         let mut slot = self.lock(p)?;
         if matches!(*slot, Slot::Unopened) {
-            if matches!(self.format, FileFormat::Presto { .. }) {
+            let presto = self.format.stream().map(|e| e.format()) == Some(OutputFormat::Presto);
+            if presto {
                 return Ok(DestinationFile {
                     name: None,
                     bytes: 0,
@@ -432,12 +431,12 @@ impl ShuffleFile {
         destinations: usize,
         format: &FileFormat,
     ) -> Result<Self, WriterError> {
-        let Some((format, compression)) = format.stream() else {
+        let Some(encoding) = format.stream() else {
             return Err(WriterError::InvalidOption(
                 "the shuffle layout carries Arrow IPC or Presto pages, not Parquet".into(),
             ));
         };
-        let encoders = StreamEncoders::try_new(schema, destinations, format, compression)?;
+        let encoders = StreamEncoders::try_new(schema, destinations, encoding)?;
         let data_path = dir.join(format!("{name}.data"));
         let data = File::create(&data_path).map_err(io_error(None))?;
         // The index is written as ranges are made (its range count filled in at the end):
@@ -486,6 +485,12 @@ impl ShuffleFile {
 
 impl BatchSink for ShuffleFile {
     fn write_batch(&mut self, p: usize, batch: &RecordBatch) -> Result<u64, WriterError> {
+        if p >= self.encoders.len() {
+            return Err(WriterError::NoSuchDestination {
+                destination: p,
+                destinations: self.encoders.len(),
+            });
+        }
         self.out.clear();
         self.encoders.get(p)?.encode(batch, &mut self.out)?;
         self.append(p, batch.num_rows() as u64)

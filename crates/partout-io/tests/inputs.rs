@@ -269,7 +269,7 @@ fn shuffle_files_read_back_through_their_index_and_damage_is_named() {
         "w0",
         schema,
         3,
-        &FileFormat::Ipc(Compression::None),
+        &FileFormat::Stream(partout_format::Encoding::ipc(Compression::None)),
     )
     .unwrap();
     // Destination 2 twice, 0 once, 1 never.
@@ -277,7 +277,13 @@ fn shuffle_files_read_back_through_their_index_and_damage_is_named() {
     shuffle.write_batch(0, &rows(10, 5)).unwrap();
     shuffle.write_batch(2, &rows(15, 7)).unwrap();
     assert!(
-        shuffle.write_batch(3, &rows(0, 1)).is_err(),
+        matches!(
+            shuffle.write_batch(3, &rows(0, 1)),
+            Err(partout_exchange::WriterError::NoSuchDestination {
+                destination: 3,
+                destinations: 3
+            })
+        ),
         "no destination 3"
     );
     let mut ends = vec![0u64; 3];

@@ -586,37 +586,28 @@ pub fn sample_batch(start: usize, len: usize) -> RecordBatch {
     RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).expect("a valid batch")
 }
 
-/// Whether Presto pages carry `data_type` without loss: every value comes back. With
-/// `same_layout`, also only types that decode to the very Arrow layout they were written from
-/// (no Null, FixedSizeBinary, dictionary or timestamp). A struct needs a field either way.
+/// Whether Presto pages carry `data_type` without loss: a type the encoder takes
+/// ([`partout_format::presto::can_encode`]) whose every value comes back (timestamps only in
+/// milliseconds, Presto's unit). With `same_layout`, also only types that decode to the very
+/// Arrow layout they were written from (no Null, FixedSizeBinary, dictionary or timestamp).
 pub fn presto_carries(data_type: &DataType, same_layout: bool) -> bool {
     use DataType::*;
-    match data_type {
-        Boolean
-        | Int8
-        | Int16
-        | Int32
-        | Int64
-        | Float32
-        | Float64
-        | Date32
-        | Decimal64(_, _)
-        | Decimal128(_, _)
-        | Utf8
-        | LargeUtf8
-        | Utf8View
-        | Binary
-        | LargeBinary
-        | BinaryView => true,
-        Null | FixedSizeBinary(_) | Timestamp(TimeUnit::Millisecond, _) => !same_layout,
-        Dictionary(_, value) => !same_layout && presto_carries(value, same_layout),
-        List(f) | LargeList(f) | Map(f, _) => presto_carries(f.data_type(), same_layout),
-        Struct(fields) => {
-            !fields.is_empty()
-                && fields
-                    .iter()
-                    .all(|f| presto_carries(f.data_type(), same_layout))
+    let lossless = |t: &DataType| match t {
+        Timestamp(unit, _) => *unit == TimeUnit::Millisecond && !same_layout,
+        Null | FixedSizeBinary(_) | Dictionary(_, _) => !same_layout,
+        _ => true,
+    };
+    partout_format::presto::can_encode(data_type) && every_nested(data_type, &lossless)
+}
+
+/// Whether `check` holds for `data_type` and every type nested in it.
+fn every_nested(data_type: &DataType, check: &dyn Fn(&DataType) -> bool) -> bool {
+    use DataType::*;
+    check(data_type)
+        && match data_type {
+            List(f) | LargeList(f) | Map(f, _) => every_nested(f.data_type(), check),
+            Struct(fields) => fields.iter().all(|f| every_nested(f.data_type(), check)),
+            Dictionary(_, value) => every_nested(value, check),
+            _ => true,
         }
-        _ => false,
-    }
 }

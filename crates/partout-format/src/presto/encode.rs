@@ -463,3 +463,38 @@ fn put_dictionary(out: &mut Vec<u8>, array: &dyn Array) -> Result<()> {
     out.extend_from_slice(&[0u8; 24]);
     Ok(())
 }
+
+/// Whether [`encode_page`] can write columns of `data_type`: the types of the mapping in the
+/// module's table (a struct needs a field; lists, maps and dictionaries need their children
+/// to be such types).
+pub fn can_encode(data_type: &DataType) -> bool {
+    match data_type {
+        DataType::Null
+        | DataType::Boolean
+        | DataType::Int8
+        | DataType::Int16
+        | DataType::Int32
+        | DataType::Int64
+        | DataType::Float32
+        | DataType::Float64
+        | DataType::Date32
+        | DataType::Timestamp(_, _)
+        | DataType::Decimal64(_, _)
+        | DataType::Decimal128(_, _)
+        | DataType::Utf8
+        | DataType::LargeUtf8
+        | DataType::Utf8View
+        | DataType::Binary
+        | DataType::LargeBinary
+        | DataType::BinaryView
+        | DataType::FixedSizeBinary(_) => true,
+        DataType::List(child) | DataType::LargeList(child) | DataType::Map(child, _) => {
+            can_encode(child.data_type())
+        }
+        DataType::Struct(fields) => {
+            !fields.is_empty() && fields.iter().all(|f| can_encode(f.data_type()))
+        }
+        DataType::Dictionary(_, values) => can_encode(values),
+        _ => false,
+    }
+}

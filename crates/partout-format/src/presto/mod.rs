@@ -35,7 +35,7 @@ mod decode;
 mod encode;
 
 pub use decode::{BlockInfo, PageInfo, decode_page, decode_pages, inspect_pages};
-pub use encode::encode_page;
+pub use encode::{can_encode, encode_page};
 
 use crate::FormatError;
 

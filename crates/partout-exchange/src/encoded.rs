@@ -1,0 +1,157 @@
+//! [`Encoded`]: the batch sink that encodes each destination's batches (Arrow IPC streams or
+//! Presto pages, by [`Encoding`]) and hands the bytes to a byte [`Sink`].
+
+use crate::error::{Result, WriterError};
+use crate::metrics::WriterMetrics;
+use crate::options::WriterOptions;
+use crate::sink::Sink;
+use crate::writer::{BatchSink, PartitionedWriter};
+use arrow_array::RecordBatch;
+use arrow_schema::SchemaRef;
+use partout_core::ids::Partitioning;
+use partout_format::{Encoding, StreamEncoders};
+use std::time::{Duration, Instant};
+
+/// Encodes each destination's batches as one Arrow IPC stream or as Presto pages (by
+/// [`Encoding`]) and hands the bytes to a [`Sink`].
+#[derive(Debug)]
+pub struct Encoded<S: Sink> {
+    fields: usize,
+    encoders: StreamEncoders,
+    out: Vec<u8>,
+    sink: S,
+    sink_time: Duration,
+}
+
+impl<S: Sink> Encoded<S> {
+    /// Encodes batches of `schema` for `destinations` destinations into `sink`.
+    ///
+    /// # Errors
+    /// [`WriterError::Encode`] for a schema the format cannot carry.
+    pub fn try_new(
+        schema: SchemaRef,
+        destinations: usize,
+        encoding: Encoding,
+        sink: S,
+    ) -> Result<Self> {
+        Ok(Self {
+            fields: schema.fields().len(),
+            encoders: StreamEncoders::try_new(schema, destinations, encoding)?,
+            out: Vec::new(),
+            sink,
+            sink_time: Duration::ZERO,
+        })
+    }
+
+    /// The sink.
+    pub fn sink(&self) -> &S {
+        &self.sink
+    }
+
+    /// The sink, given back.
+    pub fn into_sink(self) -> S {
+        self.sink
+    }
+
+    fn write(&mut self, p: usize) -> Result<u64> {
+        let started = Instant::now();
+        let bytes = self.out.len() as u64;
+        self.sink
+            .write_buffer(p, &mut self.out)
+            .map_err(|source| WriterError::Sink {
+                destination: Some(p),
+                source,
+            })?;
+        self.sink_time += started.elapsed();
+        Ok(bytes)
+    }
+}
+
+impl<S: Sink> BatchSink for Encoded<S> {
+    fn write_batch(&mut self, p: usize, batch: &RecordBatch) -> Result<u64> {
+        if p >= self.encoders.len() {
+            return Err(WriterError::NoSuchDestination {
+                destination: p,
+                destinations: self.encoders.len(),
+            });
+        }
+        // Room for the whole message at once (its buffers, padding and metadata): the encoder
+        // then never grows the buffer, copying what it holds, on the way.
+        // (The buffers' capacity bounds the data; no allocation to ask.)
+        let room = batch.get_array_memory_size() + 64 * (self.fields + 16);
+        self.out.clear();
+        self.out.reserve(room);
+        let mut out = std::mem::take(&mut self.out);
+        let encoded = self.encoders.get(p).and_then(|e| e.encode(batch, &mut out));
+        self.out = out;
+        encoded?;
+        self.write(p)
+    }
+
+    fn finish(&mut self, destination_bytes: &mut [u64]) -> Result<()> {
+        for (p, bytes) in destination_bytes.iter_mut().enumerate() {
+            // A destination without rows gets an IPC stream of the schema alone; Presto pages
+            // need no end, and such a destination gets no bytes.
+            self.out.clear();
+            self.encoders.finish(p, &mut self.out)?;
+            if !self.out.is_empty() {
+                *bytes += self.write(p)?;
+            }
+        }
+        let started = Instant::now();
+        self.sink.finish().map_err(|source| WriterError::Sink {
+            destination: None,
+            source,
+        })?;
+        self.sink_time += started.elapsed();
+        Ok(())
+    }
+
+    fn sink_time(&self) -> Duration {
+        self.sink_time
+    }
+}
+
+impl<S: Sink> PartitionedWriter<Encoded<S>> {
+    /// A writer of batches of `schema`, partitioned by `partitioning`, each destination's
+    /// batches encoded as `encoding` says into `sink`.
+    ///
+    /// # Errors
+    /// [`WriterError::InvalidOption`] for options that cannot work;
+    /// [`WriterError::Partition`] when the partitioning does not fit the schema (a missing key
+    /// column, a key type the scheme cannot hash) or a column type cannot be buffered;
+    /// [`WriterError::Encode`] for a schema the format cannot carry.
+    pub fn try_new(
+        schema: SchemaRef,
+        partitioning: Partitioning,
+        options: WriterOptions,
+        encoding: Encoding,
+        sink: S,
+    ) -> Result<Self> {
+        options.validate()?;
+        let output = Encoded::try_new(
+            schema.clone(),
+            partitioning.num_partitions() as usize,
+            encoding,
+            sink,
+        )?;
+        Self::with_output(schema, partitioning, options, output)
+    }
+
+    /// The sink.
+    pub fn sink(&self) -> &S {
+        self.output().sink()
+    }
+
+    /// Flushes every destination, ends every destination's IPC stream (a destination that
+    /// received no rows gets a stream of the schema alone; Presto pages need no end, and such
+    /// a destination gets no bytes), finishes the sink, and returns it with the metrics.
+    ///
+    /// # Errors
+    /// [`WriterError::Encode`] and [`WriterError::Sink`] from the last flushes, and
+    /// [`WriterError::Failed`] after an earlier failure.
+    pub fn finish(self) -> Result<(S, WriterMetrics)> {
+        let (output, metrics) = self.finish_output()?;
+        Ok((output.into_sink(), metrics))
+    }
+}

@@ -1,0 +1,625 @@
+//! [`Job`]: options checked against the inputs, then the parallel run.
+//!
+//! ```text
+//!  inputs ─► frames (row groups, batch ranges, whole files) ─► workers pull frames in turn
+//!  worker w: its own PartitionedWriter (ids, plan, destination buffers, flush policy)
+//!            └─ flush ─► files layout:   the destination's shared file, behind its own lock
+//!                        shuffle layout: the worker's own data file + index of byte ranges
+//! ```
+//!
+//! Workers run on a rayon pool of their own. The first worker to fail stops the others
+//! (between batches); the run's error is the first that is not another worker's echo, and a
+//! worker's panic becomes an error, not the process's end. Everything is written into a
+//! staging directory renamed into place at the end.
+
+use crate::budget::Budget;
+use crate::error::{JobError, Result, io, writing};
+use crate::manifest::{DestinationEntry, FileName, Manifest, ShuffleFiles, WorkerTimings};
+use crate::options::{Compression, Format, JobOptions, Layout, Scheme};
+use crate::staging::{Staging, check_output};
+use parquet::basic::{Compression as ParquetCompression, ZstdLevel};
+use parquet::file::properties::WriterProperties;
+use partout_core::ids::{Partitioning, RangeBounds};
+use partout_exchange::{BatchSink, PartitionedWriter, WriterMetrics, WriterOptions};
+use partout_format::Encoding;
+use partout_format::ipc::Compression as IpcCompression;
+use partout_io::{
+    DestinationFiles, FileFormat, Frames, InputFile, ShuffleFile, discover, plan_frames_by,
+};
+use std::path::Path;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Instant;
+
+/// Told how a run advances; asked whether to stop. Called from every worker thread.
+pub trait Progress: Sync {
+    /// The run starts; `rows` is the inputs' row count, where their metadata tells it.
+    fn start(&self, rows: Option<u64>) {
+        let _ = rows;
+    }
+
+    /// A worker has partitioned a batch of `rows` rows holding `bytes` bytes of Arrow data.
+    fn advance(&self, rows: u64, bytes: u64) {
+        let _ = (rows, bytes);
+    }
+
+    /// Whether the run should stop (asked between batches); it then ends with
+    /// [`JobError::Cancelled`] and leaves no output.
+    fn cancelled(&self) -> bool {
+        false
+    }
+}
+
+/// No progress to show, never cancelled.
+impl Progress for () {}
+
+/// What a run did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Report {
+    /// The manifest written beside the outputs.
+    pub manifest: Manifest,
+    /// Wall time of the whole job, checks included.
+    pub seconds: f64,
+}
+
+/// Frames sampled for range bounds.
+const SAMPLE_FRAMES: usize = 64;
+
+/// A repartition job, checked and ready to run.
+#[derive(Debug)]
+pub struct Job {
+    options: JobOptions,
+    threads: usize,
+    budget: Budget,
+    frames: Frames,
+    partitioning: Partitioning,
+    writer: WriterOptions,
+    format: FileFormat,
+    started: Instant,
+}
+
+impl Job {
+    /// Checks `options` and the inputs they name: the partition count, the output directory,
+    /// format, compression and layout together, the memory limit, the input files (found,
+    /// readable, of one schema, cut into frames), the key columns (present, of types the
+    /// scheme can hash), and for range partitioning the split points, sampled now.
+    ///
+    /// # Errors
+    /// [`JobError::InvalidOption`] naming what cannot work; [`JobError::OutputNotEmpty`];
+    /// [`JobError::Input`] for inputs that cannot be read; [`JobError::Write`] for a
+    /// partitioning or output format that does not fit the inputs' schema.
+    pub fn try_new(options: JobOptions) -> Result<Self> {
+        let started = Instant::now();
+        let max = partout_core::plan::MAX_PARTITIONS;
+        if !(1..=max).contains(&options.partitions) {
+            return Err(JobError::InvalidOption(format!(
+                "the partition count must be between 1 and {max}, got {}",
+                options.partitions
+            )));
+        }
+        check_output(&options.output, options.overwrite)?;
+        let threads = match options.threads {
+            Some(0) => {
+                return Err(JobError::InvalidOption(
+                    "a job needs at least one thread".into(),
+                ));
+            }
+            Some(threads) => threads,
+            None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        };
+        if options.layout == Layout::Shuffle && options.format == Format::Parquet {
+            return Err(JobError::InvalidOption(
+                "the shuffle layout writes ipc or presto, not parquet (its files cannot be cut into byte ranges)".into(),
+            ));
+        }
+        let parquet_files = options.layout == Layout::Files && options.format == Format::Parquet;
+        let budget = Budget::try_new(
+            options.memory_limit,
+            options.partitions,
+            threads,
+            parquet_files,
+        )?;
+        let format = file_format(&options, budget)?;
+        let per_worker = budget.per_worker as usize;
+        let writer = WriterOptions::default()
+            .with_memory_limit(per_worker)
+            .with_target_bytes((1 << 20).min(per_worker));
+
+        // Frames: about sixteen per worker, of 64K rows at least: the workers' last frames
+        // end within a small frame of each other, and frames do not shrink to nothing.
+        let files = inputs_outside(discover(&options.inputs)?, &options.output)?;
+        let frames = plan_frames_by(&files, |rows| {
+            rows.map_or(1 << 20, |rows| {
+                (rows as usize / (threads * 16)).max(64 << 10)
+            })
+        })?;
+        let partitioning = partitioning(&options, &frames)?;
+        // The key columns and the output format checked before anything is written.
+        let context = || match options.keys.is_empty() {
+            true => format!("partitioning by {}", options.scheme),
+            false => format!("partitioning by {}", options.keys.join(",")),
+        };
+        PartitionedWriter::with_output(
+            frames.schema.clone(),
+            partitioning.clone(),
+            writer.clone(),
+            NoOutput,
+        )
+        .map_err(writing(context()))?;
+        if let FileFormat::Stream(encoding) = &format {
+            encoding
+                .check_schema(&frames.schema)
+                .map_err(|e| writing(context())(e.into()))?;
+        }
+        Ok(Self {
+            options,
+            threads,
+            budget,
+            frames,
+            partitioning,
+            writer,
+            format,
+            started,
+        })
+    }
+
+    /// The options.
+    pub fn options(&self) -> &JobOptions {
+        &self.options
+    }
+
+    /// Worker threads the run uses.
+    pub fn threads(&self) -> usize {
+        self.threads
+    }
+
+    /// How the memory limit is shared.
+    pub fn budget(&self) -> Budget {
+        self.budget
+    }
+
+    /// The inputs' rows, where their metadata tells it (not for CSV files or IPC streams).
+    pub fn input_rows(&self) -> Option<u64> {
+        self.frames.rows()
+    }
+
+    /// The partitioning (for range partitioning, with its sampled split points).
+    pub fn partitioning(&self) -> &Partitioning {
+        &self.partitioning
+    }
+
+    /// Runs the workers into a staging directory, writes the manifest, and renames the
+    /// staging directory to the output (replacing what is there). On any failure nothing is
+    /// left behind.
+    ///
+    /// # Errors
+    /// [`JobError::Input`] for input that cannot be read; [`JobError::Write`] for partitioning,
+    /// encoding and file errors; [`JobError::Io`]; [`JobError::WorkerPanicked`];
+    /// [`JobError::Cancelled`].
+    pub fn run(self, progress: &dyn Progress) -> Result<Report> {
+        let staging = Staging::try_new(&self.options.output)?;
+        progress.start(self.frames.rows());
+        let manifest = self.write_all(progress, staging.path())?;
+        staging.publish(&self.options.output)?;
+        Ok(Report {
+            manifest,
+            seconds: self.started.elapsed().as_secs_f64(),
+        })
+    }
+
+    /// Runs the workers into `staging` and writes the manifest there.
+    fn write_all(&self, progress: &dyn Progress, staging: &Path) -> Result<Manifest> {
+        let n = self.options.partitions as usize;
+        let run = Run {
+            job: self,
+            progress,
+            next: AtomicUsize::new(0),
+            stop: AtomicBool::new(false),
+            timings: Mutex::new(Vec::new()),
+        };
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(self.threads)
+            .thread_name(|i| format!("partout-worker-{i}"))
+            .build()
+            .map_err(|e| io("starting the worker threads")(std::io::Error::other(e)))?;
+        let schema = &self.frames.schema;
+        let prefix = if self.options.scheme == Scheme::Spark {
+            "bucket"
+        } else {
+            "part"
+        };
+        let mut finish_seconds = 0.0;
+        let (metrics, files, shuffle_files) = match self.options.layout {
+            Layout::Files => {
+                let files = DestinationFiles::try_new(
+                    staging,
+                    prefix,
+                    schema.clone(),
+                    n,
+                    self.format.clone(),
+                )
+                .map_err(writing("creating the destination files"))?;
+                let results =
+                    pool.broadcast(|ctx| run.guard(|| run.work(ctx.index(), files.handle())));
+                let metrics = first_error(results)?;
+                let finishing = Instant::now();
+                let files = files
+                    .finish(self.threads)
+                    .map_err(writing("ending the destination files"))?;
+                finish_seconds = finishing.elapsed().as_secs_f64();
+                (metrics, Some(files), None)
+            }
+            Layout::Shuffle => {
+                let results = pool.broadcast(|ctx| {
+                    let name = format!("shuffle-{:03}", ctx.index());
+                    run.guard(|| {
+                        let output =
+                            ShuffleFile::try_new(staging, &name, schema.clone(), n, &self.format)
+                                .map_err(writing(format!("creating {name}.data")))?;
+                        run.work(ctx.index(), output)
+                    })
+                });
+                let metrics = first_error(results)?;
+                let workers = (0..self.threads)
+                    .map(|w| ShuffleFiles {
+                        data: format!("shuffle-{w:03}.data"),
+                        index: format!("shuffle-{w:03}.index"),
+                    })
+                    .collect();
+                (metrics, None, Some(workers))
+            }
+        };
+        let sum = |f: &dyn Fn(&WriterMetrics) -> u64| metrics.iter().map(f).sum::<u64>();
+        let destinations: Vec<DestinationEntry> = (0..n)
+            .map(|p| {
+                let rows = metrics.iter().map(|m| m.destination_rows[p]).sum();
+                match &files {
+                    Some(files) => DestinationEntry {
+                        destination: p as u32,
+                        file: files[p]
+                            .name
+                            .clone()
+                            .map_or(FileName::None(()), FileName::Name),
+                        rows,
+                        bytes: files[p].bytes,
+                    },
+                    None => DestinationEntry {
+                        destination: p as u32,
+                        file: FileName::Absent,
+                        rows,
+                        bytes: metrics.iter().map(|m| m.destination_bytes[p]).sum(),
+                    },
+                }
+            })
+            .collect();
+        let mut workers = run.timings.into_inner().unwrap_or_default();
+        workers.sort_by_key(|t| t.worker);
+        let options = &self.options;
+        let manifest = Manifest {
+            scheme: options.scheme,
+            keys: options.keys.clone(),
+            partitions: options.partitions,
+            format: options.format,
+            compression: options.compression,
+            layout: options.layout,
+            threads: self.threads,
+            input_rows: sum(&|m| m.rows_in),
+            input_arrow_bytes: sum(&|m| m.bytes_in),
+            output_rows: sum(&|m| m.rows_out),
+            output_bytes: destinations.iter().map(|d| d.bytes).sum(),
+            flushes: sum(&|m| m.flushes),
+            memory_flushes: sum(&|m| m.memory_flushes),
+            memory_limit: options.memory_limit,
+            memory_budget: self.budget,
+            peak_rss_bytes: peak_rss(),
+            workers,
+            files_finish_seconds: finish_seconds,
+            destinations,
+            range_bounds: describe_bounds(&self.partitioning),
+            shuffle_files,
+        };
+        manifest.write(staging)?;
+        Ok(manifest)
+    }
+}
+
+/// Repartitions the inputs as `options` say: [`Job::try_new`], then [`Job::run`] without
+/// progress.
+///
+/// # Errors
+/// As [`Job::try_new`] and [`Job::run`].
+pub fn repartition(options: JobOptions) -> Result<Report> {
+    Job::try_new(options)?.run(&())
+}
+
+/// The shared state of one run's workers.
+struct Run<'a> {
+    job: &'a Job,
+    progress: &'a dyn Progress,
+    next: AtomicUsize,
+    stop: AtomicBool,
+    timings: Mutex<Vec<WorkerTimings>>,
+}
+
+/// How a worker ended without its metrics.
+enum Failure {
+    /// The run's error.
+    Error(JobError),
+    /// Stopped because another worker failed: the echo, not the cause, of a failed run.
+    Stopped,
+}
+
+impl From<JobError> for Failure {
+    fn from(e: JobError) -> Self {
+        Self::Error(e)
+    }
+}
+
+impl Run<'_> {
+    /// One worker: frames pulled in turn until none is left (or another worker failed, or
+    /// the run is cancelled), rows through its own writer into `output`.
+    fn work<O: BatchSink>(&self, worker: usize, output: O) -> Result<WriterMetrics, Failure> {
+        let started = Instant::now();
+        let schema = self.job.frames.schema.clone();
+        let options = self.job.writer.clone().with_seed(worker as u64);
+        let mut writer = PartitionedWriter::with_output(
+            schema.clone(),
+            self.job.partitioning.clone(),
+            options,
+            output,
+        )
+        .map_err(writing("starting a worker"))?;
+        while !self.stopped() {
+            let i = self.next.fetch_add(1, Ordering::Relaxed);
+            let Some(frame) = self.job.frames.frames.get(i) else {
+                break;
+            };
+            for batch in frame.read(&schema).map_err(JobError::from)? {
+                let batch = batch.map_err(JobError::from)?;
+                writer.append(&batch).map_err(writing(format!(
+                    "partitioning rows of {}",
+                    frame.path().display()
+                )))?;
+                self.progress.advance(
+                    batch.num_rows() as u64,
+                    batch.get_array_memory_size() as u64,
+                );
+                if self.stopped() {
+                    break;
+                }
+            }
+        }
+        if self.progress.cancelled() {
+            self.stop.store(true, Ordering::Relaxed);
+            return Err(JobError::Cancelled.into());
+        }
+        if self.stop.load(Ordering::Relaxed) {
+            return Err(Failure::Stopped);
+        }
+        let metrics = writer
+            .finish_output()
+            .map_err(writing("ending a worker's output"))?
+            .1;
+        let timing = WorkerTimings {
+            worker,
+            seconds: started.elapsed().as_secs_f64(),
+            ids_seconds: metrics.ids_time.as_secs_f64(),
+            scatter_seconds: metrics.scatter_time.as_secs_f64(),
+            output_seconds: (metrics.encode_time + metrics.sink_time).as_secs_f64(),
+        };
+        if let Ok(mut timings) = self.timings.lock() {
+            timings.push(timing);
+        }
+        Ok(metrics)
+    }
+
+    fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Relaxed) || self.progress.cancelled()
+    }
+
+    /// Runs a worker, stopping the others when it fails. A panic (a bug, or a library
+    /// meeting input it did not expect) becomes this worker's error, not the process's end.
+    fn guard(
+        &self,
+        work: impl FnOnce() -> Result<WriterMetrics, Failure>,
+    ) -> Result<WriterMetrics, Failure> {
+        let result =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)).unwrap_or_else(|panic| {
+                let what = panic
+                    .downcast_ref::<String>()
+                    .map(String::as_str)
+                    .or_else(|| panic.downcast_ref::<&str>().copied())
+                    .unwrap_or("no message");
+                Err(JobError::WorkerPanicked(what.to_string()).into())
+            });
+        if result.is_err() {
+            self.stop.store(true, Ordering::Relaxed);
+        }
+        result
+    }
+}
+
+/// The error that explains a failed run: the first that is not another worker's echo.
+fn first_error(results: Vec<Result<WriterMetrics, Failure>>) -> Result<Vec<WriterMetrics>> {
+    let mut metrics = Vec::with_capacity(results.len());
+    let mut stopped = false;
+    for result in results {
+        match result {
+            Ok(m) => metrics.push(m),
+            Err(Failure::Error(e)) => return Err(e),
+            Err(Failure::Stopped) => stopped = true,
+        }
+    }
+    if stopped {
+        // Every worker stopped and none says why: only a cancellation does that.
+        return Err(JobError::Cancelled);
+    }
+    Ok(metrics)
+}
+
+/// Range bounds for `n` destinations over key columns `keys`, from the first batch of up to
+/// [`SAMPLE_FRAMES`] frames spread over the input.
+fn sample_bounds(frames: &Frames, keys: &[usize], n: u32) -> Result<RangeBounds> {
+    let count = frames.frames.len();
+    let picks = count.min(SAMPLE_FRAMES);
+    let mut samples = Vec::with_capacity(picks);
+    let context = "sampling range bounds";
+    for i in 0..picks {
+        let frame = &frames.frames[i * count / picks];
+        if let Some(batch) = frame.read(&frames.schema)?.next() {
+            let batch = batch?
+                .project(keys)
+                .map_err(|e| writing(context)(e.into()))?;
+            samples.push(batch);
+        }
+    }
+    let schema = std::sync::Arc::new(
+        frames
+            .schema
+            .project(keys)
+            .map_err(|e| writing(context)(e.into()))?,
+    );
+    let sample = arrow_select::concat::concat_batches(&schema, &samples)
+        .map_err(|e| writing(context)(e.into()))?;
+    if sample.num_rows() == 0 {
+        return Err(JobError::InvalidOption(
+            "range partitioning of an input without rows".into(),
+        ));
+    }
+    let options = vec![arrow_schema::SortOptions::default(); keys.len()];
+    RangeBounds::from_sample(&sample, n, options).map_err(|e| writing(context)(e.into()))
+}
+
+/// The split points of range partitioning, each as its key values' text.
+fn describe_bounds(partitioning: &Partitioning) -> Option<Vec<Vec<String>>> {
+    let splits = &partitioning.bounds()?.splits;
+    let options = arrow_cast::display::FormatOptions::default().with_null("null");
+    let formatters: Vec<_> = splits
+        .columns()
+        .iter()
+        .map(|c| arrow_cast::display::ArrayFormatter::try_new(c.as_ref(), &options))
+        .collect::<Result<_, _>>()
+        .ok()?;
+    Some(
+        (0..splits.num_rows())
+            .map(|r| formatters.iter().map(|f| f.value(r).to_string()).collect())
+            .collect(),
+    )
+}
+
+/// The partitioning the options ask for, with the key columns' names checked.
+fn partitioning(options: &JobOptions, frames: &Frames) -> Result<Partitioning> {
+    let schema = &frames.schema;
+    let keys: Vec<usize> = options
+        .keys
+        .iter()
+        .map(|name| {
+            schema.index_of(name).map_err(|_| {
+                let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+                JobError::InvalidOption(format!(
+                    "no key column {name:?} in the input (columns: {})",
+                    names.join(", ")
+                ))
+            })
+        })
+        .collect::<Result<_>>()?;
+    let n = options.partitions;
+    let scheme = options.scheme;
+    Ok(match options.scheme {
+        Scheme::RoundRobin if !keys.is_empty() => {
+            return Err(JobError::InvalidOption(
+                "round-robin takes no key columns".into(),
+            ));
+        }
+        Scheme::RoundRobin => Partitioning::round_robin(n),
+        _ if keys.is_empty() => {
+            return Err(JobError::InvalidOption(format!(
+                "the {scheme} scheme needs key columns to partition by"
+            )));
+        }
+        Scheme::Hash => Partitioning::hash(keys, n),
+        Scheme::Spark => Partitioning::spark(keys, n),
+        Scheme::Range => Partitioning::range(keys.clone(), sample_bounds(frames, &keys, n)?),
+    })
+}
+
+/// The output format the options ask for.
+fn file_format(options: &JobOptions, budget: Budget) -> Result<FileFormat> {
+    use Compression as C;
+    Ok(match (options.format, options.compression) {
+        (Format::Parquet, compression) => {
+            let codec = match compression {
+                C::None => ParquetCompression::UNCOMPRESSED,
+                C::Snappy => ParquetCompression::SNAPPY,
+                C::Lz4 => ParquetCompression::LZ4_RAW,
+                C::Zstd => ParquetCompression::ZSTD(ZstdLevel::default()),
+            };
+            let row_group_bytes = budget.row_group_bytes(options.partitions);
+            // Dictionaries pay off in large row groups only, and their tables cost memory the
+            // writer's estimate leaves out.
+            let properties = WriterProperties::builder()
+                .set_compression(codec)
+                .set_dictionary_enabled(row_group_bytes >= 1 << 20)
+                .build();
+            FileFormat::Parquet {
+                properties: Box::new(properties),
+                row_group_bytes,
+            }
+        }
+        (Format::Ipc, C::None) => FileFormat::Stream(Encoding::ipc(IpcCompression::None)),
+        (Format::Ipc, C::Lz4) => FileFormat::Stream(Encoding::ipc(IpcCompression::Lz4Frame)),
+        (Format::Ipc, C::Zstd) => FileFormat::Stream(Encoding::ipc(IpcCompression::Zstd)),
+        (Format::Presto, C::None) => FileFormat::Stream(Encoding::presto(false)),
+        (Format::Presto, C::Lz4) => FileFormat::Stream(Encoding::presto(true)),
+        (format, compression) => {
+            return Err(JobError::InvalidOption(format!(
+                "{format} output takes no {compression} compression"
+            )));
+        }
+    })
+}
+
+/// The input files but those under the output directory (an earlier run's output, when the
+/// output directory lies in an input directory: it is about to be replaced, and reading it
+/// would duplicate rows).
+fn inputs_outside(files: Vec<InputFile>, out: &Path) -> Result<Vec<InputFile>> {
+    let Ok(out) = out.canonicalize() else {
+        return Ok(files);
+    };
+    let kept: Vec<_> = files
+        .into_iter()
+        .filter(|f| !f.path.canonicalize().is_ok_and(|p| p.starts_with(&out)))
+        .collect();
+    if kept.is_empty() {
+        return Err(JobError::InvalidOption(format!(
+            "every input file is inside the output directory {}",
+            out.display()
+        )));
+    }
+    Ok(kept)
+}
+
+/// An output that takes nothing: for checking a writer's options before the run.
+struct NoOutput;
+
+impl BatchSink for NoOutput {
+    fn write_batch(
+        &mut self,
+        _: usize,
+        _: &arrow_array::RecordBatch,
+    ) -> partout_exchange::Result<u64> {
+        Ok(0)
+    }
+
+    fn finish(&mut self, _: &mut [u64]) -> partout_exchange::Result<()> {
+        Ok(())
+    }
+}
+
+/// The process's peak resident memory, where the system tells it (Linux).
+fn peak_rss() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib << 10)
+}

@@ -1,0 +1,153 @@
+//! [`Manifest`]: what a run wrote, as `_manifest.json` beside its outputs.
+
+use crate::budget::Budget;
+use crate::error::{Result, io};
+use crate::options::{Compression, Format, Layout, Scheme};
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// The manifest's file name in the output directory.
+pub const MANIFEST_FILE: &str = "_manifest.json";
+
+/// What a run wrote: its options, row and byte counts, memory, timings, and each
+/// destination's output. Serialized as `_manifest.json` in the output directory;
+/// [`Manifest::read`] reads it back.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// How rows found their destination.
+    pub scheme: Scheme,
+    /// The key columns.
+    pub keys: Vec<String>,
+    /// Destinations.
+    pub partitions: u32,
+    /// What each destination's output holds.
+    pub format: Format,
+    /// Their compression.
+    pub compression: Compression,
+    /// Files per destination, or shuffle files per worker.
+    pub layout: Layout,
+    /// Worker threads.
+    pub threads: usize,
+    /// Rows read.
+    pub input_rows: u64,
+    /// Bytes of Arrow data partitioned (in memory, as read).
+    pub input_arrow_bytes: u64,
+    /// Rows written (every row once).
+    pub output_rows: u64,
+    /// Bytes written, all destinations together (the manifest aside).
+    pub output_bytes: u64,
+    /// Flushes of destination buffers.
+    pub flushes: u64,
+    /// Flushes forced by the memory limit.
+    pub memory_flushes: u64,
+    /// The memory limit, in bytes.
+    pub memory_limit: u64,
+    /// How the memory limit was shared.
+    pub memory_budget: Budget,
+    /// The process's peak resident memory, where the system tells it (Linux).
+    pub peak_rss_bytes: Option<u64>,
+    /// Each worker's timings.
+    pub workers: Vec<WorkerTimings>,
+    /// Seconds spent ending the destination files (files layout).
+    pub files_finish_seconds: f64,
+    /// Each destination's rows and bytes, and its file (files layout).
+    pub destinations: Vec<DestinationEntry>,
+    /// Range partitioning's split points, each as its key values' text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub range_bounds: Option<Vec<Vec<String>>>,
+    /// Each worker's data and index file (shuffle layout).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shuffle_files: Option<Vec<ShuffleFiles>>,
+}
+
+/// One worker's time.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkerTimings {
+    /// The worker's index.
+    pub worker: usize,
+    /// From its start to its writer's end.
+    pub seconds: f64,
+    /// Computing partition ids.
+    pub ids_seconds: f64,
+    /// Moving rows into destination buffers.
+    pub scatter_seconds: f64,
+    /// Encoding and writing flushes.
+    pub output_seconds: f64,
+}
+
+/// One destination's output.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DestinationEntry {
+    /// The destination.
+    pub destination: u32,
+    /// Its file's name in the output directory (files layout; `null` for a destination of
+    /// Presto pages that received no rows, which gets no file). Absent in the shuffle layout.
+    #[serde(default, skip_serializing_if = "FileName::is_absent")]
+    pub file: FileName,
+    /// Rows it received.
+    pub rows: u64,
+    /// Bytes it received.
+    pub bytes: u64,
+}
+
+/// A destination's file: absent (shuffle layout), none (no rows, no file), or its name.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum FileName {
+    /// Not a files layout: the key is left out.
+    #[default]
+    #[serde(skip)]
+    Absent,
+    /// Its file's name.
+    Name(String),
+    /// No file (`null`).
+    None(()),
+}
+
+impl FileName {
+    /// Whether the layout has no files per destination.
+    pub fn is_absent(&self) -> bool {
+        matches!(self, Self::Absent)
+    }
+
+    /// The name, if there is a file.
+    pub fn name(&self) -> Option<&str> {
+        match self {
+            Self::Name(name) => Some(name),
+            _ => None,
+        }
+    }
+}
+
+/// One worker's shuffle files, by name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShuffleFiles {
+    /// The data file.
+    pub data: String,
+    /// The index of byte ranges.
+    pub index: String,
+}
+
+impl Manifest {
+    /// Reads `_manifest.json` of the output directory `dir`.
+    ///
+    /// # Errors
+    /// [`JobError::Io`](crate::JobError::Io) when it cannot be read or is not a manifest.
+    pub fn read(dir: &Path) -> Result<Self> {
+        let path = dir.join(MANIFEST_FILE);
+        let context = || format!("reading {}", path.display());
+        let text = std::fs::read_to_string(&path).map_err(io(context()))?;
+        serde_json::from_str(&text).map_err(|e| io(context())(std::io::Error::other(e)))
+    }
+
+    /// Writes it as `_manifest.json` into the directory `dir`.
+    ///
+    /// # Errors
+    /// [`JobError::Io`](crate::JobError::Io).
+    pub fn write(&self, dir: &Path) -> Result<()> {
+        let path = dir.join(MANIFEST_FILE);
+        let text = serde_json::to_string_pretty(self).map_err(std::io::Error::other);
+        text.and_then(|text| std::fs::write(&path, text))
+            .map_err(io(format!("writing {}", path.display())))
+    }
+}

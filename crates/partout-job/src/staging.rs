@@ -1,0 +1,166 @@
+//! The staging directory: a run writes into a hidden sibling of its output directory and
+//! renames it into place only when everything succeeded, so a failed or interrupted run never
+//! leaves output that looks complete. Leftovers of runs whose process is gone are removed.
+
+use crate::error::{JobError, Result, io};
+use std::path::{Path, PathBuf};
+
+/// The output directory `out` must be usable: not a file, and empty unless `overwrite`.
+///
+/// # Errors
+/// [`JobError::OutputNotEmpty`], or [`JobError::InvalidOption`] for a file.
+pub(crate) fn check_output(out: &Path, overwrite: bool) -> Result<()> {
+    if out.exists() && !out.is_dir() {
+        return Err(JobError::InvalidOption(format!(
+            "{} exists and is not a directory",
+            out.display()
+        )));
+    }
+    let non_empty = out.is_dir()
+        && std::fs::read_dir(out)
+            .map_err(io(format!("reading {}", out.display())))?
+            .next()
+            .is_some();
+    if non_empty && !overwrite {
+        return Err(JobError::OutputNotEmpty(out.to_path_buf()));
+    }
+    Ok(())
+}
+
+/// A fresh temporary directory next to `out`, removed on drop unless published.
+#[derive(Debug)]
+pub(crate) struct Staging {
+    path: PathBuf,
+    published: bool,
+}
+
+impl Staging {
+    /// A fresh directory next to `out` (same file system, so the final rename is atomic),
+    /// named `.NAME.partout-PID`. Those of earlier runs whose process is gone (killed
+    /// mid-run) are removed first.
+    ///
+    /// # Errors
+    /// [`JobError::InvalidOption`] when `out` names no directory; [`JobError::Io`].
+    pub(crate) fn try_new(out: &Path) -> Result<Self> {
+        let name = out
+            .file_name()
+            .and_then(|n| n.to_str())
+            .filter(|n| !n.is_empty() && *n != "." && *n != "..");
+        let Some(name) = name else {
+            return Err(JobError::InvalidOption(format!(
+                "the output must name a directory, got {}",
+                out.display()
+            )));
+        };
+        let parent = out
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        std::fs::create_dir_all(parent).map_err(io(format!("creating {}", parent.display())))?;
+        let prefix = format!(".{name}.partout-");
+        remove_stale(parent, &prefix);
+        let path = parent.join(format!("{prefix}{}", std::process::id()));
+        if path.exists() {
+            std::fs::remove_dir_all(&path).map_err(io(format!("removing {}", path.display())))?;
+        }
+        std::fs::create_dir(&path).map_err(io(format!("creating {}", path.display())))?;
+        Ok(Self {
+            path,
+            published: false,
+        })
+    }
+
+    /// Where to write.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Moves the staged output to `out`, replacing what is there.
+    ///
+    /// # Errors
+    /// [`JobError::Io`]; the staged output is removed then.
+    pub(crate) fn publish(mut self, out: &Path) -> Result<()> {
+        if out.exists() {
+            std::fs::remove_dir_all(out).map_err(io(format!("replacing {}", out.display())))?;
+        }
+        std::fs::rename(&self.path, out)
+            .map_err(io(format!("moving the output into {}", out.display())))?;
+        self.published = true;
+        Ok(())
+    }
+}
+
+impl Drop for Staging {
+    fn drop(&mut self) {
+        if !self.published {
+            let _ = std::fs::remove_dir_all(&self.path);
+        }
+    }
+}
+
+/// Removes `parent/{prefix}PID` directories whose process is gone, where the system can tell
+/// (Linux's `/proc`).
+fn remove_stale(parent: &Path, prefix: &str) {
+    if !Path::new("/proc/self").exists() {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let file_name = entry.file_name();
+        let pid = file_name
+            .to_str()
+            .and_then(|n| n.strip_prefix(prefix))
+            .and_then(|pid| pid.parse::<u32>().ok());
+        if let Some(pid) = pid
+            && !Path::new("/proc").join(pid.to_string()).exists()
+        {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dropped_staging_leaves_nothing_and_published_staging_replaces_the_output() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out");
+        let staging = Staging::try_new(&out).unwrap();
+        std::fs::write(staging.path().join("a"), "x").unwrap();
+        let path = staging.path().to_path_buf();
+        drop(staging);
+        assert!(!path.exists());
+
+        std::fs::create_dir(&out).unwrap();
+        std::fs::write(out.join("old"), "x").unwrap();
+        assert!(matches!(
+            check_output(&out, false),
+            Err(JobError::OutputNotEmpty(_))
+        ));
+        check_output(&out, true).unwrap();
+        let staging = Staging::try_new(&out).unwrap();
+        std::fs::write(staging.path().join("new"), "y").unwrap();
+        staging.publish(&out).unwrap();
+        assert!(out.join("new").exists() && !out.join("old").exists());
+        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().flatten().collect();
+        assert_eq!(names.len(), 1, "{names:?}");
+    }
+
+    #[test]
+    fn leftovers_of_dead_processes_are_removed() {
+        if !Path::new("/proc/self").exists() {
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        // No process has a pid this large (Linux caps them at 2^22).
+        let dead = dir.path().join(".out.partout-4294967295");
+        std::fs::create_dir(&dead).unwrap();
+        let staging = Staging::try_new(&dir.path().join("out")).unwrap();
+        assert!(!dead.exists());
+        assert!(staging.path().exists());
+    }
+}
