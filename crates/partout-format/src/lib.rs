@@ -30,6 +30,8 @@ pub enum FormatError {
     InvalidArgument(String),
     /// An error from arrow-rs while encoding.
     Arrow(ArrowError),
+    /// Input that would decode to more than its size allows (what, and the limit).
+    TooLarge(String),
 }
 
 impl fmt::Display for FormatError {
@@ -38,6 +40,7 @@ impl fmt::Display for FormatError {
             Self::Corrupt(what) => write!(f, "corrupt input: {what}"),
             Self::InvalidArgument(what) => write!(f, "invalid argument: {what}"),
             Self::Arrow(e) => write!(f, "arrow error: {e}"),
+            Self::TooLarge(what) => write!(f, "input too large to decode: {what}"),
         }
     }
 }

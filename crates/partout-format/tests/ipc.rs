@@ -5,6 +5,7 @@ use arrow_array::RecordBatch;
 use partout_format::ipc::{Compression, IpcStreamEncoder, decode_stream};
 use partout_testkit::{every_type, random_batch, rng};
 use proptest::prelude::*;
+use std::sync::Arc;
 
 const COMPRESSIONS: [Compression; 3] =
     [Compression::None, Compression::Lz4Frame, Compression::Zstd];
@@ -112,4 +113,73 @@ proptest! {
         let outcome = std::panic::catch_unwind(|| decode_stream(truncated).map(|(_, b)| b.len()));
         prop_assert!(outcome.is_ok(), "the decoder panicked");
     }
+}
+
+/// A stream whose one column nests `depth` lists in each other, as partout's encoder writes it,
+/// with a batch of three null rows or none
+/// (built on a thread with a large stack: arrow-rs recurses once per level to write and drop
+/// such a schema).
+fn nested_list_stream(depth: usize, with_batch: bool) -> Vec<u8> {
+    std::thread::Builder::new()
+        .stack_size(512 << 20)
+        .spawn(move || {
+            let mut data_type = arrow_schema::DataType::Int64;
+            for _ in 0..depth {
+                data_type = arrow_schema::DataType::new_list(data_type, true);
+            }
+            if !with_batch {
+                let field = arrow_schema::Field::new("deep", data_type, true);
+                let schema = Arc::new(arrow_schema::Schema::new(vec![field]));
+                let encoder = IpcStreamEncoder::try_new(schema, Compression::None).unwrap();
+                let mut out = Vec::new();
+                encoder.finish(&mut out).unwrap();
+                return out;
+            }
+            let column = arrow_array::new_null_array(&data_type, 3);
+            let batch = RecordBatch::try_from_iter([("deep", column)]).unwrap();
+            encode_all(&[batch], Compression::None)
+        })
+        .unwrap()
+        .join()
+        .unwrap()
+}
+
+/// Decodes `bytes` on a thread with a 256 KiB stack (2 MiB in debug builds, whose frames in
+/// arrow-ipc are many times larger): a decoder that recursed once per level of a 10,000-deep
+/// schema would overflow it and abort the test binary.
+fn decode_on_small_stack(bytes: Vec<u8>) -> Result<usize, String> {
+    let stack = if cfg!(debug_assertions) {
+        2 << 20
+    } else {
+        256 << 10
+    };
+    std::thread::Builder::new()
+        .stack_size(stack)
+        .spawn(move || {
+            decode_stream(&bytes)
+                .map(|(schema, _)| schema.fields().len())
+                .map_err(|e| e.to_string())
+        })
+        .unwrap()
+        .join()
+        .unwrap()
+}
+
+/// A schema message nesting lists 10,000 deep is refused by the flatbuffer verifier (at most
+/// 64 tables deep) before anything recurses over it; a batch of the deepest schema it lets
+/// through (60 lists) decodes within the same small stack.
+#[test]
+fn a_schema_nested_ten_thousand_deep_is_an_error_not_a_stack_overflow() {
+    let err = decode_on_small_stack(nested_list_stream(10_000, false)).unwrap_err();
+    assert!(
+        err.starts_with("corrupt input: Arrow IPC stream at byte 8: invalid message")
+            && err.contains("depth limit reached"),
+        "{err}"
+    );
+    let deepest = (1..64)
+        .rev()
+        .find(|&depth| decode_on_small_stack(nested_list_stream(depth, true)).is_ok())
+        .unwrap();
+    assert!(deepest >= 16, "only {deepest} levels decode");
+    assert!(decode_on_small_stack(nested_list_stream(deepest + 1, true)).is_err());
 }

@@ -2,6 +2,7 @@
 //! random round trips of every type Presto carries; malformed pages as errors.
 
 use arrow_array::builder::{Int64Builder, ListBuilder, MapBuilder, StringBuilder};
+use arrow_array::cast::AsArray;
 use arrow_array::types::Int32Type;
 use arrow_array::{
     ArrayRef, BinaryArray, BooleanArray, Date32Array, Decimal128Array, DictionaryArray,
@@ -478,7 +479,12 @@ fn malformed_pages_are_errors_not_panics() {
                 let mut changed = bytes.clone();
                 changed[at] ^= flip;
                 let decoded = decode_page(&changed, schema);
-                let _ = inspect_pages(&changed);
+                let inspected = inspect_pages(&changed);
+                // The walks are one: what decodes also inspects.
+                assert!(
+                    decoded.is_err() || inspected.is_ok(),
+                    "a change at byte {at} decodes but does not inspect: {inspected:?}"
+                );
                 if *checksummed && at >= 21 {
                     assert!(decoded.is_err(), "a change at byte {at} went unnoticed");
                 }
@@ -538,4 +544,503 @@ fn malformed_pages_name_what_and_where() {
         assert!(err.contains(want), "{err:?} should say {want:?}");
         assert!(err.starts_with("corrupt input: Presto page"), "{err}");
     }
+}
+
+/// Little-endian Presto bytes, for pages partout's encoder would not write.
+fn put_i32s(out: &mut Vec<u8>, values: &[i32]) {
+    for v in values {
+        out.extend_from_slice(&v.to_le_bytes());
+    }
+}
+
+fn put_name(out: &mut Vec<u8>, name: &str) {
+    put_i32s(out, &[name.len() as i32]);
+    out.extend_from_slice(name.as_bytes());
+}
+
+/// A LONG_ARRAY block of `values`, none null.
+fn put_longs(out: &mut Vec<u8>, values: &[i64]) {
+    put_name(out, "LONG_ARRAY");
+    put_i32s(out, &[values.len() as i32]);
+    out.push(0);
+    for v in values {
+        out.extend_from_slice(&v.to_le_bytes());
+    }
+}
+
+/// An unchecksummed, uncompressed page of `rows` rows whose body holds `columns` (blocks).
+fn page_of(rows: usize, columns: &[Vec<u8>]) -> Vec<u8> {
+    let mut body = Vec::new();
+    put_i32s(&mut body, &[columns.len() as i32]);
+    for c in columns {
+        body.extend_from_slice(c);
+    }
+    let mut page = Vec::new();
+    put_i32s(&mut page, &[rows as i32]);
+    page.push(0);
+    put_i32s(&mut page, &[body.len() as i32, body.len() as i32]);
+    page.extend_from_slice(&[0; 8]);
+    page.extend(body);
+    page
+}
+
+/// Where the first column's block starts in a page.
+const FIRST_BLOCK: usize = 21 + 4;
+
+/// One row nested `depth` blocks deep in a single column: `wrap(level)` gives the bytes before
+/// and after the block nested at that level, around a one-row LONG_ARRAY. Returns the page and
+/// where each level's block starts.
+fn nested_page(depth: usize, wrap: impl Fn(usize) -> (Vec<u8>, Vec<u8>)) -> (Vec<u8>, Vec<usize>) {
+    let mut column = Vec::new();
+    let mut afters = Vec::new();
+    let mut starts = Vec::new();
+    for level in 0..depth {
+        starts.push(FIRST_BLOCK + column.len());
+        let (before, after) = wrap(level);
+        column.extend(before);
+        afters.push(after);
+    }
+    starts.push(FIRST_BLOCK + column.len());
+    put_longs(&mut column, &[7]);
+    for after in afters.into_iter().rev() {
+        column.extend(after);
+    }
+    (page_of(1, &[column]), starts)
+}
+
+/// RLE blocks of one row, each around the next.
+fn rle_in_rle(depth: usize) -> (Vec<u8>, Vec<usize>) {
+    nested_page(depth, |_| {
+        let mut before = Vec::new();
+        put_name(&mut before, "RLE");
+        put_i32s(&mut before, &[1]);
+        (before, Vec::new())
+    })
+}
+
+/// DICTIONARY blocks of one row, each the dictionary of the one around it.
+fn dictionary_in_dictionary(depth: usize) -> (Vec<u8>, Vec<usize>) {
+    nested_page(depth, |_| {
+        let mut before = Vec::new();
+        put_name(&mut before, "DICTIONARY");
+        put_i32s(&mut before, &[1]);
+        let mut after = vec![0; 4];
+        after.extend([0; 24]);
+        (before, after)
+    })
+}
+
+/// ARRAY, MAP (the nested block as its keys) and ROW blocks of one row, in turn, each around
+/// the next.
+fn array_map_row_in_each_other(depth: usize) -> (Vec<u8>, Vec<usize>) {
+    nested_page(depth, |level| {
+        let (mut before, mut after) = (Vec::new(), Vec::new());
+        match level % 3 {
+            0 => {
+                put_name(&mut before, "ARRAY");
+                put_i32s(&mut after, &[1, 0, 1]);
+                after.push(0);
+            }
+            1 => {
+                put_name(&mut before, "MAP");
+                put_longs(&mut after, &[1]);
+                put_i32s(&mut after, &[-1, 1, 0, 1]);
+                after.push(0);
+            }
+            _ => {
+                put_name(&mut before, "ROW");
+                put_i32s(&mut before, &[1]);
+                put_i32s(&mut after, &[1, 0, 1]);
+                after.push(0);
+            }
+        }
+        (before, after)
+    })
+}
+
+/// Runs `f` on a thread with a small stack (256 KiB; 1 MiB in debug builds, whose frames are
+/// several times larger): a walk that recursed once per nested block of a 10,000-deep page
+/// would overflow it and abort the test binary, while 64 levels fit.
+fn on_small_stack<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    let stack = if cfg!(debug_assertions) {
+        1 << 20
+    } else {
+        256 << 10
+    };
+    std::thread::Builder::new()
+        .stack_size(stack)
+        .spawn(f)
+        .unwrap()
+        .join()
+        .unwrap()
+}
+
+fn schema_of(data_type: DataType) -> Arc<arrow_schema::Schema> {
+    Arc::new(arrow_schema::Schema::new(vec![Field::new(
+        "c", data_type, true,
+    )]))
+}
+
+fn list_of(data_type: DataType) -> DataType {
+    DataType::List(Arc::new(Field::new("item", data_type, true)))
+}
+
+/// Decoding (as `data_type`) and inspecting a page nested 10,000 blocks deep: each is an
+/// error naming the first block past its limit (three blocks per level of the type; 64 without
+/// a schema), found without recursing deeper.
+fn assert_too_deep(
+    nested: fn(usize) -> (Vec<u8>, Vec<usize>),
+    data_type: DataType,
+    allowed: usize,
+) {
+    let (page, starts) = nested(10_000);
+    let schema = schema_of(data_type);
+    let (decoded, inspected) = on_small_stack(move || {
+        (
+            decode_page(&page, &schema)
+                .map(|_| ())
+                .map_err(|e| e.to_string()),
+            inspect_pages(&page).map(|_| ()).map_err(|e| e.to_string()),
+        )
+    });
+    let decoded = decoded.unwrap_err();
+    let want = format!(
+        "block at byte {} is nested {} blocks deep",
+        starts[allowed],
+        allowed + 1
+    );
+    assert!(decoded.contains(&want), "{decoded:?} should say {want:?}");
+    assert!(
+        decoded.starts_with("corrupt input: Presto page"),
+        "{decoded}"
+    );
+    let inspected = inspected.unwrap_err();
+    let want = format!("block at byte {} is nested 65 blocks deep", starts[64]);
+    assert!(
+        inspected.contains(&want),
+        "{inspected:?} should say {want:?}"
+    );
+}
+
+#[test]
+fn rle_in_rle_ten_thousand_deep_overflowed_the_stack() {
+    assert_too_deep(rle_in_rle, DataType::Int64, 3);
+}
+
+#[test]
+fn dictionary_in_dictionary_ten_thousand_deep_overflowed_the_stack() {
+    assert_too_deep(dictionary_in_dictionary, DataType::Int64, 3);
+}
+
+#[test]
+fn array_map_row_in_each_other_ten_thousand_deep_overflowed_the_stack() {
+    assert_too_deep(
+        array_map_row_in_each_other,
+        list_of(list_of(DataType::Int64)),
+        9,
+    );
+}
+
+/// What the nesting bound still lets through: an RLE and a DICTIONARY block around a level, in
+/// either order, as Presto's Java blocks can nest them, and 64 blocks without a schema.
+#[test]
+fn nesting_within_the_bounds_decodes() {
+    let one = |outer: &str, inner: &str| {
+        let mut column = Vec::new();
+        for name in [outer, inner] {
+            put_name(&mut column, name);
+            put_i32s(&mut column, &[1]);
+        }
+        put_longs(&mut column, &[7]);
+        for name in [inner, outer] {
+            if name == "DICTIONARY" {
+                column.extend([0; 28]);
+            }
+        }
+        page_of(1, &[column])
+    };
+    let schema = schema_of(DataType::Int64);
+    for (outer, inner) in [("RLE", "DICTIONARY"), ("DICTIONARY", "RLE")] {
+        let (batch, _) = decode_page(&one(outer, inner), &schema)
+            .unwrap_or_else(|e| panic!("{outer}({inner}): {e}"));
+        assert_eq!(batch.column(0).as_ref(), &Int64Array::from(vec![7]));
+    }
+    let (deepest, _) = rle_in_rle(63);
+    on_small_stack(move || inspect_pages(&deepest).unwrap());
+    // A dictionary of all-null values: DICTIONARY around an RLE of a null.
+    let values = Arc::new(Int64Array::from(vec![None, None]));
+    let dict =
+        DictionaryArray::<Int32Type>::try_new(Int32Array::from(vec![0, 1, 0]), values).unwrap();
+    round_trip(&batch(vec![("d", Arc::new(dict))]), PageOptions::default());
+}
+
+fn map_of_longs() -> DataType {
+    let entries = Field::new(
+        "entries",
+        DataType::Struct(Fields::from(vec![
+            Field::new("keys", DataType::Int64, false),
+            Field::new("values", DataType::Int64, true),
+        ])),
+        false,
+    );
+    DataType::Map(Arc::new(entries), false)
+}
+
+/// Checks the decoder made and the inspection walk, then a walk of its own, did not: a MAP's
+/// hash table length, a column with fewer rows than its page, bytes after the last column.
+/// Both now share one walk and refuse the same pages.
+#[test]
+fn inspection_skipped_checks_the_decoder_made() {
+    // A MAP of one row {1: 2}, with the hash table `hash` (its length first).
+    let map = |hash: &[i32]| {
+        let mut column = Vec::new();
+        put_name(&mut column, "MAP");
+        put_longs(&mut column, &[1]);
+        put_longs(&mut column, &[2]);
+        put_i32s(&mut column, hash);
+        put_i32s(&mut column, &[1, 0, 1]);
+        column.push(0);
+        page_of(1, &[column])
+    };
+    // A MAP block Java Presto wrote with a hash table ({1: 'AAA', 5: 'B'}; prestodb's
+    // Base64Test.cpp): four slots for two entries.
+    let java = "030000004d415009000000494e545f4152524159020000000001000000050000000e000000\
+                5641524941424c455f574944544802000000030000000400000000040000004141414204000000\
+                ffffffffffffffff00000000010000000100000000000000020000000100";
+    let java: Vec<u8> = (0..java.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&java[i..i + 2], 16).unwrap())
+        .collect();
+    let entries = Field::new(
+        "entries",
+        DataType::Struct(Fields::from(vec![
+            Field::new("keys", DataType::Int32, false),
+            Field::new("values", DataType::Utf8, true),
+        ])),
+        false,
+    );
+    let (batch, _) = decode_page(
+        &page_of(1, &[java]),
+        &schema_of(DataType::Map(Arc::new(entries), false)),
+    )
+    .unwrap();
+    let keys = batch.column(0).as_map().value(0).column(0).clone();
+    assert_eq!(keys.as_ref(), &Int32Array::from(vec![1, 5]));
+    let schema = schema_of(map_of_longs());
+    for hash in [&[-1][..], &[2, -1, 0]] {
+        decode_page(&map(hash), &schema).unwrap_or_else(|e| panic!("{hash:?}: {e}"));
+        inspect_pages(&map(hash)).unwrap_or_else(|e| panic!("{hash:?}: {e}"));
+    }
+    let mut longs = Vec::new();
+    put_longs(&mut longs, &[1]);
+    let mut trailing = longs.clone();
+    trailing.extend([0; 3]);
+    let cases = [
+        (map(&[-2]), "hash table length -2"),
+        (map(&[0]), "hash table length 0"),
+        (map(&[4, 0, 0, 0, 0]), "hash table length 4"),
+        (map(&[1 << 30]), "hash table length 1073741824"),
+        (
+            page_of(2, std::slice::from_ref(&longs)),
+            "has 1 rows, the page 2",
+        ),
+        (page_of(1, &[trailing]), "3 bytes left over"),
+    ];
+    for (page, want) in cases {
+        let schema = if want.starts_with("hash") {
+            schema_of(map_of_longs())
+        } else {
+            schema_of(DataType::Int64)
+        };
+        for err in [
+            decode_page(&page, &schema).map(|_| ()).unwrap_err(),
+            inspect_pages(&page).map(|_| ()).unwrap_err(),
+        ] {
+            let err = err.to_string();
+            assert!(err.contains(want), "{err:?} should say {want:?}");
+        }
+    }
+}
+
+fn assert_too_large(result: partout_format::Result<impl std::fmt::Debug>, want: &str) {
+    match result {
+        Err(partout_format::FormatError::TooLarge(what)) => {
+            assert!(what.contains(want), "{what:?} should say {want:?}")
+        }
+        other => panic!("{other:?}: not refused as too large ({want})"),
+    }
+}
+
+/// An RLE block of four million lists, each of four million RLE elements: 16 * 10^12 values
+/// from 100 bytes, which the decoder copied out until memory ran out.
+#[test]
+fn rle_of_lists_of_rle_copied_terabytes() {
+    let mut column = Vec::new();
+    put_name(&mut column, "RLE");
+    put_i32s(&mut column, &[1 << 22]);
+    put_name(&mut column, "ARRAY");
+    put_name(&mut column, "RLE");
+    put_i32s(&mut column, &[1 << 22]);
+    put_longs(&mut column, &[7]);
+    put_i32s(&mut column, &[1, 0, 1 << 22]);
+    column.push(0);
+    let page = page_of(1 << 22, &[column]);
+    assert_too_large(
+        decode_page(&page, &schema_of(list_of(DataType::Int64))),
+        &format!("the RLE block at byte {FIRST_BLOCK}"),
+    );
+    // Nothing is copied to inspect it.
+    assert_eq!(inspect_pages(&page).unwrap()[0].rows, 1 << 22);
+}
+
+/// A ROW block of 2,000 empty fields and 16,384 null rows: 110 KB of offsets and null bits,
+/// which gave each field 16,384 null rows, 786 MB in all.
+#[test]
+fn null_rows_of_a_wide_row_block_copied_gigabytes() {
+    let fields = 2000;
+    let rows = 16_384;
+    let mut column = Vec::new();
+    put_name(&mut column, "ROW");
+    put_i32s(&mut column, &[fields]);
+    for _ in 0..fields {
+        put_name(&mut column, "INT128_ARRAY");
+        put_i32s(&mut column, &[0]);
+        column.push(0);
+    }
+    put_i32s(&mut column, &[rows]);
+    put_i32s(&mut column, &vec![0; rows as usize + 1]);
+    column.push(1);
+    column.extend(vec![0xff; rows as usize / 8]);
+    let page = page_of(rows as usize, &[column]);
+    let row = Fields::from(
+        (0..fields)
+            .map(|i| Field::new(format!("f{i}"), DataType::Decimal128(38, 0), true))
+            .collect::<Vec<_>>(),
+    );
+    assert_too_large(
+        decode_page(&page, &schema_of(DataType::Struct(row))),
+        &format!("the ROW block at byte {FIRST_BLOCK} ({rows} rows, {rows} null, 2000 fields)"),
+    );
+}
+
+/// A DICTIONARY block whose 20,000 ids all point at one 60 KB value: 140 KB that copied out to
+/// 1.2 GB. As an Arrow dictionary nothing is copied, and it decodes.
+#[test]
+fn dictionary_ids_repeating_a_long_value_copied_gigabytes() {
+    let rows = 20_000;
+    let long = vec![b'x'; 60_000];
+    let mut column = Vec::new();
+    put_name(&mut column, "DICTIONARY");
+    put_i32s(&mut column, &[rows]);
+    put_name(&mut column, "VARIABLE_WIDTH");
+    put_i32s(&mut column, &[1, long.len() as i32]);
+    column.push(0);
+    put_i32s(&mut column, &[long.len() as i32]);
+    column.extend(&long);
+    put_i32s(&mut column, &vec![0; rows as usize]);
+    column.extend([0; 24]);
+    let page = page_of(rows as usize, &[column]);
+    assert_too_large(
+        decode_page(&page, &schema_of(DataType::Utf8)),
+        &format!("the DICTIONARY block at byte {FIRST_BLOCK} ({rows} rows)"),
+    );
+    let keyed = DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8));
+    let (batch, _) = decode_page(&page, &schema_of(keyed)).unwrap();
+    assert_eq!(batch.num_rows(), rows as usize);
+}
+
+/// Pages of four million rows of one repeated BIGINT each (84 MB of copies from 60 bytes):
+/// one decodes, and so do three in one call, but what a call copies adds up over its pages.
+#[test]
+fn rle_pages_add_up_across_decode_pages() {
+    let mut column = Vec::new();
+    put_name(&mut column, "RLE");
+    put_i32s(&mut column, &[1 << 22]);
+    put_longs(&mut column, &[7]);
+    let page = page_of(1 << 22, &[column]);
+    let schema = schema_of(DataType::Int64);
+    assert_eq!(decode_page(&page, &schema).unwrap().0.num_rows(), 1 << 22);
+    assert_eq!(decode_pages(&page.repeat(3), &schema).unwrap().len(), 3);
+    assert_too_large(
+        decode_pages(&page.repeat(4), &schema),
+        &format!("the RLE block at byte {}", 3 * page.len() + FIRST_BLOCK),
+    );
+}
+
+/// Every single-bit flip of checksummed pages (flat, nested and dictionary columns, with and
+/// without LZ4) is refused, by the decoder and by inspection. The CRC covers the body, the
+/// markers, the row count and the uncompressed size; the size is outside it, and a flip there
+/// leaves a body that does not fit the uncompressed size, the bytes that follow, or the CRC;
+/// a flip in the checksum field is a mismatch (its high half must be zero).
+#[test]
+fn every_single_bit_flip_of_a_checksummed_page_is_refused() {
+    let mut rng = partout_testkit::rng(11);
+    let types: Vec<DataType> = partout_testkit::every_type()
+        .into_iter()
+        .filter(carried)
+        .collect();
+    let mixed = without_row(partout_testkit::random_batch(
+        &types, 6, 0.3, false, &mut rng,
+    ));
+    // Repetitive, so that LZ4 pays.
+    let rows = 200;
+    let mut list = ListBuilder::new(Int64Builder::new());
+    for r in 0..rows {
+        list.append_value([Some(1), None, Some(r as i64 % 3)]);
+    }
+    let row = StructArray::try_new(
+        Fields::from(vec![
+            Field::new("x", DataType::Int64, true),
+            Field::new("y", DataType::Utf8, true),
+        ]),
+        vec![
+            Arc::new(Int64Array::from(vec![5; rows])),
+            Arc::new(StringArray::from(vec!["row"; rows])),
+        ],
+        Some((0..rows).map(|r| r % 4 != 1).collect::<Vec<_>>().into()),
+    )
+    .unwrap();
+    let dict = DictionaryArray::<Int32Type>::try_new(
+        Int32Array::from((0..rows as i32).map(|r| r % 2).collect::<Vec<_>>()),
+        Arc::new(StringArray::from(vec!["p", "q"])),
+    )
+    .unwrap();
+    let repetitive = batch(vec![
+        (
+            "s",
+            Arc::new(StringArray::from(vec!["the same words"; rows])),
+        ),
+        ("l", Arc::new(list.finish())),
+        ("r", Arc::new(row)),
+        ("d", Arc::new(dict)),
+    ]);
+    let mut compressed = 0;
+    for batch in [&mixed, &repetitive] {
+        for lz4 in [false, true] {
+            let mut page = Vec::new();
+            encode_page(
+                batch,
+                PageOptions {
+                    checksum: true,
+                    lz4,
+                },
+                &mut page,
+            )
+            .unwrap();
+            compressed += usize::from(page[4] & 0x01 != 0);
+            decode_page(&page, &batch.schema()).unwrap();
+            for bit in 0..page.len() * 8 {
+                let mut flipped = page.clone();
+                flipped[bit / 8] ^= 1 << (bit % 8);
+                let decoded = decode_page(&flipped, &batch.schema());
+                assert!(
+                    decoded.is_err(),
+                    "lz4 {lz4}: bit {bit} (byte {}) flipped went unnoticed",
+                    bit / 8
+                );
+                assert!(inspect_pages(&flipped).is_err(), "lz4 {lz4}: bit {bit}");
+            }
+        }
+    }
+    assert!(compressed >= 1, "no page was compressed");
 }

@@ -30,12 +30,29 @@
 //! Fixed-width blocks carry values for their non-null rows only; null flags are bits, most
 //! significant first, 1 for null. Other Arrow types are refused with
 //! [`FormatError::InvalidArgument`] naming them.
+//!
+//! Reading goes `page` (header, checksum, LZ4) → `block` (the walk over a page's blocks, one
+//! file per encoding: `fixed`, `variable`, `rle`, `dictionary`, `array`, `map`, `row`) → either
+//! `decode` (Arrow arrays, copies paid from a `budget`) or `inspect` (the structure alone).
 
+mod array;
+mod block;
+mod budget;
+mod cursor;
 mod decode;
+mod dictionary;
 mod encode;
+mod fixed;
+mod inspect;
+mod map;
+mod page;
+mod rle;
+mod row;
+mod variable;
 
-pub use decode::{BlockInfo, PageInfo, decode_page, decode_pages, inspect_pages};
+pub use decode::{decode_page, decode_pages};
 pub use encode::{can_encode, encode_page};
+pub use inspect::{BlockInfo, PageInfo, inspect_pages};
 
 use crate::FormatError;
 

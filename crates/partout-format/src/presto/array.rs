@@ -1,0 +1,77 @@
+//! ARRAY, a list per row:
+//!
+//! ```text
+//!  elements block  rows:i32  offsets:i32[rows + 1] (from 0 up to the elements)  nulls
+//! ```
+
+use super::block::{Block, Kind, MAX_ROWS, Walk};
+use super::budget::Budget;
+use super::cursor::Cursor;
+use super::decode::{self, mismatch};
+use crate::Result;
+use arrow_array::{ArrayRef, LargeListArray, ListArray};
+use arrow_buffer::{NullBuffer, OffsetBuffer, ScalarBuffer};
+use arrow_schema::DataType;
+use std::sync::Arc;
+
+/// An ARRAY block.
+pub(super) struct List<'a> {
+    pub(super) elements: Box<Block<'a>>,
+    /// `rows + 1` offsets into the elements, from 0 up to their count.
+    offsets: Vec<i32>,
+    nulls: Option<NullBuffer>,
+}
+
+/// Reads the payload of an ARRAY block.
+pub(super) fn read<'a>(
+    c: &mut Cursor<'a>,
+    limit: usize,
+    walk: Walk<'_>,
+) -> Result<(usize, Kind<'a>)> {
+    let elements = walk.child(c, MAX_ROWS)?;
+    let rows = c.count("row count", limit.min(c.remaining() / 4))?;
+    let offsets = c.offsets(rows, Some(elements.rows), "ARRAY offsets")?;
+    let nulls = c.nulls(rows)?;
+    Ok((
+        rows,
+        Kind::Array(List {
+            elements: Box::new(elements),
+            offsets,
+            nulls,
+        }),
+    ))
+}
+
+/// The block as a list array of `data_type`.
+pub(super) fn to_array(
+    block: List<'_>,
+    at: usize,
+    data_type: &DataType,
+    budget: &mut Budget,
+) -> Result<ArrayRef> {
+    let (DataType::List(item) | DataType::LargeList(item)) = data_type else {
+        return Err(mismatch("ARRAY", data_type, at));
+    };
+    let List {
+        elements,
+        offsets,
+        nulls,
+    } = block;
+    let elements = decode::array(*elements, item.data_type(), budget)?;
+    Ok(match data_type {
+        DataType::List(_) => Arc::new(ListArray::try_new(
+            item.clone(),
+            OffsetBuffer::new(ScalarBuffer::from(offsets)),
+            elements,
+            nulls,
+        )?),
+        _ => Arc::new(LargeListArray::try_new(
+            item.clone(),
+            OffsetBuffer::new(ScalarBuffer::from(
+                offsets.into_iter().map(i64::from).collect::<Vec<_>>(),
+            )),
+            elements,
+            nulls,
+        )?),
+    })
+}
