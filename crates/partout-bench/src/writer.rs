@@ -109,7 +109,8 @@ impl Contender {
 pub(crate) struct Run {
     /// One IPC stream per destination (none for LZ4 alone and partition only).
     pub outputs: Vec<Vec<u8>>,
-    /// Bytes produced.
+    /// Bytes produced: the streams', LZ4 alone's frames', or partition only's partitioned
+    /// batches' buffers.
     pub bytes: usize,
     /// partout's own account of where the time went.
     metrics: Option<WriterMetrics>,
@@ -263,7 +264,8 @@ pub(crate) fn run_once(
             let mut partitioner = partout_core::Partitioner::try_new(n)?;
             for batch in batches {
                 ids_of.compute(batch, &mut ids)?;
-                run.bytes += partitioner.partition(batch, &ids)?.batch().num_rows();
+                let partitioned = partitioner.partition(batch, &ids)?;
+                run.bytes += partout_testkit::workload::data_bytes(partitioned.batch());
             }
         }
         Contender::Lz4Alone => {
@@ -522,4 +524,24 @@ pub fn run(options: &WriterBenchOptions) -> Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Contender, run_once};
+    use crate::lineitem;
+    use arrow_array::RecordBatch;
+
+    #[test]
+    fn partition_only_reports_its_bytes_not_its_rows() {
+        let batches = lineitem::generate(0.001, 1024).unwrap();
+        let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
+        let run = run_once(Contender::PartitionOnly, false, &batches, 8, 1 << 20, false).unwrap();
+        // Every row of lineitem's 16 columns is partitioned: at least a byte per column.
+        assert!(
+            run.bytes >= 16 * rows,
+            "{} bytes for {rows} rows",
+            run.bytes
+        );
+    }
 }
