@@ -1,13 +1,6 @@
-//! `partout`: repartition Arrow data by key, run the demo, run the benchmark suites.
+//! `partout`: repartition Arrow data by key, inspect what it wrote, and run the demo and the
+//! benchmark suites (their work is `partout-bench`'s).
 #![forbid(unsafe_code)]
-
-/// `print!` to stdout, returning the write error (a closed pipe) instead of panicking.
-macro_rules! out {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        write!(std::io::stdout().lock(), $($arg)*)?
-    }};
-}
 
 /// `println!` to stdout, returning the write error (a closed pipe) instead of panicking.
 macro_rules! outln {
@@ -17,15 +10,11 @@ macro_rules! outln {
     }};
 }
 
-mod bench;
-mod bench_e2e;
-mod bench_writer;
-mod demo;
-mod measure;
 mod repartition;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
+use partout_bench::{demo, e2e, ids, plan, presto, scatter, writer};
 use std::process::ExitCode;
 
 // A partitioner allocates its output columns batch after batch; glibc's allocator hands large
@@ -70,33 +59,18 @@ enum Command {
 #[derive(Subcommand)]
 enum Suite {
     /// The scatter kernels on Velox's PartitionedVectorBenchmark matrix.
-    Scatter(bench::ScatterOptions),
+    Scatter(scatter::ScatterOptions),
     /// Partition ids: the fast and the Spark hash beside DataFusion's and a plain Murmur3.
-    Ids(bench::IdsOptions),
+    Ids(ids::IdsOptions),
     /// The partitioned writer on TPC-H lineitem beside DataFusion's and Comet's ways.
-    Writer(bench_writer::WriterBenchOptions),
+    Writer(writer::WriterBenchOptions),
     /// lineitem as Parquet -> N Parquet files through `repartition`, at each thread count,
     /// beside reading and writing the same files unpartitioned.
-    E2e(bench_e2e::E2eBenchOptions),
+    E2e(e2e::E2eBenchOptions),
     /// Encoding lineitem as Presto pages beside Arrow IPC.
-    Presto(bench_writer::PrestoBenchOptions),
+    Presto(presto::PrestoBenchOptions),
     /// The scatter plan alone, for every fan-out (to choose the automatic one).
-    Plan {
-        /// Fewer, shorter samples.
-        #[arg(long)]
-        quick: bool,
-        /// Fan-outs to compare.
-        #[arg(long, value_delimiter = ',', default_values_t = [1u32, 2, 4, 8, 16, 32, 64])]
-        fanouts: Vec<u32>,
-        /// Partition counts to run.
-        #[arg(
-        long,
-        value_delimiter = ',',
-        default_values_t = [4u32, 16, 64, 256, 1024],
-        value_parser = clap::value_parser!(u32).range(1..=i64::from(partout_core::plan::MAX_PARTITIONS)),
-    )]
-        partitions: Vec<u32>,
-    },
+    Plan(plan::PlanOptions),
 }
 
 /// `partout repartition` (and `bench e2e`, which times it) keeps its peak memory under
@@ -196,16 +170,12 @@ fn run(cli: Cli) -> Result<()> {
         Command::Inspect { file } => inspect(&file),
         Command::Repartition(options) => repartition::run(&options),
         Command::Bench { suite } => match suite {
-            Suite::Scatter(options) => bench::scatter(&options),
-            Suite::Ids(options) => bench::ids(&options),
-            Suite::Writer(options) => bench_writer::writer(&options),
-            Suite::Presto(options) => bench_writer::presto(&options),
-            Suite::E2e(options) => bench_e2e::e2e(&options),
-            Suite::Plan {
-                quick,
-                fanouts,
-                partitions,
-            } => bench::plan(quick, &fanouts, &partitions),
+            Suite::Scatter(options) => scatter::run(&options),
+            Suite::Ids(options) => ids::run(&options),
+            Suite::Writer(options) => writer::run(&options),
+            Suite::Presto(options) => presto::run(&options),
+            Suite::E2e(options) => e2e::run(&options),
+            Suite::Plan(options) => plan::run(&options),
         },
     }
 }

@@ -3,8 +3,9 @@
 //! read and written into one destination by one thread (no partitioning: what decoding and
 //! encoding the Parquet alone costs).
 
-use crate::demo::write_parquet;
-use crate::measure::median;
+use crate::harness::{alternate, medians};
+use crate::lineitem;
+use crate::report::{outln, print_json};
 use anyhow::{Context, Result, ensure};
 use arrow_array::RecordBatch;
 use partout_job::{Compression, JobOptions, repartition};
@@ -40,8 +41,20 @@ pub struct E2eBenchOptions {
     pub json: bool,
 }
 
-/// `partout bench e2e`.
-pub fn e2e(options: &E2eBenchOptions) -> Result<()> {
+/// What one run of a contender measured, from its report.
+struct Sample {
+    seconds: f64,
+    rows: u64,
+    output_bytes: u64,
+    /// The process's peak memory so far, when the platform tells.
+    peak_rss_bytes: Option<u64>,
+}
+
+/// `partout bench e2e`: partout at each thread count and the floor, in alternation.
+///
+/// # Errors
+/// Bad options, a job that failed or lost rows, or a closed stdout.
+pub fn run(options: &E2eBenchOptions) -> Result<()> {
     ensure!(
         !options.threads.is_empty(),
         "--threads names no thread count"
@@ -54,14 +67,9 @@ pub fn e2e(options: &E2eBenchOptions) -> Result<()> {
     let input = match &options.input {
         Some(path) => path.clone(),
         None => {
-            let batches = crate::bench_writer::lineitem(options.sf, 8192)?;
-            ensure!(
-                !batches.is_empty(),
-                "no rows generated at SF {}",
-                options.sf
-            );
+            let batches = lineitem::generate(options.sf, 8192)?;
             let path = dir.path().join("lineitem.parquet");
-            write_parquet(&path, &batches)?;
+            lineitem::write_parquet(&path, &batches)?;
             drop::<Vec<RecordBatch>>(batches);
             path
         }
@@ -82,38 +90,35 @@ pub fn e2e(options: &E2eBenchOptions) -> Result<()> {
         })
         .collect();
     contenders.push(("floor: 1 file, 1 thr".into(), 1, 1));
-    let mut times = vec![Vec::new(); contenders.len()];
-    let mut rows = 0;
-    let mut out_bytes = vec![0; contenders.len()];
-    let mut peaks = vec![Vec::new(); contenders.len()];
-    for round in 0..options.rounds as usize {
-        for k in 0..contenders.len() {
-            let i = (round + k) % contenders.len();
-            let (_, n, threads) = &contenders[i];
-            let report = repartition(
-                JobOptions::new([&input], dir.path().join("out"), *n)
-                    .with_keys([&options.by])
-                    .with_threads(usize::from(*threads))
-                    .with_compression(options.compression)
-                    .with_memory_limit(512 << 20)
-                    .with_overwrite(true),
-            )?;
-            let manifest = &report.manifest;
-            ensure!(
-                manifest.output_rows == manifest.input_rows,
-                "{} rows read, {} written",
-                manifest.input_rows,
-                manifest.output_rows
-            );
-            rows = manifest.input_rows;
-            out_bytes[i] = manifest.output_bytes;
-            times[i].push(report.seconds);
-            if let Some(peak) = manifest.peak_rss_bytes {
-                peaks[i].push(peak as f64);
-            }
-        }
-    }
-    let medians: Vec<f64> = times.into_iter().map(median).collect();
+    let samples = alternate(options.rounds as usize, contenders.len(), |i| {
+        let (_, n, threads) = &contenders[i];
+        let report = repartition(
+            JobOptions::new([&input], dir.path().join("out"), *n)
+                .with_keys([&options.by])
+                .with_threads(usize::from(*threads))
+                .with_compression(options.compression)
+                .with_memory_limit(512 << 20)
+                .with_overwrite(true),
+        )?;
+        let manifest = &report.manifest;
+        ensure!(
+            manifest.output_rows == manifest.input_rows,
+            "{} rows read, {} written",
+            manifest.input_rows,
+            manifest.output_rows
+        );
+        Ok(Sample {
+            seconds: report.seconds,
+            rows: manifest.input_rows,
+            output_bytes: manifest.output_bytes,
+            peak_rss_bytes: manifest.peak_rss_bytes,
+        })
+    })?;
+    let medians = medians(&samples, |s| s.seconds);
+    // Rows and bytes written: the last run's (every run reads the same input; with several
+    // threads, the bytes written may differ a little from run to run).
+    let last = |i: usize| samples[i].last().expect("at least one round");
+    let rows = last(0).rows;
     let one = options
         .threads
         .iter()
@@ -141,23 +146,26 @@ pub fn e2e(options: &E2eBenchOptions) -> Result<()> {
     let floor = *medians.last().expect("the floor");
     for (i, (label, n, threads)) in contenders.iter().enumerate() {
         let seconds = medians[i];
+        let out_bytes = last(i).output_bytes;
         // A peak is the process's high-water mark: it only grows across runs in one process.
-        let peak = peaks[i].iter().copied().fold(0.0, f64::max) / (1 << 20) as f64;
+        let peak = samples[i]
+            .iter()
+            .filter_map(|s| s.peak_rss_bytes)
+            .map(|p| p as f64)
+            .fold(0.0, f64::max)
+            / (1 << 20) as f64;
         if options.json {
-            outln!(
-                "{}",
-                serde_json::json!({
-                    "contender": label, "destinations": n, "threads": threads, "rows": rows,
-                    "seconds": seconds, "rows_per_s": rows as f64 / seconds,
-                    "output_bytes": out_bytes[i], "speedup_over_1_thread": one.map(|o| o / seconds),
-                    "ratio_to_floor": seconds / floor, "peak_rss_mib_so_far": peak,
-                })
-            );
+            print_json(&serde_json::json!({
+                "contender": label, "destinations": n, "threads": threads, "rows": rows,
+                "seconds": seconds, "rows_per_s": rows as f64 / seconds,
+                "output_bytes": out_bytes, "speedup_over_1_thread": one.map(|o| o / seconds),
+                "ratio_to_floor": seconds / floor, "peak_rss_mib_so_far": peak,
+            }))?;
         } else {
             outln!(
                 "{label:<28} {seconds:>9.3} {:>10.2} {:>10.1} {:>10} {:>11.2}x",
                 rows as f64 / seconds / 1e6,
-                out_bytes[i] as f64 / (1 << 20) as f64,
+                out_bytes as f64 / (1 << 20) as f64,
                 one.map_or("-".into(), |o| format!("{:.2}x", o / seconds)),
                 seconds / floor
             );

@@ -5,12 +5,13 @@
 //! file per destination out) with one thread and with every core, and prints the throughput of
 //! each beside its baseline.
 
-use crate::bench_writer::{Contender, decoded_rows, lineitem, run_once};
-use crate::measure::median;
+use crate::harness::{alternate, medians, time};
+use crate::lineitem;
+use crate::report::outln;
+use crate::writer::{Contender, decoded_rows, run_once};
 use anyhow::{Context, Result, ensure};
 use arrow_array::RecordBatch;
 use partout_job::{Compression, JobOptions, repartition};
-use std::time::Instant;
 
 /// Options of `partout demo`.
 #[derive(Debug, Clone, clap::Args)]
@@ -27,27 +28,26 @@ pub struct DemoOptions {
     pub rounds: u32,
 }
 
+/// `partout demo`.
+///
+/// # Errors
+/// A bad scale factor, a contender that failed or lost rows, or a closed stdout.
 pub fn run(options: &DemoOptions) -> Result<()> {
     let n = options.partitions;
-    let started = Instant::now();
-    let batches = lineitem(options.sf, 8192)?;
-    ensure!(
-        !batches.is_empty(),
-        "no rows generated at SF {}",
-        options.sf
-    );
+    let rounds = options.rounds as usize;
+    let (seconds, batches) = time(|| lineitem::generate(options.sf, 8192))?;
     let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
     let bytes: usize = batches.iter().map(RecordBatch::get_array_memory_size).sum();
     outln!(
-        "partout demo: TPC-H lineitem SF {} ({rows} rows, 16 columns, {:.0} MiB, generated in {:.1} s), hash-partitioned by l_orderkey into {n} destinations",
+        "partout demo: TPC-H lineitem SF {} ({rows} rows, 16 columns, {:.0} MiB, generated in {seconds:.1} s), hash-partitioned by l_orderkey into {n} destinations",
         options.sf,
         bytes as f64 / (1 << 20) as f64,
-        started.elapsed().as_secs_f64()
     );
 
     // In memory: one Arrow IPC stream per destination. Every row decoded back first.
     let memory_limit = 64 << 20;
-    for contender in [Contender::Partout, Contender::DataFusion] {
+    let contenders = [Contender::Partout, Contender::DataFusion];
+    for contender in contenders {
         let run = run_once(contender, false, &batches, n, memory_limit, true)?;
         let decoded = decoded_rows(&run.outputs)?;
         ensure!(
@@ -55,20 +55,11 @@ pub fn run(options: &DemoOptions) -> Result<()> {
             "{contender:?} wrote {decoded} rows of {rows}"
         );
     }
-    let contenders = [Contender::Partout, Contender::DataFusion];
-    let mut times = vec![Vec::new(); contenders.len()];
-    for round in 0..options.rounds as usize {
-        for k in 0..contenders.len() {
-            let i = (round + k) % contenders.len();
-            let start = Instant::now();
-            run_once(contenders[i], false, &batches, n, memory_limit, false)?;
-            times[i].push(start.elapsed().as_secs_f64());
-        }
-    }
-    let [ours, theirs]: [f64; 2] = times
-        .into_iter()
-        .map(median)
-        .collect::<Vec<_>>()
+    let samples = alternate(rounds, contenders.len(), |i| {
+        time(|| run_once(contenders[i], false, &batches, n, memory_limit, false))
+            .map(|(seconds, _)| seconds)
+    })?;
+    let [ours, theirs]: [f64; 2] = medians(&samples, |&s| s)
         .try_into()
         .expect("two contenders");
 
@@ -76,34 +67,27 @@ pub fn run(options: &DemoOptions) -> Result<()> {
     // destination, with one thread and with every core.
     let dir = tempfile::tempdir().context("creating a temporary directory")?;
     let input = dir.path().join("lineitem.parquet");
-    write_parquet(&input, &batches)?;
+    lineitem::write_parquet(&input, &batches)?;
     let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
     let mut counts = vec![1, cores];
     counts.dedup();
-    let mut disk_times = vec![Vec::new(); counts.len()];
-    for round in 0..options.rounds as usize {
-        for k in 0..counts.len() {
-            let i = (round + k) % counts.len();
-            let threads = counts[i];
-            let report = repartition(
-                JobOptions::new([&input], dir.path().join(format!("out-{threads}")), n)
-                    .with_keys(["l_orderkey"])
-                    .with_threads(threads)
-                    .with_compression(Compression::Snappy)
-                    .with_overwrite(true),
-            )?;
-            ensure!(
-                report.manifest.output_rows == rows as u64,
-                "the repartitioned files hold {} rows of {rows}",
-                report.manifest.output_rows
-            );
-            disk_times[i].push(report.seconds);
-        }
-    }
-    let disk: Vec<(usize, f64)> = counts
-        .into_iter()
-        .zip(disk_times.into_iter().map(median))
-        .collect();
+    let samples = alternate(rounds, counts.len(), |i| {
+        let threads = counts[i];
+        let report = repartition(
+            JobOptions::new([&input], dir.path().join(format!("out-{threads}")), n)
+                .with_keys(["l_orderkey"])
+                .with_threads(threads)
+                .with_compression(Compression::Snappy)
+                .with_overwrite(true),
+        )?;
+        ensure!(
+            report.manifest.output_rows == rows as u64,
+            "the repartitioned files hold {} rows of {rows}",
+            report.manifest.output_rows
+        );
+        Ok(report.seconds)
+    })?;
+    let disk: Vec<(usize, f64)> = counts.into_iter().zip(medians(&samples, |&s| s)).collect();
 
     let rate = |seconds: f64| rows as f64 / seconds / 1e6;
     outln!();
@@ -144,22 +128,5 @@ pub fn run(options: &DemoOptions) -> Result<()> {
         "(in memory, baseline: DataFusion's way - ahash ids, a grouped take per batch, an IPC writer per destination; every row of both decoded back. On disk, baseline: partout on one thread; Snappy, every row counted. Medians of {} rounds.)",
         options.rounds
     );
-    Ok(())
-}
-
-/// Writes `batches` as one Parquet file (row groups of 128K rows, Snappy).
-pub fn write_parquet(path: &std::path::Path, batches: &[RecordBatch]) -> Result<()> {
-    let properties = parquet::file::properties::WriterProperties::builder()
-        .set_compression(parquet::basic::Compression::SNAPPY)
-        .set_max_row_group_row_count(Some(128 << 10))
-        .build();
-    let file =
-        std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
-    let mut writer =
-        parquet::arrow::ArrowWriter::try_new(file, batches[0].schema(), Some(properties))?;
-    for batch in batches {
-        writer.write(batch)?;
-    }
-    writer.close()?;
     Ok(())
 }

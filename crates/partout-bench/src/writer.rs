@@ -4,7 +4,9 @@
 //! contender produces and drop them (keeping gigabytes in memory would time page faults); an
 //! untimed first run of each keeps its streams and decodes them to check every row arrived.
 
-use crate::measure::median;
+use crate::harness::{alternate, median, medians, time};
+use crate::lineitem;
+use crate::report::{outln, print_json};
 use anyhow::{Context, Result, ensure};
 use arrow_array::{Array, RecordBatch};
 use partout_core::ids::Partitioning;
@@ -16,7 +18,6 @@ use partout_format::ipc::{Compression, decode_stream};
 use partout_testkit::baseline::{CometShuffle, DataFusionHash, DataFusionShuffle};
 use serde_json::json;
 use std::io::Write;
-use std::time::Instant;
 
 /// Options of `partout bench writer`.
 #[derive(Debug, Clone, clap::Args)]
@@ -53,11 +54,17 @@ pub struct WriterBenchOptions {
 /// Memory all three shuffles may buffer (partout's limit, Comet's spill threshold).
 const MEMORY_LIMIT: usize = 64 << 20;
 
+/// A way of hash-partitioning lineitem into per-destination streams, or a part of one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Contender {
+    /// partout's writer, direct: rows move from each batch into the destinations' buffers.
     Partout,
+    /// partout's writer, each batch first laid out as a `PartitionedBatch`, then copied.
     PartoutScatterThenCopy,
+    /// DataFusion's way: ahash ids, a grouped take per batch, an IPC writer per destination.
     DataFusion,
+    /// Comet's way: batches kept whole up to the memory limit, then each destination's rows
+    /// interleaved and written.
     Comet,
     /// DataFusion's way without compacting view columns: each slice's stream carries its
     /// whole batch's string data.
@@ -66,6 +73,7 @@ pub(crate) enum Contender {
     CometRaw,
     /// The in-memory part alone: ids and one `PartitionedBatch` per input batch, no output.
     PartitionOnly,
+    /// LZ4 alone on the buffers partout flushes: the compression work, nothing else.
     Lz4Alone,
 }
 
@@ -97,32 +105,12 @@ impl Contender {
     }
 }
 
-/// Generates lineitem at scale factor `sf` in batches of `batch_size` rows.
-pub fn lineitem(sf: f64, batch_size: usize) -> Result<Vec<RecordBatch>> {
-    ensure!(
-        sf > 0.0 && sf.is_finite(),
-        "the scale factor must be positive, got {sf}"
-    );
-    let generator = tpchgen::generators::LineItemGenerator::new(sf, 1, 1);
-    tpchgen_arrow::LineItemArrow::new(generator)
-        .with_batch_size(batch_size)
-        .collect::<Result<Vec<_>, _>>()
-        .context("generating lineitem")
-}
-
-/// Bytes of the batches' buffers (what is moved).
-fn input_bytes(batches: &[RecordBatch]) -> usize {
-    batches
-        .iter()
-        .map(partout_testkit::workload::data_bytes)
-        .sum()
-}
-
 /// What one run of a contender produced.
 pub(crate) struct Run {
-    /// One IPC stream per destination (none for LZ4 alone).
+    /// One IPC stream per destination (none for LZ4 alone and partition only).
     pub outputs: Vec<Vec<u8>>,
-    /// Bytes produced.
+    /// Bytes produced: the streams', LZ4 alone's frames', or partition only's partitioned
+    /// batches' buffers.
     pub bytes: usize,
     /// partout's own account of where the time went.
     metrics: Option<WriterMetrics>,
@@ -276,7 +264,8 @@ pub(crate) fn run_once(
             let mut partitioner = partout_core::Partitioner::try_new(n)?;
             for batch in batches {
                 ids_of.compute(batch, &mut ids)?;
-                run.bytes += partitioner.partition(batch, &ids)?.batch().num_rows();
+                let partitioned = partitioner.partition(batch, &ids)?;
+                run.bytes += partout_testkit::workload::data_bytes(partitioned.batch());
             }
         }
         Contender::Lz4Alone => {
@@ -320,15 +309,24 @@ pub(crate) fn decoded_rows(outputs: &[Vec<u8>]) -> Result<usize> {
     })
 }
 
-/// `partout bench writer`.
-pub fn writer(options: &WriterBenchOptions) -> Result<()> {
-    let started = Instant::now();
-    let generated = lineitem(options.sf, options.batch_size as usize)?;
-    ensure!(
-        !generated.is_empty(),
-        "no rows generated at SF {}",
-        options.sf
-    );
+/// What one timed run of a contender measured.
+struct Sample {
+    seconds: f64,
+    /// Bytes the contender produced.
+    bytes: usize,
+    /// partout's phases, in seconds: ids, scatter, encode, sink.
+    phases: Option<[f64; 4]>,
+}
+
+/// `partout bench writer`: every contender without compression, then with LZ4, each checked
+/// once (every row decoded back) and then timed in alternation.
+///
+/// # Errors
+/// A bad scale factor or memory limit, a contender that failed or lost rows, or a closed
+/// stdout.
+pub fn run(options: &WriterBenchOptions) -> Result<()> {
+    let (seconds, generated) =
+        time(|| lineitem::generate(options.sf, options.batch_size as usize))?;
     let batches: Vec<RecordBatch> = generated
         .iter()
         .cycle()
@@ -336,17 +334,16 @@ pub fn writer(options: &WriterBenchOptions) -> Result<()> {
         .cloned()
         .collect();
     let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
-    let bytes = input_bytes(&batches);
+    let bytes = lineitem::buffer_bytes(&batches);
     let n = options.partitions;
     let mib = bytes as f64 / f64::from(1 << 20);
     if !options.json {
         outln!(
-            "writer: lineitem SF {} x {} passes ({rows} rows, {mib:.0} MiB in {} batches, generated in {:.1} s), \
+            "writer: lineitem SF {} x {} passes ({rows} rows, {mib:.0} MiB in {} batches, generated in {seconds:.1} s), \
              hash on l_orderkey into {n} IPC streams (counted, not kept); median of {} rounds",
             options.sf,
             options.passes,
             batches.len(),
-            started.elapsed().as_secs_f64(),
             options.rounds
         );
     }
@@ -391,9 +388,6 @@ pub fn writer(options: &WriterBenchOptions) -> Result<()> {
         if contenders.is_empty() {
             continue;
         }
-        let mut times = vec![Vec::new(); contenders.len()];
-        let mut produced = vec![0usize; contenders.len()];
-        let mut phases: Vec<Vec<[f64; 4]>> = vec![Vec::new(); contenders.len()];
         // LZ4 alone works on the batches partout flushes (decoded from an uncompressed run).
         let flushed: Vec<RecordBatch> = if contenders.contains(&Contender::Lz4Alone) {
             let run = run_once(
@@ -439,37 +433,36 @@ pub fn writer(options: &WriterBenchOptions) -> Result<()> {
                 );
             }
         }
-        for round in 0..options.rounds as usize {
-            // Each round starts with the next contender: what running right after another
-            // costs (its freed memory given back, caches cold) falls on all in turn.
-            for k in 0..contenders.len() {
-                let i = (round + k) % contenders.len();
-                let contender = contenders[i];
-                let start = Instant::now();
-                let run = run_once(
+        let samples = alternate(options.rounds as usize, contenders.len(), |i| {
+            let contender = contenders[i];
+            let (seconds, run) = time(|| {
+                run_once(
                     contender,
                     lz4,
                     input(contender),
                     n,
                     options.memory_limit,
                     false,
-                )?;
-                times[i].push(start.elapsed().as_secs_f64());
-                produced[i] = run.bytes;
-                if let Some(m) = run.metrics {
-                    phases[i].push(
-                        [m.ids_time, m.scatter_time, m.encode_time, m.sink_time]
-                            .map(|t| t.as_secs_f64()),
-                    );
-                }
-            }
-        }
-        let medians: Vec<f64> = times.into_iter().map(median).collect();
+                )
+            })?;
+            anyhow::Ok(Sample {
+                seconds,
+                bytes: run.bytes,
+                phases: run.metrics.map(|m| {
+                    [m.ids_time, m.scatter_time, m.encode_time, m.sink_time]
+                        .map(|t| t.as_secs_f64())
+                }),
+            })
+        })?;
+        let medians = medians(&samples, |s| s.seconds);
         // Median time of each phase of partout's runs: ids, scatter, encode, sink.
         let phase = |i: usize| -> Option<[f64; 4]> {
-            (!phases[i].is_empty())
-                .then(|| std::array::from_fn(|k| median(phases[i].iter().map(|p| p[k]).collect())))
+            let phases: Vec<[f64; 4]> = samples[i].iter().filter_map(|s| s.phases).collect();
+            (!phases.is_empty())
+                .then(|| std::array::from_fn(|k| median(phases.iter().map(|p| p[k]).collect())))
         };
+        // Every run of a contender produces the same bytes: the last one's.
+        let produced = |i: usize| samples[i].last().map_or(0, |s| s.bytes);
         let ours = medians[0];
         let codec = if lz4 { "lz4" } else { "none" };
         if !options.json {
@@ -489,7 +482,7 @@ pub fn writer(options: &WriterBenchOptions) -> Result<()> {
             let seconds = medians[i];
             let ratio = seconds / ours;
             if options.json {
-                let object = json!({
+                print_json(&json!({
                     "suite": "writer",
                     "contender": contender.name(),
                     "codec": codec,
@@ -497,7 +490,7 @@ pub fn writer(options: &WriterBenchOptions) -> Result<()> {
                     "partitions": n,
                     "rows": rows,
                     "bytes_in": bytes,
-                    "bytes_out": produced[i],
+                    "bytes_out": produced(i),
                     "seconds": (seconds * 1e4).round() / 1e4,
                     "rows_per_s": (rows as f64 / seconds).round(),
                     "mib_per_s": (mib / seconds * 10.0).round() / 10.0,
@@ -505,11 +498,7 @@ pub fn writer(options: &WriterBenchOptions) -> Result<()> {
                     "phases_ms": phase(i).map(|p| json!({
                         "ids": p[0] * 1e3, "scatter": p[1] * 1e3, "encode": p[2] * 1e3, "sink": p[3] * 1e3,
                     })),
-                });
-                outln!(
-                    "{}",
-                    serde_json::to_string(&object).context("encoding JSON")?
-                );
+                }))?;
             } else {
                 outln!(
                     "{:<22} {:>6} {:>9.1} {:>10.2} {:>9.0} {:>10.1} {:>11.2}x",
@@ -518,7 +507,7 @@ pub fn writer(options: &WriterBenchOptions) -> Result<()> {
                     seconds * 1e3,
                     rows as f64 / seconds / 1e6,
                     mib / seconds,
-                    produced[i] as f64 / f64::from(1 << 20),
+                    produced(i) as f64 / f64::from(1 << 20),
                     ratio
                 );
                 if let Some(p) = phase(i) {
@@ -537,155 +526,22 @@ pub fn writer(options: &WriterBenchOptions) -> Result<()> {
     Ok(())
 }
 
-/// Options of `partout bench presto`.
-#[derive(Debug, Clone, clap::Args)]
-pub struct PrestoBenchOptions {
-    /// One JSON object per case instead of a table.
-    #[arg(long)]
-    pub json: bool,
-    /// TPC-H scale factor of the generated lineitem table.
-    #[arg(long, default_value_t = 0.1)]
-    pub sf: f64,
-    /// Rows per page (lineitem is cut into batches of this size).
-    #[arg(long, default_value_t = 8192, value_parser = clap::value_parser!(u32).range(1..))]
-    pub rows: u32,
-    /// Rounds; figures are medians.
-    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
-    pub rounds: u32,
-}
+#[cfg(test)]
+mod tests {
+    use super::{Contender, run_once};
+    use crate::lineitem;
+    use arrow_array::RecordBatch;
 
-/// `partout bench presto`: lineitem batches encoded as Presto pages beside the same batches
-/// encoded as Arrow IPC, each contender writing into one reused buffer.
-pub fn presto(options: &PrestoBenchOptions) -> Result<()> {
-    use partout_format::ipc::IpcStreamEncoder;
-    use partout_format::presto::{PageOptions, encode_page};
-    let batches = lineitem(options.sf, options.rows as usize)?;
-    ensure!(
-        !batches.is_empty(),
-        "no rows generated at SF {}",
-        options.sf
-    );
-    let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
-    let mib = input_bytes(&batches) as f64 / f64::from(1 << 20);
-    let schema = batches[0].schema();
-    type Encode<'a> = Box<dyn FnMut(&RecordBatch, &mut Vec<u8>) -> Result<()> + 'a>;
-    let cases: Vec<(&str, &str, Encode)> = vec![
-        (
-            "presto page",
-            "none",
-            Box::new(|b, out| {
-                Ok(encode_page(
-                    b,
-                    PageOptions {
-                        checksum: false,
-                        lz4: false,
-                    },
-                    out,
-                )?)
-            }),
-        ),
-        (
-            "presto page",
-            "crc32",
-            Box::new(|b, out| {
-                Ok(encode_page(
-                    b,
-                    PageOptions {
-                        checksum: true,
-                        lz4: false,
-                    },
-                    out,
-                )?)
-            }),
-        ),
-        (
-            "presto page",
-            "crc32+lz4",
-            Box::new(|b, out| {
-                Ok(encode_page(
-                    b,
-                    PageOptions {
-                        checksum: true,
-                        lz4: true,
-                    },
-                    out,
-                )?)
-            }),
-        ),
-        ("arrow ipc", "none", {
-            let mut encoder = IpcStreamEncoder::try_new(schema.clone(), Compression::None)?;
-            Box::new(move |b, out| Ok(encoder.encode(b, out)?))
-        }),
-        ("arrow ipc", "lz4", {
-            let mut encoder = IpcStreamEncoder::try_new(schema.clone(), Compression::Lz4Frame)?;
-            Box::new(move |b, out| Ok(encoder.encode(b, out)?))
-        }),
-    ];
-    let mut cases = cases;
-    let mut times = vec![Vec::new(); cases.len()];
-    let mut sizes = vec![0usize; cases.len()];
-    let mut out = Vec::new();
-    for round in 0..options.rounds as usize {
-        for k in 0..cases.len() {
-            let i = (round + k) % cases.len();
-            let start = Instant::now();
-            let mut bytes = 0;
-            for batch in &batches {
-                out.clear();
-                (cases[i].2)(batch, &mut out)?;
-                bytes += out.len();
-            }
-            times[i].push(start.elapsed().as_secs_f64());
-            sizes[i] = bytes;
-        }
-    }
-    if !options.json {
-        outln!(
-            "presto: lineitem SF {} ({rows} rows, {mib:.0} MiB) encoded {}-row batch by batch; median of {} rounds",
-            options.sf,
-            options.rows,
-            options.rounds
-        );
-        outln!(
-            "{:<12} {:>10} {:>9} {:>10} {:>9} {:>9}",
-            "format",
-            "checks",
-            "time ms",
-            "M rows/s",
-            "MiB/s",
-            "out MiB"
+    #[test]
+    fn partition_only_reports_its_bytes_not_its_rows() {
+        let batches = lineitem::generate(0.001, 1024).unwrap();
+        let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
+        let run = run_once(Contender::PartitionOnly, false, &batches, 8, 1 << 20, false).unwrap();
+        // Every row of lineitem's 16 columns is partitioned: at least a byte per column.
+        assert!(
+            run.bytes >= 16 * rows,
+            "{} bytes for {rows} rows",
+            run.bytes
         );
     }
-    for (i, (format, variant, _)) in cases.iter().enumerate() {
-        let seconds = median(times[i].clone());
-        if options.json {
-            let object = json!({
-                "suite": "presto",
-                "format": format,
-                "variant": variant,
-                "sf": options.sf,
-                "rows": rows,
-                "bytes_in": input_bytes(&batches),
-                "bytes_out": sizes[i],
-                "seconds": (seconds * 1e4).round() / 1e4,
-                "rows_per_s": (rows as f64 / seconds).round(),
-                "mib_per_s": (mib / seconds * 10.0).round() / 10.0,
-            });
-            outln!(
-                "{}",
-                serde_json::to_string(&object).context("encoding JSON")?
-            );
-        } else {
-            outln!(
-                "{:<12} {:>10} {:>9.1} {:>10.2} {:>9.0} {:>9.1}",
-                format,
-                variant,
-                seconds * 1e3,
-                rows as f64 / seconds / 1e6,
-                mib / seconds,
-                sizes[i] as f64 / f64::from(1 << 20)
-            );
-        }
-    }
-    Ok(())
 }
