@@ -1,8 +1,12 @@
 //! Criterion benches of the scatter kernels on a slice of Velox's PartitionedVectorBenchmark
-//! matrix (the full matrix runs in `partout bench scatter`).
+//! matrix (the full matrix runs in `partout bench scatter`), and of the plan alone.
 //!
-//! Groups are `scatter/<kind>_<columns>Cols_P<partitions>`; each holds partout's partitioner
-//! and, as the baseline, DataFusion's grouped take on the same batch and ids.
+//! * `scatter/<KIND>_<columns>Cols` (`INTEGER`, `VARCHAR` or `Mixed`; 1 or 10 columns): one
+//!   seeded batch of 10,000 rows and uniform ids, as `partout/<partitions>` (partout's
+//!   partitioner) and, the baseline, `grouped_take/<partitions>` (DataFusion's grouped take on
+//!   the same batch and ids), for 4, 64, 256 and 1,024 partitions.
+//! * `plan/<pattern>/<partitions>` (`Uniform` or `Runs(4)` ids; 4 to 1,024 partitions):
+//!   building a `ScatterPlan` alone, with the automatic fan-out.
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use partout_core::{Partitioner, ScatterPlan};

@@ -2,7 +2,7 @@
 //! which makes one from a batch and its partition ids with reusable scratch.
 
 use crate::error::{PartoutError, Result};
-use crate::plan::{MAX_PARTITIONS, ScatterPlan, auto_fanout};
+use crate::plan::{ScatterPlan, auto_fanout, check_partition_count};
 use crate::scatter::{ScatterScratch, plan_and_scatter};
 use arrow_array::{RecordBatch, RecordBatchOptions};
 use std::ops::Range;
@@ -99,15 +99,10 @@ impl Partitioner {
     ///
     /// # Errors
     /// [`PartoutError::InvalidArgument`] when `num_partitions` is 0 or above
-    /// [`MAX_PARTITIONS`].
+    /// [`MAX_PARTITIONS`](crate::plan::MAX_PARTITIONS) ([`check_partition_count`]).
     pub fn try_new(num_partitions: u32) -> Result<Self> {
-        if num_partitions == 0 || num_partitions > MAX_PARTITIONS {
-            return Err(PartoutError::InvalidArgument(format!(
-                "the partition count must be between 1 and {MAX_PARTITIONS}, got {num_partitions}"
-            )));
-        }
         Ok(Self {
-            num_partitions,
+            num_partitions: check_partition_count(num_partitions)?,
             fanout: None,
             plan: ScatterPlan::new(),
             scratch: ScatterScratch::new(),

@@ -29,6 +29,33 @@ use std::mem::MaybeUninit;
 /// destination and stripe, so an absurd count would be an absurd allocation.
 pub const MAX_PARTITIONS: u32 = 1 << 20;
 
+/// Checks a partition count: at least 1 and at most [`MAX_PARTITIONS`].
+///
+/// The one check every entry point that takes a partition count makes ([`ScatterPlan::build`],
+/// [`Partitioner::try_new`](crate::Partitioner::try_new),
+/// [`PartitionIds::try_new`](crate::ids::PartitionIds::try_new),
+/// [`RangeBounds::from_sample`](crate::ids::RangeBounds::from_sample)), with the same message.
+///
+/// # Errors
+/// [`PartoutError::InvalidArgument`] naming the count when it is 0 or above
+/// [`MAX_PARTITIONS`].
+///
+/// ```
+/// use partout_core::plan::{MAX_PARTITIONS, check_partition_count};
+/// assert_eq!(check_partition_count(200).unwrap(), 200);
+/// assert!(check_partition_count(0).is_err());
+/// assert!(check_partition_count(MAX_PARTITIONS + 1).is_err());
+/// ```
+pub fn check_partition_count(n: u32) -> Result<u32> {
+    if (1..=MAX_PARTITIONS).contains(&n) {
+        Ok(n)
+    } else {
+        Err(PartoutError::InvalidArgument(format!(
+            "the partition count must be between 1 and {MAX_PARTITIONS}, got {n}"
+        )))
+    }
+}
+
 /// Virtual-id space that [`auto_fanout`] aims for: `num_partitions * fanout <= VIRTUAL_TARGET`.
 pub const VIRTUAL_TARGET: u32 = 128;
 
@@ -74,7 +101,6 @@ pub fn auto_fanout(num_partitions: u32) -> u32 {
 #[derive(Debug, Default, Clone)]
 pub struct ScatterPlan {
     num_partitions: u32,
-    fanout: u32,
     rows: usize,
     /// `num_partitions + 1` destination start offsets.
     offsets: Vec<u32>,
@@ -121,7 +147,9 @@ impl ScatterPlan {
             self.order.resize(ids.len(), 0);
         }
         let order = self.order.as_mut_ptr();
+        let n = ids.len();
         place(ids, &mut self.cursors, fanout, |row, slot| {
+            debug_assert!(slot < n);
             // SAFETY: `place` hands out every slot below `ids.len() == order.len()` once.
             unsafe { *order.add(slot) = row as u32 };
         });
@@ -154,6 +182,7 @@ impl ScatterPlan {
         );
         self.check(num_partitions, fanout)?;
         self.prepare(ids, num_partitions, fanout)?;
+        let n = ids.len();
         let out = moved.as_mut_ptr();
         let src = values.as_ptr();
         if keep_order {
@@ -162,6 +191,7 @@ impl ScatterPlan {
             }
             let order = self.order.as_mut_ptr();
             place(ids, &mut self.cursors, fanout, |row, slot| {
+                debug_assert!(slot < n && row < n);
                 // SAFETY: `place` hands out every `slot < ids.len()` once, with
                 // `row < ids.len()`; `order`, `values` and `moved` have `ids.len()` entries.
                 unsafe {
@@ -172,6 +202,7 @@ impl ScatterPlan {
         } else {
             self.order.clear();
             place(ids, &mut self.cursors, fanout, |row, slot| {
+                debug_assert!(slot < n && row < n);
                 // SAFETY: as above, without the order.
                 unsafe { (*out.add(slot)).write(*src.add(row)) };
             });
@@ -181,11 +212,7 @@ impl ScatterPlan {
 
     /// Argument checks shared by the builders.
     fn check(&self, num_partitions: u32, fanout: u32) -> Result<()> {
-        if num_partitions == 0 || num_partitions > MAX_PARTITIONS {
-            return Err(PartoutError::InvalidArgument(format!(
-                "the partition count must be between 1 and {MAX_PARTITIONS}, got {num_partitions}"
-            )));
-        }
+        check_partition_count(num_partitions)?;
         if !fanout.is_power_of_two() || num_partitions.saturating_mul(fanout) > MAX_PARTITIONS {
             return Err(PartoutError::InvalidArgument(format!(
                 "the fan-out must be a power of two with {num_partitions} partitions times \
@@ -208,7 +235,6 @@ impl ScatterPlan {
             return Err(first_bad_id(ids, num_partitions));
         }
         self.num_partitions = num_partitions;
-        self.fanout = fanout;
         self.rows = ids.len();
         self.cursors.clear();
         self.cursors.resize((num_partitions * fanout) as usize, 0);
@@ -233,11 +259,6 @@ impl ScatterPlan {
     /// The number of destinations.
     pub fn num_partitions(&self) -> u32 {
         self.num_partitions
-    }
-
-    /// The virtual fan-out the plan was built with.
-    pub fn fanout(&self) -> u32 {
-        self.fanout
     }
 
     /// The number of planned rows.

@@ -126,48 +126,96 @@ fn writer(
     .unwrap()
 }
 
-/// Steady state with flushes: after each flush the buffers are handed back, so appends
-/// between flushes allocate nothing at all (ids, plan, scatter into the buffers), and a
-/// flushing append allocates only what encoding the flushed batches needs.
+/// Steady state with flushes, at every destination count: once every destination has flushed
+/// and had its buffers handed back, an append that flushes nothing allocates nothing at all
+/// (ids, plan, scatter into the buffers), and a flushing append allocates only what building
+/// and encoding the flushed batches needs.
+///
+/// Appends without a flush are common at every count: a flush takes out about 700 rows
+/// whatever the destination count, several appends' worth (with a target that shrank as the
+/// count grew, every append flushed several destinations).
+///
+/// Steady state also needs each destination's recycled buffers to fit all its later fills.
+/// A fill varies with the target's jitter (0.75 to 1.25 of it) and the rows one append brings,
+/// so a buffer could outgrow, once more after its destination's first flush, the capacity its
+/// first fill left it. Arrow grows a buffer to at least twice its capacity, exactly twice when
+/// an append adds no more than the capacity; here every append adds at most 64 bytes to a
+/// buffer (at most 8 rows to one destination), or, for a lone destination, always the same
+/// 128 rows, so capacities are powers of two from 64 bytes. Every fill lies between about 525
+/// and 900 rows (0.75 to 1.25 of 700, plus one append): 8-byte values above 4 KiB and below
+/// 8, 4-byte values above 2 KiB and below 4, validity above 64 bytes and below 128. So a
+/// destination's first fill gives each of its buffers the capacity it keeps.
 #[test]
 fn steady_state_appends_do_not_allocate_between_flushes() {
+    use partout_core::ids::PartitionIds;
+    // About 700 rows of 20 bytes and a validity bit.
+    const TARGET: usize = 14_100;
     for partitions in [1u32, 16, 200, 1000] {
-        let batches: Vec<RecordBatch> = (0..16).map(|s| fixed_batch(4096, s)).collect();
-        // About 20 batches' worth of rows per destination between flushes.
-        let target = (20 * 4096 * 20 / partitions as usize).max(1024);
-        let mut writer = writer(partitions, target, 1 << 30);
-        for _ in 0..10 {
+        let rows = if partitions == 1 {
+            128
+        } else {
+            (2 * partitions as usize).min(128)
+        };
+        // Keys distinct across batches, so that every destination receives rows.
+        let batches: Vec<RecordBatch> = (0..256)
+            .map(|s| fixed_batch(rows, s * rows as i64))
+            .collect();
+        if partitions > 1 {
+            let mut ids =
+                PartitionIds::try_new(Partitioning::hash(vec![0], partitions), &schema()).unwrap();
+            let mut out = Vec::new();
             for batch in &batches {
-                writer.append(batch).unwrap();
+                ids.compute(batch, &mut out).unwrap();
+                let mut counts = vec![0; partitions as usize];
+                out.iter().for_each(|&p| counts[p as usize] += 1);
+                let most = counts.iter().max().copied().unwrap_or(0);
+                assert!(most <= 8, "{partitions} destinations: {most} rows to one");
             }
         }
+        let mut writer = writer(partitions, TARGET, 1 << 30);
+        let mut appended = 0;
+        while writer.metrics().destination_rows.contains(&0) {
+            assert!(
+                appended < 100_000,
+                "{partitions} destinations: not all flushed after {appended} appends"
+            );
+            writer.append(&batches[appended % batches.len()]).unwrap();
+            appended += 1;
+        }
         let (mut quiet, mut flushing) = (0, 0);
-        for _ in 0..5 {
-            for batch in &batches {
-                let flushes = writer.metrics().flushes;
-                let before = allocations();
-                writer.append(batch).unwrap();
-                let allocated = allocations() - before;
-                let flushed = writer.metrics().flushes - flushes;
+        while flushing < 200 {
+            let flushes = writer.metrics().flushes;
+            let held = writer.held_bytes();
+            let before = allocations();
+            writer.append(&batches[appended % batches.len()]).unwrap();
+            appended += 1;
+            let allocated = allocations() - before;
+            let flushed = writer.metrics().flushes - flushes;
+            if flushed == 0 {
+                quiet += 1;
+                assert_eq!(
+                    allocated,
+                    0,
+                    "{partitions} destinations: an append without a flush allocated \
+                     (held memory {held} -> {} bytes)",
+                    writer.held_bytes()
+                );
+            } else {
+                flushing += 1;
                 // Building and encoding a flushed batch allocates (arrow's IPC writer), a
                 // bounded amount per flush; nothing else does.
                 assert!(
                     allocated <= 60 * flushed,
                     "{partitions} destinations: {allocated} allocations for {flushed} flushes"
                 );
-                if flushed == 0 {
-                    quiet += 1;
-                } else {
-                    flushing += 1;
-                }
             }
         }
-        assert!(flushing > 0, "no flush while measuring");
-        if partitions <= 16 {
-            assert!(quiet > 0, "no append without a flush while measuring");
-        }
+        assert!(
+            quiet >= 2 * flushing,
+            "{partitions} destinations: {quiet} appends without a flush, {flushing} with"
+        );
         let (sink, metrics) = writer.finish().unwrap();
-        assert_eq!(metrics.rows_in, 15 * 16 * 4096);
+        assert_eq!(metrics.rows_in, (appended * rows) as u64);
         assert_eq!(sink.bytes, metrics.bytes_out);
     }
 }

@@ -203,33 +203,26 @@ pub fn value_hashes(column: &dyn Array, out: &mut Vec<u64>) -> Result<()> {
 
 /// Fixed-width values hashed from their little-endian bits.
 fn fixed(bytes: &[u8], width: usize, out: &mut Vec<u64>) {
-    // A loop per width: a copy of a run-time width would be a `memcpy` call per value.
-    fn words<T: Copy>(bytes: &[u8], out: &mut Vec<u64>, to_u64: impl Fn(T) -> u64) -> bool {
-        // SAFETY: only instantiated below with plain integers, valid for every bit pattern.
-        let (head, values, tail) = unsafe { bytes.align_to::<T>() };
-        if !head.is_empty() || !tail.is_empty() {
-            return false;
-        }
+    // A loop per width: a copy of a run-time width would be a `memcpy` call per value. Reading
+    // through `as_chunks` is safe code, needs no alignment, and compiles to one load per value.
+    fn words<const W: usize>(bytes: &[u8], out: &mut Vec<u64>, to_u64: impl Fn([u8; W]) -> u64) {
+        let (values, rest) = bytes.as_chunks::<W>();
+        debug_assert!(rest.is_empty(), "{} bytes of width {W}", bytes.len());
         out.extend(values.iter().map(|&v| hash_u64(to_u64(v))));
-        true
     }
-    let done = match width {
-        1 => words::<u8>(bytes, out, u64::from),
-        2 => words::<u16>(bytes, out, u64::from),
-        4 => words::<u32>(bytes, out, u64::from),
-        8 => words::<u64>(bytes, out, |v| v),
-        _ => false,
-    };
-    if done {
-        return;
+    match width {
+        1 => words::<1>(bytes, out, |[b]| u64::from(b)),
+        2 => words::<2>(bytes, out, |v| u64::from(u16::from_le_bytes(v))),
+        4 => words::<4>(bytes, out, |v| u64::from(u32::from_le_bytes(v))),
+        8 => words::<8>(bytes, out, u64::from_le_bytes),
+        _ => out.extend(bytes.chunks_exact(width).map(|c| {
+            c.chunks(16).fold(0u64, |h, part| {
+                let mut v = [0u8; 16];
+                v[..part.len()].copy_from_slice(part);
+                h ^ hash_u128(u128::from_le_bytes(v)).rotate_left(17)
+            })
+        })),
     }
-    out.extend(bytes.chunks_exact(width).map(|c| {
-        c.chunks(16).fold(0u64, |h, part| {
-            let mut v = [0u8; 16];
-            v[..part.len()].copy_from_slice(part);
-            h ^ hash_u128(u128::from_le_bytes(v)).rotate_left(17)
-        })
-    }));
 }
 
 fn bytes<T: ByteArrayType>(values: &GenericByteArray<T>, out: &mut Vec<u64>)
@@ -264,6 +257,29 @@ mod tests {
                 hash_u128(u128::from_le_bytes(view)),
                 "length {len}"
             );
+        }
+    }
+
+    /// Each value's hash is that of its little-endian bits widened to 64, wherever the bytes
+    /// start (an unaligned slice hashes like an aligned one).
+    #[test]
+    fn fixed_width_values_hash_their_little_endian_bits() {
+        let backing: Vec<u8> = (0..8 * 9 + 1).map(|i| (i * 37 + 11) as u8).collect();
+        for start in [0, 1] {
+            let bytes = &backing[start..start + 8 * 9];
+            for width in [1usize, 2, 4, 8] {
+                let mut got = Vec::new();
+                fixed(bytes, width, &mut got);
+                let want: Vec<u64> = bytes
+                    .chunks_exact(width)
+                    .map(|c| {
+                        let mut v = [0u8; 8];
+                        v[..width].copy_from_slice(c);
+                        hash_u64(u64::from_le_bytes(v))
+                    })
+                    .collect();
+                assert_eq!(got, want, "width {width} from byte {start}");
+            }
         }
     }
 

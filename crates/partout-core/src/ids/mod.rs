@@ -24,7 +24,7 @@ pub mod spark;
 pub use reduce::{Modulo, Pmod, multiply_shift};
 
 use crate::error::{PartoutError, Result};
-use crate::plan::MAX_PARTITIONS;
+use crate::plan::check_partition_count;
 use arrow_array::cast::AsArray;
 use arrow_array::types::*;
 use arrow_array::{Array, RecordBatch};
@@ -74,11 +74,7 @@ impl RangeBounds {
         options: Vec<arrow_schema::SortOptions>,
     ) -> Result<Self> {
         let invalid = |msg: String| Err(PartoutError::InvalidArgument(msg));
-        if !(1..=MAX_PARTITIONS).contains(&num_partitions) {
-            return invalid(format!(
-                "the partition count must be between 1 and {MAX_PARTITIONS}, got {num_partitions}"
-            ));
-        }
+        check_partition_count(num_partitions)?;
         if sample.num_rows() == 0 {
             return invalid("range bounds from an empty sample".into());
         }
@@ -324,18 +320,14 @@ impl PartitionIds {
     ///
     /// # Errors
     /// [`PartoutError::InvalidArgument`] for a partition count of 0 or above
-    /// [`MAX_PARTITIONS`], a key index past the schema, a hash scheme without keys, a given
-    /// scheme without exactly one key or with a non-integer key, or a single scheme over more
-    /// than one partition; [`PartoutError::UnsupportedType`] for a key type the scheme cannot
+    /// [`MAX_PARTITIONS`](crate::plan::MAX_PARTITIONS), a key index past the schema, a hash
+    /// scheme without keys, a given scheme without exactly one key or with a non-integer key,
+    /// or a single scheme over more than one partition; [`PartoutError::UnsupportedType`] for a key type the scheme cannot
     /// hash.
     pub fn try_new(partitioning: Partitioning, schema: &Schema) -> Result<Self> {
         let n = partitioning.num_partitions;
         let invalid = |msg: String| Err(PartoutError::InvalidArgument(msg));
-        if n == 0 || n > MAX_PARTITIONS {
-            return invalid(format!(
-                "the partition count must be between 1 and {MAX_PARTITIONS}, got {n}"
-            ));
-        }
+        check_partition_count(n)?;
         if let Some(&k) = partitioning
             .keys
             .iter()

@@ -165,8 +165,9 @@ pub fn check_type(data_type: &DataType) -> Result<()> {
 /// Folds `column` into the running hashes: `hashes[i] = hash(column[i], hashes[i])` where
 /// the row is valid, unchanged where it is null.
 ///
-/// The common types run columnar loops; the rest (and values inside lists, structs and
-/// dictionaries) go through [`row_hash`] one value at a time.
+/// Every type runs a columnar loop (a struct's fields each their own) except the list types,
+/// whose elements, and the values of dictionaries, go through [`row_hash`] one value at a
+/// time.
 ///
 /// # Errors
 /// [`PartoutError::UnsupportedType`] for a type [`check_type`] refuses.
@@ -189,11 +190,51 @@ pub fn update(column: &dyn Array, hashes: &mut [u32]) -> Result<()> {
         UInt32 => longs(column.as_primitive::<UInt32Type>(), hashes, |v| v as i64),
         Float32 => ints(column.as_primitive::<Float32Type>(), hashes, float_bits),
         Float64 => longs(column.as_primitive::<Float64Type>(), hashes, double_bits),
-        Decimal64(p, _) if *p <= 18 => longs(column.as_primitive::<Decimal64Type>(), hashes, |v| v),
+        Date64 => ints(column.as_primitive::<Date64Type>(), hashes, |millis| {
+            millis.div_euclid(86_400_000) as i32
+        }),
+        Decimal32(..) => longs(column.as_primitive::<Decimal32Type>(), hashes, i64::from),
+        Decimal64(..) => longs(column.as_primitive::<Decimal64Type>(), hashes, |v| v),
         Decimal128(p, _) if *p <= 18 => {
             longs(column.as_primitive::<Decimal128Type>(), hashes, |v| {
                 v as i64
             })
+        }
+        Decimal128(..) => fold_values(column.as_primitive::<Decimal128Type>(), hashes, |v, h| {
+            hash_bytes(minimal_be(&v.to_be_bytes()), h)
+        }),
+        Decimal256(p, _) if *p <= 18 => {
+            longs(column.as_primitive::<Decimal256Type>(), hashes, |v| {
+                v.as_i128() as i64
+            })
+        }
+        Decimal256(..) => fold_values(column.as_primitive::<Decimal256Type>(), hashes, |v, h| {
+            hash_bytes(minimal_be(&v.to_be_bytes()), h)
+        }),
+        FixedSizeBinary(_) => {
+            let values = column.as_fixed_size_binary();
+            for_each_valid(column, hashes, |i, h| hash_bytes(values.value(i), h));
+        }
+        Struct(_) => {
+            // Spark chains over the fields, skipping null ones, and a null struct leaves the
+            // hash as it is: fold every field in, then put back the null rows' hashes.
+            let array = column.as_struct();
+            let kept: Vec<(usize, u32)> = match array.nulls().filter(|n| n.null_count() > 0) {
+                Some(nulls) => nulls
+                    .iter()
+                    .zip(hashes.iter())
+                    .enumerate()
+                    .filter(|(_, (valid, _))| !valid)
+                    .map(|(i, (_, &h))| (i, h))
+                    .collect(),
+                None => Vec::new(),
+            };
+            for field in array.columns() {
+                update(field.as_ref(), hashes)?;
+            }
+            for (i, h) in kept {
+                hashes[i] = h;
+            }
         }
         Timestamp(unit, _) | Duration(unit) => {
             // Every timestamp and duration type stores an i64: read the buffer once.

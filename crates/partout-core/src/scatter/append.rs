@@ -1,16 +1,14 @@
-//! [`DestinationBuffers`]: per-destination column buffers that rows are appended to, batch
-//! after batch, straight from the input by a plan's order.
+//! One column of [`DestinationBuffers`](super::DestinationBuffers): appending a batch's rows
+//! to one destination's buffers, and building an array back from them ([`take_column`]).
 //!
 //! ```text
-//!  batch 1 ──plan──► order ─┬─► destination 0: [ values | offsets+bytes | validity ] …
-//!  batch 2 ──plan──► order ─┤─► destination 1: [ …                                 ] …
-//!                           └─► …           take(p) ─► RecordBatch ─► recycle(p, batch)
+//!  Source ──append_*(Rows)──► ColumnBuffer ──take_column──► ArrayRef (lent the buffers)
+//!  (input column,             (values, data,                   │
+//!   bits unpacked)             validity, pieces) ◄──reclaim────┘ (once the array is dropped)
 //! ```
 //!
-//! The same kernels as the batch scatter write into the end of each destination's buffers
-//! instead of into one new batch, so a row is copied once on its way to its destination. A
-//! destination's buffers are lent to the batch [`DestinationBuffers::take`] builds and taken
-//! back by [`DestinationBuffers::recycle`]: in steady state no buffer is allocated.
+//! The same kernels as the batch scatter write into the end of a destination's buffers instead
+//! of into a new array, so a row is copied once on its way to its destination.
 //!
 //! | layout | buffers kept per destination |
 //! |---|---|
@@ -19,29 +17,24 @@
 //! | Utf8, Binary, and their Large forms | offsets, bytes |
 //! | Utf8View, BinaryView | views, one data buffer (out-of-line strings copied into it) |
 //! | Null | the row count |
-//! | dictionary, nested | the destination's rows of each batch, moved by the scatter kernels, concatenated by `take` |
+//! | dictionary, nested | the destination's rows of each batch, moved by the scatter kernels, concatenated by `take_column` |
 //!
 //! Validity is kept only once a null arrives; a destination that never received one gets no
 //! null buffer.
 
-use super::{Order, ScatterScratch, bits, bytes, fixed, fixed_bytes, scatter_array, view_parts};
-use crate::batch::PartitionedBatch;
-use crate::error::{PartoutError, Result};
-use crate::plan::ScatterPlan;
+use super::{Order, ScatterScratch, bits, bytes, scatter_array};
+use crate::error::Result;
 use arrow_array::cast::AsArray;
-use arrow_array::{
-    Array, ArrayRef, BooleanArray, NullArray, RecordBatch, RecordBatchOptions, make_array,
-    new_empty_array,
-};
+use arrow_array::{Array, ArrayRef, BooleanArray, NullArray, make_array, new_empty_array};
 use arrow_buffer::{BooleanBuffer, Buffer, MutableBuffer, NullBuffer};
 use arrow_data::ArrayDataBuilder;
-use arrow_schema::{DataType, SchemaRef};
+use arrow_schema::DataType;
 use std::ops::Range;
 use std::sync::Arc;
 
 /// How a column is kept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
+pub(super) enum Kind {
     Null,
     Fixed(usize),
     Bits,
@@ -52,7 +45,7 @@ enum Kind {
 }
 
 impl Kind {
-    fn of(data_type: &DataType) -> Kind {
+    pub(super) fn of(data_type: &DataType) -> Kind {
         if let Some(width) = data_type.primitive_width() {
             return Kind::Fixed(width);
         }
@@ -66,11 +59,21 @@ impl Kind {
             _ => Kind::Pieces,
         }
     }
+
+    /// The width of the values that reach destinations as runs of bytes ([`append_run`]):
+    /// fixed-width values and views.
+    pub(super) fn run_width(self) -> Option<usize> {
+        match self {
+            Kind::Fixed(width) => Some(width),
+            Kind::Views => Some(16),
+            _ => None,
+        }
+    }
 }
 
 /// One destination's buffers for one column.
 #[derive(Debug, Default)]
-struct ColumnBuffer {
+pub(super) struct ColumnBuffer {
     /// Fixed-width values, boolean bits, var-width offsets or views.
     values: MutableBuffer,
     /// Var-width bytes or out-of-line view data.
@@ -81,490 +84,103 @@ struct ColumnBuffer {
     /// Moved rows of dictionary and nested columns.
     pieces: Vec<ArrayRef>,
     pieces_bytes: usize,
-    /// Buffers lent to the last batch `take` built, taken back by `recycle`.
+    /// Buffers lent to the last array [`take_column`] built, taken back by
+    /// [`reclaim`](Self::reclaim).
     lent: [Option<Buffer>; 3],
 }
 
 impl ColumnBuffer {
-    fn bytes(&self) -> usize {
+    /// Bytes buffered.
+    pub(super) fn bytes(&self) -> usize {
         self.values.len() + self.data.len() + self.validity.len() + self.pieces_bytes
     }
 
-    fn capacity(&self) -> usize {
+    /// Bytes of capacity held.
+    pub(super) fn capacity(&self) -> usize {
         self.values.capacity() + self.data.capacity() + self.validity.capacity() + self.pieces_bytes
     }
-}
 
-/// One destination's buffered rows.
-#[derive(Debug, Default)]
-struct Destination {
-    columns: Vec<ColumnBuffer>,
-    rows: usize,
-    bytes: usize,
-    held: usize,
-}
+    /// Bytes of var-width values or out-of-line view data: what 32-bit offsets address.
+    pub(super) fn data_len(&self) -> usize {
+        self.data.len()
+    }
 
-impl Destination {
-    fn update(&mut self) {
-        self.bytes = self.columns.iter().map(ColumnBuffer::bytes).sum();
-        self.held = self.columns.iter().map(ColumnBuffer::capacity).sum();
+    /// Takes back, emptied, the buffers lent to the last array [`take_column`] built, where
+    /// that array is gone and no other array shares them (those are simply released).
+    pub(super) fn reclaim(&mut self) {
+        let [values, data, validity] = &mut self.lent;
+        for (lent, home) in [
+            (values, &mut self.values),
+            (data, &mut self.data),
+            (validity, &mut self.validity),
+        ] {
+            if let Some(Ok(mut buffer)) = lent.take().map(Buffer::into_mutable)
+                && home.capacity() == 0
+            {
+                buffer.clear();
+                *home = buffer;
+            }
+        }
+    }
+
+    /// Forgets lent buffers, and gives up its own if they hold nothing.
+    pub(super) fn release(&mut self) {
+        self.lent = Default::default();
+        if self.bytes() == 0 {
+            *self = ColumnBuffer::default();
+        }
     }
 }
 
 /// Which rows of a batch go to a destination.
 #[derive(Debug, Clone)]
-enum Rows<'a> {
+pub(super) enum Rows<'a> {
     /// Rows by index, from a plan's order.
     Order(Order<'a>),
-    /// A contiguous range (of an already partitioned batch).
-    Range(Range<usize>),
+    /// A contiguous range (of an already partitioned batch), and the same rows as a piece of
+    /// the identity order, for the kernels that only read by an order.
+    Range(Range<usize>, Order<'a>),
 }
 
-impl Rows<'_> {
+impl<'a> Rows<'a> {
     fn len(&self) -> usize {
         match self {
             Rows::Order(order) => order.len(),
-            Rows::Range(range) => range.len(),
+            Rows::Range(range, _) => range.len(),
+        }
+    }
+
+    /// The rows as an order.
+    fn order(&self) -> Order<'a> {
+        match self {
+            Rows::Order(order) | Rows::Range(_, order) => *order,
         }
     }
 }
 
 /// What one input column offers every destination, prepared once per batch.
-struct Source<'a> {
-    array: &'a dyn Array,
+pub(super) struct Source<'a> {
+    pub(super) array: &'a dyn Array,
     /// The unpacked validity (0/1 byte per row), when the column has nulls.
-    nulls: Option<&'a [u8]>,
+    pub(super) nulls: Option<&'a [u8]>,
     /// The unpacked boolean values.
-    bits: Option<&'a [u8]>,
-}
-
-/// Column buffers for every destination of a partitioned output, appended to batch after
-/// batch and taken out as record batches.
-///
-/// ```
-/// use arrow_array::{Int32Array, RecordBatch, StringArray};
-/// use partout_core::{DestinationBuffers, ScatterPlan};
-/// use std::sync::Arc;
-///
-/// let batch = RecordBatch::try_from_iter([
-///     ("k", Arc::new(Int32Array::from(vec![1, 2, 3])) as _),
-///     ("s", Arc::new(StringArray::from(vec!["a", "b", "c"])) as _),
-/// ])
-/// .unwrap();
-/// let mut buffers = DestinationBuffers::try_new(batch.schema(), 2).unwrap();
-/// let mut plan = ScatterPlan::new();
-/// plan.build(&[1, 0, 1], 2).unwrap();
-/// buffers.append(&batch, &plan).unwrap();
-/// buffers.append(&batch, &plan).unwrap();
-/// assert_eq!(buffers.rows(1), 4);
-/// let out = buffers.take(1).unwrap();
-/// assert_eq!(out.column(0).as_ref(), &Int32Array::from(vec![1, 3, 1, 3]));
-/// assert_eq!(out.column(1).as_ref(), &StringArray::from(vec!["a", "c", "a", "c"]));
-/// buffers.recycle(1, out);
-/// assert_eq!(buffers.rows(1), 0);
-/// ```
-#[derive(Debug)]
-pub struct DestinationBuffers {
-    schema: SchemaRef,
-    kinds: Vec<Kind>,
-    destinations: Vec<Destination>,
-    held: usize,
-    buffered: usize,
-    unpacked_nulls: Vec<u8>,
-    unpacked_bits: Vec<u8>,
-    identity: Vec<u32>,
-    /// One column's values gathered by a plan's order.
-    gathered: MutableBuffer,
-    scratch: ScatterScratch,
-}
-
-impl DestinationBuffers {
-    /// Buffers for `destinations` destinations of batches of `schema`.
-    ///
-    /// # Errors
-    /// [`PartoutError::UnsupportedType`] for a column type the scatter kernels do not support,
-    /// [`PartoutError::InvalidArgument`] for zero destinations.
-    pub fn try_new(schema: SchemaRef, destinations: usize) -> Result<Self> {
-        if destinations == 0 {
-            return Err(PartoutError::InvalidArgument(
-                "destination buffers need at least one destination".into(),
-            ));
-        }
-        let mut scratch = ScatterScratch::new();
-        for field in schema.fields() {
-            // An empty column of the type goes through the kernels: what they refuse, refuse.
-            let empty = new_empty_array(field.data_type());
-            // SAFETY: an empty order is trivially below any bound.
-            let none = unsafe { Order::new_unchecked(&[], 0) };
-            scatter_array(empty.as_ref(), none, &mut scratch)?;
-        }
-        let kinds: Vec<Kind> = schema
-            .fields()
-            .iter()
-            .map(|f| Kind::of(f.data_type()))
-            .collect();
-        let destinations = (0..destinations)
-            .map(|_| Destination {
-                columns: kinds.iter().map(|_| ColumnBuffer::default()).collect(),
-                ..Destination::default()
-            })
-            .collect();
-        Ok(Self {
-            schema,
-            kinds,
-            destinations,
-            held: 0,
-            buffered: 0,
-            unpacked_nulls: Vec::new(),
-            unpacked_bits: Vec::new(),
-            identity: Vec::new(),
-            gathered: MutableBuffer::new(0),
-            scratch,
-        })
-    }
-
-    /// The schema of the buffered rows.
-    pub fn schema(&self) -> &SchemaRef {
-        &self.schema
-    }
-
-    /// The number of destinations.
-    pub fn num_destinations(&self) -> usize {
-        self.destinations.len()
-    }
-
-    /// Rows buffered for destination `p`.
-    ///
-    /// # Panics
-    /// If there is no destination `p`.
-    pub fn rows(&self, p: usize) -> usize {
-        self.destinations[p].rows
-    }
-
-    /// Bytes buffered for destination `p`: values, offsets, validity and moved pieces.
-    ///
-    /// # Panics
-    /// If there is no destination `p`.
-    pub fn bytes(&self, p: usize) -> usize {
-        self.destinations[p].bytes
-    }
-
-    /// Bytes buffered for all destinations.
-    pub fn buffered_bytes(&self) -> usize {
-        self.buffered
-    }
-
-    /// Bytes of buffer capacity held for all destinations: the memory the buffers occupy.
-    pub fn held_bytes(&self) -> usize {
-        self.held
-    }
-
-    /// Appends the rows of `batch` to their destinations: destination `p` receives the rows
-    /// `plan.order()[plan.range(p)]`, after the rows it holds.
-    ///
-    /// # Errors
-    /// [`PartoutError::InvalidArgument`] when the batch does not match the schema, the plan
-    /// (its row count) or the destination count; [`PartoutError::TooLarge`] when a
-    /// destination's Utf8/Binary bytes would pass `i32::MAX`, or its view data `u32::MAX`.
-    /// On error nothing is appended.
-    pub fn append(&mut self, batch: &RecordBatch, plan: &ScatterPlan) -> Result<()> {
-        self.check(batch, plan.offsets())?;
-        if batch.num_rows() == 0 {
-            return Ok(());
-        }
-        self.append_with(batch, plan.offsets(), Some(Order::of_plan(plan)))
-    }
-
-    /// Appends a batch already laid out destination by destination, copying each
-    /// destination's contiguous rows.
-    ///
-    /// # Errors
-    /// As [`append`](Self::append).
-    pub fn append_partitioned(&mut self, partitioned: &PartitionedBatch) -> Result<()> {
-        let batch = partitioned.batch();
-        self.check(batch, partitioned.offsets())?;
-        if batch.num_rows() == 0 {
-            return Ok(());
-        }
-        self.append_with(batch, partitioned.offsets(), None)
-    }
-
-    fn check(&self, batch: &RecordBatch, offsets: &[u32]) -> Result<()> {
-        if offsets.len() != self.destinations.len() + 1 {
-            return Err(PartoutError::InvalidArgument(format!(
-                "rows planned for {} destinations appended to buffers of {}",
-                offsets.len().saturating_sub(1),
-                self.destinations.len()
-            )));
-        }
-        if offsets.last().map_or(0, |&o| o as usize) != batch.num_rows() {
-            return Err(PartoutError::InvalidArgument(format!(
-                "a batch of {} rows does not match a plan of {} rows",
-                batch.num_rows(),
-                offsets.last().copied().unwrap_or(0)
-            )));
-        }
-        let fields = self.schema.fields();
-        let matches = batch.num_columns() == fields.len()
-            && batch
-                .columns()
-                .iter()
-                .zip(fields.iter())
-                .all(|(c, f)| c.data_type() == f.data_type());
-        if !matches {
-            return Err(PartoutError::InvalidArgument(format!(
-                "a batch of schema {} appended to buffers of {}",
-                batch.schema(),
-                self.schema
-            )));
-        }
-        self.check_room(batch, offsets)
-    }
-
-    /// Errors unless every destination receiving rows has room for them in its 32-bit offsets
-    /// and view offsets (checked against the whole batch's bytes: a destination cannot receive
-    /// more than that).
-    fn check_room(&self, batch: &RecordBatch, offsets: &[u32]) -> Result<()> {
-        for (c, column) in batch.columns().iter().enumerate() {
-            let (limit, incoming) = match self.kinds[c] {
-                Kind::Bytes32 => {
-                    let o = var_offsets::<i32>(column.as_ref());
-                    (i32::MAX as usize, (o[o.len() - 1] - o[0]) as usize)
-                }
-                Kind::Views => {
-                    let buffers = view_parts(column.as_ref()).1;
-                    (u32::MAX as usize, buffers.iter().map(|b| b.len()).sum())
-                }
-                _ => continue,
-            };
-            for (p, destination) in self.destinations.iter().enumerate() {
-                let receives = offsets[p] != offsets[p + 1];
-                let held = destination.columns[c].data.len();
-                if receives && held + incoming > limit {
-                    return Err(PartoutError::TooLarge(format!(
-                        "destination {p}'s column {:?} would hold more than {limit} bytes; \
-                         take its rows out first",
-                        self.schema.field(c).name()
-                    )));
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Appends every column: by `order` (destination `p` taking `order[offsets[p]..offsets[p +
-    /// 1]]`), or, without one, the contiguous ranges `offsets` names.
-    fn append_with(
-        &mut self,
-        batch: &RecordBatch,
-        offsets: &[u32],
-        order: Option<Order<'_>>,
-    ) -> Result<()> {
-        let rows_of = |range: Range<usize>| match order {
-            Some(order) => Rows::Order(Order {
-                rows: &order.rows()[range],
-                bound: order.bound(),
-            }),
-            None => Rows::Range(range),
-        };
-        let n = batch.num_rows();
-        for (c, column) in batch.columns().iter().enumerate() {
-            let kind = self.kinds[c];
-            let array = column.as_ref();
-            let nulls = array.nulls().filter(|n| n.null_count() > 0).map(|nulls| {
-                bits::unpack_rows(
-                    nulls.validity(),
-                    nulls.offset(),
-                    n,
-                    &mut self.unpacked_nulls,
-                )
-            });
-            let values_bits = (kind == Kind::Bits).then(|| {
-                let values = array.as_boolean().values();
-                bits::unpack_rows(values.values(), values.offset(), n, &mut self.unpacked_bits)
-            });
-            let source = Source {
-                array,
-                nulls,
-                bits: values_bits,
-            };
-            if self.identity.len() < n {
-                self.identity.clear();
-                self.identity.extend(0..n as u32);
-            }
-            // Fixed-width values and views by an order: gathered first, in one long loop over
-            // the whole order into reused scratch (the random reads of the source overlap
-            // there), then copied to each destination as a contiguous run.
-            let width = match kind {
-                Kind::Fixed(width) => Some(width),
-                Kind::Views => Some(16),
-                _ => None,
-            };
-            if let Some(width) = width {
-                let values = fixed_bytes(array, width);
-                let gathered = match order {
-                    Some(order) => {
-                        self.gathered.clear();
-                        self.gathered.reserve(n * width);
-                        // SAFETY: room for `n * width` bytes was reserved, and the plan's order
-                        // has `n` rows.
-                        unsafe {
-                            fixed::gather_fixed_to(
-                                values,
-                                width,
-                                order,
-                                self.gathered.as_mut_ptr(),
-                            );
-                            self.gathered.set_len(n * width);
-                        }
-                        self.gathered.as_slice()
-                    }
-                    None => values,
-                };
-                let buffers = (kind == Kind::Views).then(|| view_parts(array).1);
-                for p in 0..self.destinations.len() {
-                    let range = offsets[p] as usize..offsets[p + 1] as usize;
-                    if range.is_empty() {
-                        continue;
-                    }
-                    let destination = &mut self.destinations[p];
-                    let column = &mut destination.columns[c];
-                    let run = &gathered[range.start * width..range.end * width];
-                    match buffers {
-                        Some(buffers) => append_views(run, buffers, column),
-                        None => column.values.extend_from_slice(run),
-                    }
-                    let before = destination.rows;
-                    append_validity(&source, rows_of(range), &self.identity[..n], before, column);
-                }
-                continue;
-            }
-            for (p, destination) in self.destinations.iter_mut().enumerate() {
-                let range = offsets[p] as usize..offsets[p + 1] as usize;
-                if range.is_empty() {
-                    continue;
-                }
-                let rows = rows_of(range);
-                let before = destination.rows;
-                append_column(
-                    kind,
-                    &source,
-                    rows,
-                    &self.identity[..n],
-                    before,
-                    &mut destination.columns[c],
-                    &mut self.scratch,
-                )?;
-            }
-        }
-        for (p, destination) in self.destinations.iter_mut().enumerate() {
-            let received = (offsets[p + 1] - offsets[p]) as usize;
-            if received > 0 {
-                let (bytes, held) = (destination.bytes, destination.held);
-                destination.rows += received;
-                destination.update();
-                self.buffered = self.buffered + destination.bytes - bytes;
-                self.held = self.held + destination.held - held;
-            }
-        }
-        Ok(())
-    }
-
-    /// Destination `p`'s buffered rows as a batch of the schema; the destination is then
-    /// empty. Its buffers are lent to the batch: give it back with
-    /// [`recycle`](Self::recycle) to reuse them.
-    ///
-    /// # Errors
-    /// [`PartoutError::Arrow`] if the rows of a dictionary or nested column cannot be
-    /// concatenated.
-    ///
-    /// # Panics
-    /// If there is no destination `p`.
-    pub fn take(&mut self, p: usize) -> Result<RecordBatch> {
-        let destination = &mut self.destinations[p];
-        let rows = destination.rows;
-        let columns = self
-            .schema
-            .fields()
-            .iter()
-            .zip(&self.kinds)
-            .zip(destination.columns.iter_mut())
-            .map(|((field, &kind), column)| take_column(field.data_type(), kind, rows, column))
-            .collect::<Result<Vec<_>>>()?;
-        self.buffered -= destination.bytes;
-        self.held -= destination.held;
-        destination.rows = 0;
-        destination.update();
-        self.held += destination.held;
-        Ok(RecordBatch::try_new_with_options(
-            self.schema.clone(),
-            columns,
-            &RecordBatchOptions::new().with_row_count(Some(rows)),
-        )?)
-    }
-
-    /// Gives destination `p` back the buffers lent to `batch` (from [`take`](Self::take)),
-    /// emptied, so that its next rows need no new allocation. Buffers still shared elsewhere
-    /// are simply released.
-    ///
-    /// # Panics
-    /// If there is no destination `p`.
-    pub fn recycle(&mut self, p: usize, batch: RecordBatch) {
-        drop(batch);
-        let destination = &mut self.destinations[p];
-        for column in &mut destination.columns {
-            let [values, data, validity] = &mut column.lent;
-            for (lent, home) in [
-                (values, &mut column.values),
-                (data, &mut column.data),
-                (validity, &mut column.validity),
-            ] {
-                if let Some(Ok(mut buffer)) = lent.take().map(Buffer::into_mutable)
-                    && home.capacity() == 0
-                {
-                    buffer.clear();
-                    *home = buffer;
-                }
-            }
-        }
-        self.held -= destination.held;
-        destination.update();
-        self.held += destination.held;
-    }
-
-    /// Releases destination `p`'s empty buffers (and any lent ones), freeing their memory.
-    ///
-    /// # Panics
-    /// If there is no destination `p`.
-    pub fn release(&mut self, p: usize) {
-        let destination = &mut self.destinations[p];
-        for column in &mut destination.columns {
-            column.lent = Default::default();
-            if column.bytes() == 0 {
-                *column = ColumnBuffer::default();
-            }
-        }
-        self.held -= destination.held;
-        destination.update();
-        self.held += destination.held;
-    }
+    pub(super) bits: Option<&'a [u8]>,
 }
 
 /// Appends `rows` of one source column to one destination's column, which holds `before`
-/// rows.
-fn append_column(
+/// rows, for every kind but those moved as runs ([`Kind::run_width`]).
+pub(super) fn append_column(
     kind: Kind,
     source: &Source<'_>,
     rows: Rows<'_>,
-    identity: &[u32],
     before: usize,
     column: &mut ColumnBuffer,
     scratch: &mut ScatterScratch,
 ) -> Result<()> {
-    let order = as_order(&rows, identity);
+    let order = rows.order();
     match kind {
         Kind::Null => {}
-        Kind::Fixed(_) | Kind::Views => unreachable!("moved by the caller"),
+        Kind::Fixed(_) | Kind::Views => unreachable!("moved as runs by the caller"),
         Kind::Bits => {
             let unpacked = source.bits.expect("boolean values are unpacked");
             bits::append_gathered(unpacked, order, &mut column.values, before);
@@ -580,16 +196,25 @@ fn append_column(
             return Ok(());
         }
     }
-    append_validity(source, rows, identity, before, column);
+    append_validity(source, rows, before, column);
     Ok(())
+}
+
+/// Appends a run of fixed-width values (`run`, already in destination order) to a
+/// destination's column; for views, `buffers` are the source's data buffers, which
+/// out-of-line values are copied from.
+pub(super) fn append_run(run: &[u8], buffers: Option<&[Buffer]>, column: &mut ColumnBuffer) {
+    match buffers {
+        Some(buffers) => append_views(run, buffers, column),
+        None => column.values.extend_from_slice(run),
+    }
 }
 
 /// Appends the validity of `rows` of `source` to a destination's column holding `before`
 /// rows: gathered bits once the column has nulls, nothing while it has none.
-fn append_validity(
+pub(super) fn append_validity(
     source: &Source<'_>,
     rows: Rows<'_>,
-    identity: &[u32],
     before: usize,
     column: &mut ColumnBuffer,
 ) {
@@ -599,22 +224,10 @@ fn append_validity(
                 column.has_nulls = true;
                 bits::append_ones(&mut column.validity, 0, before);
             }
-            let order = as_order(&rows, identity);
-            bits::append_gathered(unpacked, order, &mut column.validity, before);
+            bits::append_gathered(unpacked, rows.order(), &mut column.validity, before);
         }
         (None, true) => bits::append_ones(&mut column.validity, before, rows.len()),
         (None, false) => {}
-    }
-}
-
-/// `rows` as an order (a range as a piece of the identity order).
-fn as_order<'a>(rows: &Rows<'a>, identity: &'a [u32]) -> Order<'a> {
-    match rows {
-        Rows::Order(order) => *order,
-        Rows::Range(range) => Order {
-            rows: &identity[range.clone()],
-            bound: identity.len(),
-        },
     }
 }
 
@@ -630,7 +243,7 @@ fn piece_bytes(piece: &dyn Array) -> usize {
 }
 
 /// The logical offsets (`len + 1`) of a Utf8/Binary array of offset type `O`.
-fn var_offsets<O: arrow_array::OffsetSizeTrait>(array: &dyn Array) -> &[O] {
+pub(super) fn var_offsets<O: arrow_array::OffsetSizeTrait>(array: &dyn Array) -> &[O] {
     match array.data_type() {
         DataType::Utf8 | DataType::LargeUtf8 => array.as_string::<O>().value_offsets(),
         _ => array.as_binary::<O>().value_offsets(),
@@ -657,7 +270,7 @@ where
     let len = column.values.len();
     let base = column.values.typed_data::<O>()[len / width - 1];
     match rows {
-        Rows::Range(range) => {
+        Rows::Range(range, _) => {
             let (first, last) = (offsets[range.start], offsets[range.end]);
             column.values.reserve(range.len() * width);
             for &o in &offsets[range.start + 1..=range.end] {
@@ -670,18 +283,34 @@ where
         Rows::Order(order) => {
             let n = order.len();
             column.values.reserve(n * width);
+            debug_assert!(len.is_multiple_of(width));
+            debug_assert!(column.values.capacity() >= len + n * width);
+            debug_assert_eq!(base.as_usize(), column.data.len());
+            debug_assert!(
+                O::from_usize(
+                    base.as_usize() + (offsets[offsets.len() - 1] - offsets[0]).as_usize()
+                )
+                .is_some(),
+                "the destination's offsets would overflow"
+            );
+            let dst = column
+                .values
+                .as_mut_ptr()
+                .wrapping_add(len - width)
+                .cast::<O>();
+            debug_assert!(dst.is_aligned());
             // SAFETY: room for `n` offsets past `len` was reserved; the offsets pass writes
             // `n + 1` from the last one held (`len - width`, rewriting `base` unchanged). The
-            // buffer is 64-byte aligned and `len` a multiple of `width`, so the pointer is
-            // aligned for `O`. `check_room` ensured the sum stays inside `O`.
+            // buffer is 64-byte aligned and `len` a multiple of `width`, so `dst` is aligned
+            // for `O`. `check_room` ensured the sum stays inside `O`.
             let total = unsafe {
-                let dst = column.values.as_mut_ptr().add(len - width).cast::<O>();
                 let end = bytes::offsets_to(offsets, order, base, dst);
                 column.values.set_len(len + n * width);
                 (end - base).as_usize()
             };
             let held = column.data.len();
             column.data.reserve(total + bytes::SHORT);
+            debug_assert!(column.data.capacity() >= held + total + bytes::SHORT);
             // SAFETY: room for `total + SHORT` bytes past `held` was reserved, and `total` is
             // the sum of the lengths of the rows `order` takes (the offsets pass).
             unsafe {
@@ -722,9 +351,14 @@ fn append_views(views: &[u8], buffers: &[Buffer], column: &mut ColumnBuffer) {
     column.values.reserve(n * 16);
     column.data.reserve(long + VIEW_BLOCK);
     let (views_len, data_len) = (column.values.len(), column.data.len());
-    // SAFETY: room for `n` views past `views_len` was reserved; the buffer is 64-byte aligned
-    // and `views_len` a multiple of 16, so the pointer is aligned for `u128`.
+    debug_assert!(column.values.capacity() >= views_len + n * 16);
+    debug_assert!(column.data.capacity() >= data_len + long + VIEW_BLOCK);
+    debug_assert!(views_len.is_multiple_of(16));
+    // SAFETY: room for `n` views past `views_len` was reserved, so the pointer stays inside
+    // the allocation; the buffer is 64-byte aligned and `views_len` a multiple of 16, so it is
+    // aligned for `u128`.
     let out = unsafe { column.values.as_mut_ptr().add(views_len).cast::<u128>() };
+    debug_assert!(out.is_aligned());
     let data = column.data.as_mut_ptr();
     let mut at = data_len;
     for (j, view) in views.enumerate() {
@@ -740,6 +374,7 @@ fn append_views(views: &[u8], buffers: &[Buffer], column: &mut ColumnBuffer) {
             );
             // Read through the whole buffer: a block copy reads past the value.
             let src = buffer.as_ptr();
+            debug_assert!(at - data_len + len <= long);
             // SAFETY: `offset..offset + len` is inside `buffer` (checked above). The
             // destination has room for the `long` bytes the first pass summed plus
             // `VIEW_BLOCK`: `at - data_len` plus this value's length stays within `long`, and
@@ -757,6 +392,7 @@ fn append_views(views: &[u8], buffers: &[Buffer], column: &mut ColumnBuffer) {
             at += len;
             moved
         };
+        debug_assert!(j < n);
         // SAFETY: `j < n`, within the room reserved above.
         unsafe { *out.add(j) = moved };
     }
@@ -769,8 +405,13 @@ fn append_views(views: &[u8], buffers: &[Buffer], column: &mut ColumnBuffer) {
     }
 }
 
-/// Builds a destination's column from its buffers, lending them to the array.
-fn take_column(
+/// Builds a destination's column of `rows` rows from its buffers, lending them to the array
+/// (see [`ColumnBuffer::reclaim`]).
+///
+/// # Errors
+/// [`PartoutError::Arrow`](crate::PartoutError::Arrow) if the pieces of a dictionary or nested
+/// column cannot be concatenated.
+pub(super) fn take_column(
     data_type: &DataType,
     kind: Kind,
     rows: usize,
@@ -846,93 +487,4 @@ fn take_column(
             }
         }
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::Partitioner;
-    use arrow_array::{
-        BooleanArray, Decimal128Array, FixedSizeBinaryArray, Int16Array, LargeStringArray,
-        StringViewArray,
-    };
-
-    /// Every kernel of the buffers on a few rows (small enough for Miri): both ways in,
-    /// unaligned and sliced inputs, a take in the middle.
-    #[test]
-    fn every_layout_appends_and_takes() {
-        let long = "a string longer than twelve bytes";
-        let columns: Vec<ArrayRef> = vec![
-            Arc::new(Int16Array::from_iter(
-                (0..23).map(|i| (i % 4 != 0).then_some(i)),
-            )),
-            Arc::new(Decimal128Array::from_iter_values(
-                (0..23).map(|i| i * 1_000_000_007),
-            )),
-            Arc::new(
-                FixedSizeBinaryArray::try_from_iter((0..24u8).map(|i| [i, i + 1, i + 2]))
-                    .unwrap()
-                    .slice(1, 23),
-            ),
-            Arc::new(BooleanArray::from_iter(
-                (0..23).map(|i| (i % 5 != 1).then_some(i % 3 == 0)),
-            )),
-            Arc::new(LargeStringArray::from_iter_values(
-                (0..23).map(|i| "xy".repeat(i % 6)),
-            )),
-            Arc::new(StringViewArray::from_iter((0..23).map(|i| {
-                (i % 7 != 3).then(|| {
-                    if i % 2 == 0 {
-                        &long[i..]
-                    } else {
-                        &long[..i % 12]
-                    }
-                })
-            }))),
-        ];
-        let batch = RecordBatch::try_from_iter(
-            columns
-                .iter()
-                .enumerate()
-                .map(|(i, c)| (format!("c{i}"), c.clone())),
-        )
-        .unwrap();
-        let ids: Vec<u32> = (0..23u32).map(|i| (i * 5 + i / 4) % 3).collect();
-        let mut plan = ScatterPlan::new();
-        plan.build(&ids, 3).unwrap();
-        let mut partitioner = Partitioner::try_new(3).unwrap();
-        let partitioned = partitioner.partition(&batch, &ids).unwrap();
-        let mut buffers = DestinationBuffers::try_new(batch.schema(), 3).unwrap();
-        buffers.append(&batch, &plan).unwrap();
-        let first = buffers.take(2).unwrap();
-        buffers.append_partitioned(&partitioned).unwrap();
-        buffers.recycle(2, first.clone());
-        buffers.append(&batch, &plan).unwrap();
-        for p in 0..3 {
-            let rows: Vec<u32> = (0..23u32)
-                .filter(|&r| ids[r as usize] == p as u32)
-                .collect();
-            let times = if p == 2 { 2 } else { 3 };
-            let out = buffers.take(p).unwrap();
-            assert_eq!(out.num_rows(), rows.len() * times);
-            for (c, column) in out.columns().iter().enumerate() {
-                column.to_data().validate_full().unwrap();
-                for (k, value) in (0..column.len())
-                    .map(|k| (k, column.slice(k, 1)))
-                    .collect::<Vec<_>>()
-                {
-                    let row = rows[k % rows.len()] as usize;
-                    assert_eq!(
-                        value.as_ref(),
-                        batch.column(c).slice(row, 1).as_ref(),
-                        "{p} {c} {k}"
-                    );
-                }
-            }
-            if p == 2 {
-                assert_eq!(first.num_rows(), rows.len());
-            }
-            buffers.recycle(p, out);
-        }
-    }
 }

@@ -19,12 +19,14 @@ pub(crate) fn gather_bytes<O: ArrowNativeType + std::ops::AddAssign + std::ops::
     order: Order<'_>,
 ) -> (Buffer, Buffer) {
     let mut out_offsets = Vec::<O>::with_capacity(order.len() + 1);
+    debug_assert!(out_offsets.capacity() > order.len());
     // SAFETY: `out_offsets` has room for `order.len() + 1` offsets.
     let total = unsafe { offsets_to(offsets, order, O::usize_as(0), out_offsets.as_mut_ptr()) };
     // SAFETY: `offsets_to` wrote all `order.len() + 1` offsets.
     unsafe { out_offsets.set_len(order.len() + 1) };
     let total = total.as_usize();
     let mut out: Vec<u8> = Vec::with_capacity(total + SHORT);
+    debug_assert!(out.capacity() >= total + SHORT);
     // SAFETY: `out` has room for the `total` bytes the offsets pass summed, plus `SHORT`.
     unsafe { copy_values_to(offsets, values, order, total, out.as_mut_ptr()) };
     // SAFETY: `copy_values_to` initialised the first `total` bytes.
@@ -99,6 +101,7 @@ pub(crate) unsafe fn copy_values_to<O: ArrowNativeType>(
     let mut written = 0usize;
     for &r in order.rows() {
         let r = r as usize;
+        debug_assert!(r + 1 < offsets.len());
         // SAFETY: `r < order.bound() < offsets.len()` as in the offsets pass.
         let (start, stop) = unsafe {
             (

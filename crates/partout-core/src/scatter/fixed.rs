@@ -95,6 +95,8 @@ fn gather_native<T: Plain>(bytes: &[u8], order: Order<'_>) -> Buffer {
 pub(crate) fn gather_values<T: Plain>(values: &[T], order: Order<'_>) -> Vec<T::Storage> {
     let n = order.len();
     let (mut out, dst) = output::<T>(n);
+    debug_assert!(out.capacity() >= n);
+    debug_assert_eq!(out.as_ptr().cast::<T>(), dst.cast_const());
     // SAFETY: `dst` points at `out`'s capacity of `n` values.
     unsafe { gather_values_to(values, order, dst) };
     // SAFETY: all `n` values were written above, as `T`, which has `T::Storage`'s size and
@@ -139,8 +141,9 @@ pub(crate) unsafe fn gather_fixed_to(bytes: &[u8], width: usize, order: Order<'_
     macro_rules! native {
         ($t:ty) => {
             if let Some(values) = typed::<$t>(bytes)
-                && (dst as usize).is_multiple_of(align_of::<$t>())
+                && dst.cast::<$t>().is_aligned()
             {
+                debug_assert_eq!(size_of::<$t>(), width);
                 // SAFETY: `dst` is aligned for the type (checked) and valid for
                 // `order.len() * width` bytes, `order.len()` values (the caller's promise).
                 return unsafe { gather_values_to::<$t>(values, order, dst.cast()) };
@@ -160,6 +163,7 @@ pub(crate) unsafe fn gather_fixed_to(bytes: &[u8], width: usize, order: Order<'_
     for (j, &r) in order.rows().iter().enumerate() {
         let start = r as usize * width;
         let value = &bytes[start..start + width];
+        debug_assert!(j < order.len());
         // SAFETY: `j < order.len()`, so the `width` bytes at `j * width` are within the
         // caller's `order.len() * width`; `value` is a distinct live slice.
         unsafe { std::ptr::copy_nonoverlapping(value.as_ptr(), dst.add(j * width), width) };

@@ -26,9 +26,11 @@
 
 mod append;
 mod bits;
+mod buffers;
 mod bytes;
 mod fixed;
 mod nested;
+mod order;
 
 use crate::error::{PartoutError, Result};
 use crate::plan::ScatterPlan;
@@ -40,7 +42,8 @@ use arrow_data::{ArrayData, ArrayDataBuilder};
 use arrow_schema::{DataType, UnionMode};
 use std::sync::Arc;
 
-pub use append::DestinationBuffers;
+pub use buffers::DestinationBuffers;
+pub(crate) use order::Order;
 
 /// Reusable buffers for the orders that nested columns derive for their children.
 ///
@@ -72,53 +75,6 @@ impl ScatterScratch {
     fn put_order(&mut self, mut order: Vec<u32>) {
         order.clear();
         self.orders.push(order);
-    }
-}
-
-/// Input rows in output order, every one below `bound`.
-///
-/// The invariant is what lets the kernels check one bound per column instead of one per row.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Order<'a> {
-    rows: &'a [u32],
-    bound: usize,
-}
-
-impl<'a> Order<'a> {
-    /// The order of a plan: a permutation of `0..plan.num_rows()`.
-    fn of_plan(plan: &'a ScatterPlan) -> Self {
-        Self {
-            rows: plan.order(),
-            bound: plan.num_rows(),
-        }
-    }
-
-    /// An order whose rows are all checked to be below `bound`.
-    #[cfg(test)]
-    pub(crate) fn try_new(rows: &'a [u32], bound: usize) -> Option<Self> {
-        rows.iter()
-            .all(|&r| (r as usize) < bound)
-            .then_some(Self { rows, bound })
-    }
-
-    /// # Safety
-    /// Every entry of `rows` must be below `bound`.
-    unsafe fn new_unchecked(rows: &'a [u32], bound: usize) -> Self {
-        debug_assert!(rows.iter().all(|&r| (r as usize) < bound));
-        Self { rows, bound }
-    }
-
-    pub(crate) fn rows(&self) -> &'a [u32] {
-        self.rows
-    }
-
-    /// Every row is below this.
-    pub(crate) fn bound(&self) -> usize {
-        self.bound
-    }
-
-    pub(crate) fn len(&self) -> usize {
-        self.rows.len()
     }
 }
 
@@ -285,6 +241,8 @@ fn plan_moving<T: fixed::Plain>(
         return Ok(None);
     };
     let (mut out, dst) = fixed::output::<T>(ids.len());
+    debug_assert!(out.capacity() >= ids.len());
+    debug_assert_eq!(out.as_ptr().cast::<T>(), dst.cast_const());
     // SAFETY: `dst` points at the start of `out`'s capacity of `ids.len()` values of `T`,
     // unused by anything else while the slice lives.
     let moved = unsafe {
@@ -505,9 +463,218 @@ fn scatter_dictionary(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
-    use arrow_array::{Int16Array, Int64Array, StringArray};
+    use arrow_array::types::{Int8Type, Int32Type, UInt16Type};
+    use arrow_array::{
+        DictionaryArray, FixedSizeListArray, Int8Array, Int16Array, Int32Array, Int64Array,
+        LargeListArray, ListArray, MapArray, StringArray, StringViewArray, StructArray,
+        UInt16Array, UnionArray,
+    };
+    use arrow_buffer::OffsetBuffer;
+    use arrow_schema::{Field, Fields, UnionFields};
+
+    /// Rows of the columns [`nested_columns`] builds.
+    pub(crate) const NESTED_ROWS: usize = 13;
+
+    /// Dictionary and nested columns of [`NESTED_ROWS`] rows, small enough for Miri: every one
+    /// a slice at a non-zero offset, with nulls at every level (rows, children, dictionary keys
+    /// and values), short and long strings.
+    pub(crate) fn nested_columns() -> Vec<ArrayRef> {
+        const SKIP: usize = 2;
+        let n = SKIP + NESTED_ROWS + 1;
+        let nullable = |name: &str, data_type: DataType| Field::new(name, data_type, true);
+        let every = |k: usize, r: usize| NullBuffer::from_iter((0..n).map(move |i| i % k != r));
+        let text = |i: usize| match i % 4 {
+            0 => String::new(),
+            1 => "ab".repeat(i % 3),
+            _ => format!("a value longer than twelve bytes, {i}"),
+        };
+        let strings = |len: usize| -> ArrayRef {
+            Arc::new(StringArray::from_iter(
+                (0..len).map(|i| (i % 5 != 3).then(|| text(i))),
+            ))
+        };
+        let ints = |len: usize| -> ArrayRef {
+            Arc::new(Int32Array::from_iter(
+                (0..len).map(|i| (i % 4 != 2).then_some(i as i32 * 7 - 20)),
+            ))
+        };
+        // Lengths 0 to 3, so some lists are empty.
+        let lengths = |len: usize| (0..len).map(|i| (i * 5 + 1) % 4);
+        let total = |len: usize| lengths(len).sum::<usize>();
+
+        let dictionary: ArrayRef = Arc::new(
+            DictionaryArray::<Int8Type>::try_new(
+                Int8Array::from_iter((0..n).map(|i| (i % 6 != 4).then_some((i % 4) as i8))),
+                Arc::new(StringArray::from(vec![
+                    Some("a"),
+                    None,
+                    Some("ccc"),
+                    Some("a dictionary value past twelve bytes"),
+                ])),
+            )
+            .unwrap(),
+        );
+        let struct_fields = Fields::from(vec![
+            nullable("a", DataType::Int32),
+            nullable("b", DataType::Utf8),
+        ]);
+        let structs: ArrayRef = Arc::new(
+            StructArray::try_new(struct_fields, vec![ints(n), strings(n)], Some(every(5, 1)))
+                .unwrap(),
+        );
+        let list: ArrayRef = Arc::new(
+            ListArray::try_new(
+                Arc::new(nullable("item", DataType::Int32)),
+                OffsetBuffer::from_lengths(lengths(n)),
+                ints(total(n)),
+                Some(every(4, 3)),
+            )
+            .unwrap(),
+        );
+        let views: ArrayRef = Arc::new(StringViewArray::from_iter(
+            (0..total(n)).map(|i| (i % 3 != 1).then(|| text(i))),
+        ));
+        let large_list: ArrayRef = Arc::new(
+            LargeListArray::try_new(
+                Arc::new(nullable("item", DataType::Utf8View)),
+                OffsetBuffer::from_lengths(lengths(n)),
+                views,
+                Some(every(3, 0)),
+            )
+            .unwrap(),
+        );
+        let fixed_size_list: ArrayRef = Arc::new(
+            FixedSizeListArray::try_new(
+                Arc::new(nullable("item", DataType::Int16)),
+                3,
+                Arc::new(Int16Array::from_iter(
+                    (0..3 * n).map(|i| (i % 7 != 5).then_some(i as i16)),
+                )),
+                Some(every(4, 0)),
+            )
+            .unwrap(),
+        );
+        let entries = Fields::from(vec![
+            Field::new("key", DataType::Utf8, false),
+            nullable("value", DataType::Int64),
+        ]);
+        let map: ArrayRef = Arc::new(
+            MapArray::try_new(
+                Arc::new(Field::new(
+                    "entries",
+                    DataType::Struct(entries.clone()),
+                    false,
+                )),
+                OffsetBuffer::from_lengths(lengths(n)),
+                StructArray::try_new(
+                    entries,
+                    vec![
+                        Arc::new(StringArray::from_iter_values((0..total(n)).map(text))),
+                        Arc::new(Int64Array::from_iter(
+                            (0..total(n)).map(|i| (i % 3 != 2).then_some(i as i64)),
+                        )),
+                    ],
+                    None,
+                )
+                .unwrap(),
+                Some(every(6, 2)),
+                false,
+            )
+            .unwrap(),
+        );
+        let list_of_dictionaries: ArrayRef = Arc::new(
+            ListArray::try_new(
+                Arc::new(nullable(
+                    "item",
+                    DataType::Dictionary(Box::new(DataType::UInt16), Box::new(DataType::Utf8)),
+                )),
+                OffsetBuffer::from_lengths(lengths(n)),
+                Arc::new(
+                    DictionaryArray::<UInt16Type>::try_new(
+                        UInt16Array::from_iter(
+                            (0..total(n)).map(|i| (i % 5 != 0).then_some((i % 3) as u16)),
+                        ),
+                        strings(3),
+                    )
+                    .unwrap(),
+                ),
+                None,
+            )
+            .unwrap(),
+        );
+        let union_fields = UnionFields::try_new(
+            vec![0, 5],
+            vec![
+                nullable("i", DataType::Int32),
+                nullable("s", DataType::Utf8),
+            ],
+        )
+        .unwrap();
+        let union: ArrayRef = Arc::new(
+            UnionArray::try_new(
+                union_fields,
+                (0..n).map(|i| if i % 3 == 1 { 5 } else { 0 }).collect(),
+                None,
+                vec![ints(n), strings(n)],
+            )
+            .unwrap(),
+        );
+        let dictionary_of_ints: ArrayRef = Arc::new(
+            DictionaryArray::<Int32Type>::try_new(
+                Int32Array::from_iter((0..n).map(|i| (i % 5 != 1).then_some((i % 2) as i32))),
+                Arc::new(Int64Array::from(vec![Some(-1), None])),
+            )
+            .unwrap(),
+        );
+        [
+            dictionary,
+            dictionary_of_ints,
+            structs,
+            list,
+            large_list,
+            fixed_size_list,
+            map,
+            list_of_dictionaries,
+            union,
+        ]
+        .into_iter()
+        .map(|column| column.slice(SKIP, NESTED_ROWS))
+        .collect()
+    }
+
+    /// Partition ids for [`NESTED_ROWS`] rows over 4 destinations, none of them 2: one
+    /// destination stays empty.
+    pub(crate) fn ids_leaving_one_empty() -> Vec<u32> {
+        (0..NESTED_ROWS as u32)
+            .map(|i| [3, 0, 1, 0, 3, 3, 1][i as usize % 7])
+            .collect()
+    }
+
+    /// The dictionary and nested kernels (the unsafe dictionary build, the derived child
+    /// orders) on sliced columns with nulls at every level, an empty destination and an empty
+    /// batch, against arrow's `take` by the plan's order.
+    #[test]
+    fn nested_and_dictionary_columns_move_like_take() {
+        let ids = ids_leaving_one_empty();
+        let mut plan = ScatterPlan::new();
+        plan.build(&ids, 4).unwrap();
+        assert!(plan.range(2).is_empty());
+        let mut empty = ScatterPlan::new();
+        empty.build(&[], 4).unwrap();
+        let mut scratch = ScatterScratch::new();
+        for column in nested_columns() {
+            let got = scatter_column(column.as_ref(), &plan, &mut scratch).unwrap();
+            got.to_data().validate_full().unwrap();
+            let indices = arrow_array::UInt32Array::from(plan.order().to_vec());
+            let want = arrow_select::take::take(column.as_ref(), &indices, None).unwrap();
+            assert_eq!(got.as_ref(), want.as_ref(), "{}", column.data_type());
+            let none = scatter_column(column.slice(4, 0).as_ref(), &empty, &mut scratch).unwrap();
+            assert_eq!(none.len(), 0, "{}", column.data_type());
+            none.to_data().validate_full().unwrap();
+        }
+    }
 
     /// The fused paths (values moved while planning, with and without an order), small
     /// enough for Miri.
