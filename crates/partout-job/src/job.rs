@@ -90,13 +90,8 @@ impl Job {
     /// partitioning or output format that does not fit the inputs' schema.
     pub fn try_new(options: JobOptions) -> Result<Self> {
         let started = Instant::now();
-        let max = partout_core::plan::MAX_PARTITIONS;
-        if !(1..=max).contains(&options.partitions) {
-            return Err(JobError::InvalidOption(format!(
-                "the partition count must be between 1 and {max}, got {}",
-                options.partitions
-            )));
-        }
+        partout_core::plan::check_partition_count(options.partitions)
+            .map_err(|e| JobError::InvalidOption(e.to_string()))?;
         check_output(&options.output, options.overwrite)?;
         let threads = match options.threads {
             Some(0) => {
