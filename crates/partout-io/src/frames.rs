@@ -5,7 +5,7 @@
 //! one frame. Pieces are grouped into frames of about the asked size, and a frame that would
 //! come out under half of it is merged into its neighbour, so no tiny trailing task is made.
 
-use crate::{Format, InputFile, IoError, Result, file_error, open};
+use crate::{Format, InputFile, IoError, Result, file_error, file_io_error, open};
 use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
 use parquet::arrow::arrow_reader::{
@@ -86,7 +86,8 @@ impl Frame {
                 groups,
                 rows,
             } => {
-                let handle = File::open(path).map_err(|e| file_error(path, e))?;
+                let handle =
+                    File::open(path).map_err(|e| file_io_error(path, "cannot be opened", e))?;
                 let mut builder =
                     ParquetRecordBatchReaderBuilder::new_with_metadata(handle, metadata.clone())
                         .with_batch_size(crate::BATCH_ROWS)
@@ -100,7 +101,8 @@ impl Frame {
                 Box::new(builder.build().map_err(|e| bad(&e))?)
             }
             Part::IpcFile { start, end } => {
-                let handle = File::open(path).map_err(|e| file_error(path, e))?;
+                let handle =
+                    File::open(path).map_err(|e| file_io_error(path, "cannot be opened", e))?;
                 let mut reader =
                     arrow_ipc::reader::FileReader::try_new(BufReader::new(handle), None)
                         .map_err(|e| bad(&e))?;
@@ -210,7 +212,8 @@ pub fn plan_frames_by(
         };
         let (file_schema, source) = match file.format {
             Format::Parquet => {
-                let handle = File::open(path).map_err(|e| file_error(path, e))?;
+                let handle =
+                    File::open(path).map_err(|e| file_io_error(path, "cannot be opened", e))?;
                 let metadata = ArrowReaderMetadata::load(&handle, ArrowReaderOptions::new())
                     .map_err(|e| bad(&e))?;
                 let group_rows: Vec<usize> = metadata
@@ -225,7 +228,8 @@ pub fn plan_frames_by(
                 )
             }
             Format::IpcFile => {
-                let handle = File::open(path).map_err(|e| file_error(path, e))?;
+                let handle =
+                    File::open(path).map_err(|e| file_io_error(path, "cannot be opened", e))?;
                 let reader = arrow_ipc::reader::FileReader::try_new(BufReader::new(handle), None)
                     .map_err(|e| bad(&e))?;
                 (reader.schema(), Source::IpcFile(reader.num_batches()))

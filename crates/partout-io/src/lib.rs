@@ -43,6 +43,9 @@ pub enum IoError {
         path: PathBuf,
         /// What went wrong.
         what: String,
+        /// The error that caused it, where the system or a format crate gave one (see
+        /// [`source`](std::error::Error::source)).
+        cause: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
     },
     /// The inputs cannot be read together (no files, different schemas, ...).
     Inputs(String),
@@ -51,13 +54,22 @@ pub enum IoError {
 impl fmt::Display for IoError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::File { path, what } => write!(f, "{}: {what}", path.display()),
+            Self::File { path, what, .. } => write!(f, "{}: {what}", path.display()),
             Self::Inputs(what) => write!(f, "{what}"),
         }
     }
 }
 
-impl std::error::Error for IoError {}
+impl std::error::Error for IoError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::File {
+                cause: Some(cause), ..
+            } => Some(cause.as_ref()),
+            _ => None,
+        }
+    }
+}
 
 /// The result type of partout-io.
 pub type Result<T, E = IoError> = std::result::Result<T, E>;
@@ -66,6 +78,16 @@ fn file_error(path: &Path, what: impl fmt::Display) -> IoError {
     IoError::File {
         path: path.to_path_buf(),
         what: what.to_string(),
+        cause: None,
+    }
+}
+
+/// `what` went wrong with `path`, caused by the system's error `e` (kept as the source).
+fn file_io_error(path: &Path, what: &str, e: std::io::Error) -> IoError {
+    IoError::File {
+        path: path.to_path_buf(),
+        what: what.to_string(),
+        cause: Some(Box::new(e)),
     }
 }
 
@@ -115,7 +137,7 @@ pub struct InputFile {
 pub fn discover(paths: &[PathBuf]) -> Result<Vec<InputFile>> {
     let mut files = Vec::new();
     for path in paths {
-        let meta = std::fs::metadata(path).map_err(|e| file_error(path, e))?;
+        let meta = std::fs::metadata(path).map_err(|e| file_io_error(path, "cannot be read", e))?;
         if meta.is_dir() {
             walk(path, &mut files)?;
         } else {
@@ -141,8 +163,12 @@ pub fn discover(paths: &[PathBuf]) -> Result<Vec<InputFile>> {
 
 fn walk(dir: &Path, files: &mut Vec<InputFile>) -> Result<()> {
     let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map_err(|e| file_error(dir, e))?
-        .map(|entry| entry.map(|e| e.path()).map_err(|e| file_error(dir, e)))
+        .map_err(|e| file_io_error(dir, "cannot be listed", e))?
+        .map(|entry| {
+            entry
+                .map(|e| e.path())
+                .map_err(|e| file_io_error(dir, "cannot be listed", e))
+        })
         .collect::<Result<_>>()?;
     entries.sort();
     for path in entries {
@@ -168,7 +194,7 @@ type Batches = Box<dyn Iterator<Item = std::result::Result<RecordBatch, ArrowErr
 /// given, and infer one otherwise.
 fn open(file: &InputFile, csv_schema: Option<&SchemaRef>) -> Result<(SchemaRef, Batches)> {
     let path = &file.path;
-    let handle = File::open(path).map_err(|e| file_error(path, e))?;
+    let handle = File::open(path).map_err(|e| file_io_error(path, "cannot be opened", e))?;
     let bad = |e: &dyn fmt::Display| {
         file_error(path, format!("not a readable {:?} file: {e}", file.format))
     };

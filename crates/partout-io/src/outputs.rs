@@ -534,7 +534,8 @@ impl BatchSink for ShuffleFile {
 /// index, a destination out of range, or a range past the data file's end or overlapping
 /// another.
 pub fn read_shuffle_index(index: &Path, data_len: u64) -> crate::Result<(u32, Vec<ShuffleRange>)> {
-    let bytes = std::fs::read(index).map_err(|e| crate::file_error(index, e))?;
+    let bytes =
+        std::fs::read(index).map_err(|e| crate::file_io_error(index, "cannot be read", e))?;
     let bad = |what: String| crate::file_error(index, format!("not a shuffle index: {what}"));
     if bytes.len() < 20 || &bytes[..8] != SHUFFLE_INDEX_MAGIC {
         return Err(bad("no PTSHUF01 header".into()));

@@ -340,3 +340,20 @@ fn shuffle_files_read_back_through_their_index_and_damage_is_named() {
     overlap[20 + 28 + 4..20 + 28 + 12].copy_from_slice(&0u64.to_le_bytes());
     check(&overlap, data.len() as u64, "overlaps");
 }
+
+/// A file that is not there: the error names it and keeps the system's error as its source.
+#[test]
+fn a_missing_file_keeps_the_systems_error_as_its_source() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing.parquet");
+    let err = discover(&[missing.clone()]).unwrap_err();
+    assert!(
+        matches!(&err, IoError::File { path, .. } if *path == missing),
+        "{err}"
+    );
+    let source = std::error::Error::source(&err).expect("a cause");
+    let io = source
+        .downcast_ref::<std::io::Error>()
+        .expect("the system's error");
+    assert_eq!(io.kind(), std::io::ErrorKind::NotFound);
+}
