@@ -346,7 +346,7 @@ fn shuffle_files_read_back_through_their_index_and_damage_is_named() {
 fn a_missing_file_keeps_the_systems_error_as_its_source() {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("missing.parquet");
-    let err = discover(&[missing.clone()]).unwrap_err();
+    let err = discover(std::slice::from_ref(&missing)).unwrap_err();
     assert!(
         matches!(&err, IoError::File { path, .. } if *path == missing),
         "{err}"
