@@ -5,17 +5,22 @@
 //! one frame. Pieces are grouped into frames of about the asked size, and a frame that would
 //! come out under half of it is merged into its neighbour, so no tiny trailing task is made.
 
-use crate::{Format, InputFile, IoError, Result, file_error, file_io_error, open};
+use crate::{
+    Contained, Format, InputFile, IoError, Result, contain, file_error, file_io_error, ipc_file,
+    open, parquet_metadata,
+};
 use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
 use parquet::arrow::arrow_reader::{
-    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder, RowSelection,
-    RowSelector,
+    ArrowReaderMetadata, ParquetRecordBatchReaderBuilder, RowSelection, RowSelector,
 };
 use std::fmt;
 use std::fs::File;
-use std::io::BufReader;
 use std::path::{Path, PathBuf};
+
+/// Bytes of a Parquet file per frame: a file is cut into about one frame per this many of
+/// its bytes at most (and one per row group), whatever rows its metadata claims.
+const PARQUET_BYTES_PER_FRAME: u64 = 64;
 
 /// What of its file a frame reads.
 #[derive(Clone)]
@@ -74,12 +79,6 @@ impl Frame {
     /// each naming the file.
     pub fn read(&self, schema: &SchemaRef) -> Result<FrameReader> {
         let path = &self.file.path;
-        let bad = |e: &dyn fmt::Display| {
-            file_error(
-                path,
-                format!("not a readable {:?} file: {e}", self.file.format),
-            )
-        };
         let batches: crate::Batches = match &self.part {
             Part::Parquet {
                 metadata,
@@ -88,26 +87,27 @@ impl Frame {
             } => {
                 let handle =
                     File::open(path).map_err(|e| file_io_error(path, "cannot be opened", e))?;
-                let mut builder =
-                    ParquetRecordBatchReaderBuilder::new_with_metadata(handle, metadata.clone())
-                        .with_batch_size(crate::BATCH_ROWS)
-                        .with_row_groups(groups.clone());
-                if let Some((from, to)) = *rows {
-                    builder = builder.with_row_selection(RowSelection::from(vec![
-                        RowSelector::skip(from),
-                        RowSelector::select(to - from),
-                    ]));
-                }
-                Box::new(builder.build().map_err(|e| bad(&e))?)
+                let reader = contain(&self.file, || {
+                    let mut builder = ParquetRecordBatchReaderBuilder::new_with_metadata(
+                        handle,
+                        metadata.clone(),
+                    )
+                    .with_batch_size(crate::BATCH_ROWS)
+                    .with_row_groups(groups.clone());
+                    if let Some((from, to)) = *rows {
+                        builder = builder.with_row_selection(RowSelection::from(vec![
+                            RowSelector::skip(from),
+                            RowSelector::select(to - from),
+                        ]));
+                    }
+                    builder.build()
+                })?;
+                Contained::boxed(Box::new(reader), self.rows)
             }
             Part::IpcFile { start, end } => {
-                let handle =
-                    File::open(path).map_err(|e| file_io_error(path, "cannot be opened", e))?;
-                let mut reader =
-                    arrow_ipc::reader::FileReader::try_new(BufReader::new(handle), None)
-                        .map_err(|e| bad(&e))?;
-                reader.set_index(*start).map_err(|e| bad(&e))?;
-                Box::new(reader.take(end - start))
+                let (_, reader) = ipc_file(&self.file)?;
+                let reader = contain(&self.file, || reader.with_range(*start, *end))?;
+                Contained::boxed(Box::new(reader), None)
             }
             Part::Whole => open(&self.file, Some(schema))?.1,
         };
@@ -173,7 +173,9 @@ pub struct Frames {
 impl Frames {
     /// Rows in all, when every frame knows its count.
     pub fn rows(&self) -> Option<u64> {
-        self.frames.iter().map(Frame::rows).sum()
+        self.frames
+            .iter()
+            .try_fold(0u64, |rows, frame| Some(rows.saturating_add(frame.rows()?)))
     }
 }
 
@@ -199,7 +201,8 @@ pub fn plan_frames_by(
 ) -> Result<Frames> {
     /// A file opened: its pieces, still to be cut.
     enum Source {
-        Parquet(ArrowReaderMetadata, Vec<usize>),
+        /// The metadata, the rows of each row group, the file's length.
+        Parquet(ArrowReaderMetadata, Vec<usize>, u64),
         IpcFile(usize),
         Whole,
     }
@@ -207,15 +210,11 @@ pub fn plan_frames_by(
     let mut opened = Vec::with_capacity(files.len());
     for file in files {
         let path = &file.path;
-        let bad = |e: &dyn fmt::Display| {
-            file_error(path, format!("not a readable {:?} file: {e}", file.format))
-        };
         let (file_schema, source) = match file.format {
             Format::Parquet => {
-                let handle =
-                    File::open(path).map_err(|e| file_io_error(path, "cannot be opened", e))?;
-                let metadata = ArrowReaderMetadata::load(&handle, ArrowReaderOptions::new())
-                    .map_err(|e| bad(&e))?;
+                let (handle, metadata) = parquet_metadata(file)?;
+                let len = handle.metadata().map_err(|e| file_error(path, e))?.len();
+                // (Row counts are checked not negative and to sum within i64.)
                 let group_rows: Vec<usize> = metadata
                     .metadata()
                     .row_groups()
@@ -224,15 +223,12 @@ pub fn plan_frames_by(
                     .collect();
                 (
                     metadata.schema().clone(),
-                    Source::Parquet(metadata, group_rows),
+                    Source::Parquet(metadata, group_rows, len),
                 )
             }
             Format::IpcFile => {
-                let handle =
-                    File::open(path).map_err(|e| file_io_error(path, "cannot be opened", e))?;
-                let reader = arrow_ipc::reader::FileReader::try_new(BufReader::new(handle), None)
-                    .map_err(|e| bad(&e))?;
-                (reader.schema(), Source::IpcFile(reader.num_batches()))
+                let (schema, reader) = ipc_file(file)?;
+                (schema, Source::IpcFile(reader.num_batches()))
             }
             Format::IpcStream | Format::Csv => (open(file, schema.as_ref())?.0, Source::Whole),
         };
@@ -252,10 +248,12 @@ pub fn plan_frames_by(
     let rows: Option<u64> = opened
         .iter()
         .map(|(_, source)| match source {
-            Source::Parquet(_, groups) => Some(groups.iter().map(|&r| r as u64).sum::<u64>()),
+            Source::Parquet(_, groups, _) => Some(groups.iter().map(|&r| r as u64).sum::<u64>()),
             _ => None,
         })
-        .sum();
+        .try_fold(0u64, |rows, file: Option<u64>| {
+            Some(rows.saturating_add(file?))
+        });
     // (Capped so that the sizing arithmetic below cannot overflow.)
     let frame_rows = frame_rows(rows).clamp(1, 1 << 40);
     let mut frames = Vec::new();
@@ -266,7 +264,11 @@ pub fn plan_frames_by(
             part,
         };
         match source {
-            Source::Parquet(metadata, group_rows) => {
+            Source::Parquet(metadata, group_rows, len) => {
+                // No more frames than the file's bytes could hold, however many rows it claims.
+                let max_frames = len / PARQUET_BYTES_PER_FRAME;
+                let rows: u64 = group_rows.iter().map(|&r| r as u64).sum();
+                let frame_rows = frame_rows.max(rows.div_ceil(max_frames.max(1)) as usize);
                 frames.extend(parquet_parts(&group_rows, frame_rows).into_iter().map(
                     |(groups, rows, count)| {
                         let part = Part::Parquet {
@@ -298,11 +300,11 @@ fn even_ranges(count: usize, per: usize) -> Vec<(usize, usize)> {
     if count == 0 {
         return Vec::new();
     }
-    let ranges = (count + per / 2) / per.max(1);
+    let ranges = count.saturating_add(per / 2) / per.max(1);
     let ranges = ranges.clamp(1, count);
-    (0..ranges)
-        .map(|i| (i * count / ranges, (i + 1) * count / ranges))
-        .collect()
+    // (In u128: `i * count` passes usize for counts of more than 2^32.)
+    let at = |i: usize| (i as u128 * count as u128 / ranges as u128) as usize;
+    (0..ranges).map(|i| (at(i), at(i + 1))).collect()
 }
 
 /// A Parquet frame: its row groups, its row range within them (when cut), its rows.
@@ -324,7 +326,8 @@ fn parquet_parts(group_rows: &[usize], frame_rows: usize) -> Vec<ParquetPart> {
         if rows == 0 {
             continue;
         }
-        if rows * 2 > frame_rows * 3 {
+        let frame_and_half = frame_rows.saturating_add(frame_rows / 2);
+        if rows > frame_and_half {
             close(&mut open, &mut parts);
             for (from, to) in even_ranges(rows, frame_rows) {
                 let range = (from, to);
@@ -332,7 +335,7 @@ fn parquet_parts(group_rows: &[usize], frame_rows: usize) -> Vec<ParquetPart> {
             }
             continue;
         }
-        if open.1 > 0 && open.1 + rows > frame_rows + frame_rows / 2 {
+        if open.1 > 0 && open.1 + rows > frame_and_half {
             close(&mut open, &mut parts);
         }
         open.0.push(g);
@@ -340,7 +343,7 @@ fn parquet_parts(group_rows: &[usize], frame_rows: usize) -> Vec<ParquetPart> {
     }
     // A small last frame joins the one before when that one is made of whole groups.
     if open.1 > 0
-        && open.1 * 2 < frame_rows
+        && open.1 < frame_rows.div_ceil(2)
         && let Some((groups, None, rows)) = parts.last_mut()
     {
         groups.append(&mut open.0);

@@ -10,17 +10,24 @@
 //! Outputs: [`DestinationFiles`], one file per destination (Arrow IPC stream, Presto pages or
 //! Parquet) that any number of writers share through their [`FilesHandle`]s, each destination
 //! behind its own lock; [`ShuffleFile`], one worker's data file and index of byte ranges
-//! ([`read_shuffle_index`] reads it back).
+//! ([`read_shuffle_index`] reads it back, [`parse_shuffle_index`] reads its bytes).
+//!
+//! Damaged inputs are errors naming the file, never panics, stack overflows or allocations
+//! of what the file claims: footers, messages and counts are checked against the file's size
+//! before a format crate is handed them, and what panics inside a format crate anyway is
+//! contained (see `contain`).
 
 #![forbid(unsafe_code)]
 
 mod frames;
+mod ipc;
 mod outputs;
+mod parquet_footer;
 
 pub use frames::{Frame, FrameReader, Frames, plan_frames, plan_frames_by};
 pub use outputs::{
     DestinationFile, DestinationFiles, FileFormat, FilesHandle, SHUFFLE_INDEX_MAGIC, ShuffleFile,
-    ShuffleRange, read_shuffle_index,
+    ShuffleRange, parse_shuffle_index, read_shuffle_index,
 };
 
 use arrow_array::RecordBatch;
@@ -28,6 +35,7 @@ use arrow_schema::{ArrowError, SchemaRef};
 use std::fmt;
 use std::fs::File;
 use std::io::{BufReader, Seek};
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 
 /// Rows per batch read from inputs that do not fix it themselves (Parquet, CSV).
@@ -190,59 +198,178 @@ fn walk(dir: &Path, files: &mut Vec<InputFile>) -> Result<()> {
 
 type Batches = Box<dyn Iterator<Item = std::result::Result<RecordBatch, ArrowError>>>;
 
+/// What a panic says.
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> &str {
+    payload
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("no message")
+}
+
+/// Runs `read`, a call into a format crate (parquet, arrow-ipc, arrow-csv) on `file`'s bytes,
+/// its errors and its panics made errors naming the file.
+///
+/// The format crates panic on some damaged input (arrow-ipc's schema conversion, which the
+/// Parquet reader uses for the Arrow schema a file carries, panics on malformed types; its
+/// buffer slicing asserts bounds): what partout can check cheaply it checks before calling
+/// (see the `ipc` and `parquet_footer` modules), the rest is contained here. A reader that
+/// panicked is not used again.
+fn contain<T, E: fmt::Display>(
+    file: &InputFile,
+    read: impl FnOnce() -> std::result::Result<T, E>,
+) -> Result<T> {
+    let not_readable = |what: &dyn fmt::Display| {
+        file_error(
+            &file.path,
+            format!("not a readable {:?} file: {what}", file.format),
+        )
+    };
+    match catch_unwind(AssertUnwindSafe(read)) {
+        Ok(result) => result.map_err(|e| not_readable(&e)),
+        Err(panic) => Err(not_readable(&format_args!(
+            "its reader failed: {}",
+            panic_message(panic.as_ref())
+        ))),
+    }
+}
+
+/// Batches from a format crate: a panic ends them with an error, and so does a count of rows
+/// other than the file's metadata claims for them (a Parquet reader stops quietly where a
+/// row group's pages end, however many rows the row group claims).
+struct Contained {
+    batches: Batches,
+    done: bool,
+    claimed_rows: Option<u64>,
+    rows: u64,
+}
+
+impl Contained {
+    fn boxed(batches: Batches, claimed_rows: Option<u64>) -> Batches {
+        Box::new(Self {
+            batches,
+            done: false,
+            claimed_rows,
+            rows: 0,
+        })
+    }
+}
+
+impl Iterator for Contained {
+    type Item = std::result::Result<RecordBatch, ArrowError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        let next = match catch_unwind(AssertUnwindSafe(|| self.batches.next())) {
+            Ok(Some(Ok(batch))) => {
+                self.rows += batch.num_rows() as u64;
+                return Some(Ok(batch));
+            }
+            Ok(Some(Err(e))) => Some(Err(e)),
+            Ok(None) => self
+                .claimed_rows
+                .filter(|&claimed| claimed != self.rows)
+                .map(|claimed| {
+                    Err(ArrowError::ParseError(format!(
+                        "its metadata claims {claimed} rows where its data holds {}",
+                        self.rows
+                    )))
+                }),
+            Err(panic) => Some(Err(ArrowError::ExternalError(
+                format!("its reader failed: {}", panic_message(panic.as_ref())).into(),
+            ))),
+        };
+        self.done = true;
+        next
+    }
+}
+
+/// Opens `file` and gives its length.
+fn open_file(file: &InputFile) -> Result<(File, u64)> {
+    let handle =
+        File::open(&file.path).map_err(|e| file_io_error(&file.path, "cannot be opened", e))?;
+    let len = handle
+        .metadata()
+        .map_err(|e| file_error(&file.path, e))?
+        .len();
+    Ok((handle, len))
+}
+
+/// The metadata of a Parquet file, checked.
+fn parquet_metadata(
+    file: &InputFile,
+) -> Result<(File, parquet::arrow::arrow_reader::ArrowReaderMetadata)> {
+    let (mut handle, len) = open_file(file)?;
+    let metadata = contain(file, || parquet_footer::read_metadata(&mut handle, len))?;
+    Ok((handle, metadata))
+}
+
+/// An Arrow IPC file opened, its footer read.
+fn ipc_file(file: &InputFile) -> Result<(SchemaRef, ipc::IpcFile<BufReader<File>>)> {
+    let (handle, len) = open_file(file)?;
+    contain(file, || ipc::IpcFile::try_new(BufReader::new(handle), len))
+}
+
 /// Opens one file as a stream of batches, with its schema. CSV files take `csv_schema` when
 /// given, and infer one otherwise.
 fn open(file: &InputFile, csv_schema: Option<&SchemaRef>) -> Result<(SchemaRef, Batches)> {
-    let path = &file.path;
-    let handle = File::open(path).map_err(|e| file_io_error(path, "cannot be opened", e))?;
-    let bad = |e: &dyn fmt::Display| {
-        file_error(path, format!("not a readable {:?} file: {e}", file.format))
-    };
-    Ok(match file.format {
+    let mut claimed_rows = None;
+    let (schema, batches): (SchemaRef, Batches) = match file.format {
         Format::Parquet => {
-            let builder =
-                parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(handle)
-                    .map_err(|e| bad(&e))?;
-            let reader = builder
+            let (handle, metadata) = parquet_metadata(file)?;
+            // (Checked not negative and to sum within i64.)
+            let rows = metadata
+                .metadata()
+                .row_groups()
+                .iter()
+                .map(|g| g.num_rows() as u64);
+            claimed_rows = Some(rows.sum());
+            let reader = contain(file, || {
+                parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::new_with_metadata(
+                    handle, metadata,
+                )
                 .with_batch_size(BATCH_ROWS)
                 .build()
-                .map_err(|e| bad(&e))?;
+            })?;
             let schema = arrow_array::RecordBatchReader::schema(&reader);
             (schema, Box::new(reader))
         }
         Format::IpcFile => {
-            let reader = arrow_ipc::reader::FileReader::try_new(BufReader::new(handle), None)
-                .map_err(|e| bad(&e))?;
-            let schema = reader.schema();
+            let (schema, reader) = ipc_file(file)?;
             (schema, Box::new(reader))
         }
         Format::IpcStream => {
-            let reader = arrow_ipc::reader::StreamReader::try_new(BufReader::new(handle), None)
-                .map_err(|e| bad(&e))?;
-            let schema = reader.schema();
+            let (handle, len) = open_file(file)?;
+            let (schema, reader) = contain(file, || {
+                ipc::IpcStream::try_new(BufReader::new(handle), len)
+            })?;
             (schema, Box::new(reader))
         }
         Format::Csv => {
+            let (handle, _) = open_file(file)?;
             let mut handle = BufReader::new(handle);
             let schema = match csv_schema {
                 Some(schema) => schema.clone(),
                 None => {
                     let format = arrow_csv::reader::Format::default().with_header(true);
-                    let (schema, _) = format
-                        .infer_schema(&mut handle, Some(10_000))
-                        .map_err(|e| bad(&e))?;
-                    handle.rewind().map_err(|e| file_error(path, e))?;
+                    let (schema, _) =
+                        contain(file, || format.infer_schema(&mut handle, Some(10_000)))?;
+                    handle.rewind().map_err(|e| file_error(&file.path, e))?;
                     std::sync::Arc::new(schema)
                 }
             };
-            let reader = arrow_csv::ReaderBuilder::new(schema.clone())
-                .with_header(true)
-                .with_batch_size(BATCH_ROWS)
-                .build(handle)
-                .map_err(|e| bad(&e))?;
+            let reader = contain(file, || {
+                arrow_csv::ReaderBuilder::new(schema.clone())
+                    .with_header(true)
+                    .with_batch_size(BATCH_ROWS)
+                    .build(handle)
+            })?;
             (schema, Box::new(reader))
         }
-    })
+    };
+    Ok((schema, Contained::boxed(batches, claimed_rows)))
 }
 
 /// Reads input files one after the other as one stream of batches of one schema.

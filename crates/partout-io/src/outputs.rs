@@ -530,12 +530,43 @@ impl BatchSink for ShuffleFile {
 /// file's size.
 ///
 /// # Errors
-/// [`crate::IoError::File`] naming the index for a missing magic, a truncated or overlong
-/// index, a destination out of range, or a range past the data file's end or overlapping
-/// another.
+/// [`crate::IoError::File`] naming the index when it cannot be read, or for anything
+/// [`parse_shuffle_index`] refuses.
 pub fn read_shuffle_index(index: &Path, data_len: u64) -> crate::Result<(u32, Vec<ShuffleRange>)> {
     let bytes =
         std::fs::read(index).map_err(|e| crate::file_io_error(index, "cannot be read", e))?;
+    parse_shuffle_index(index, &bytes, data_len)
+}
+
+/// Parses the bytes of the shuffle index `index` (the file named in errors): the destination
+/// count and the ranges, checked against the data file's size `data_len`.
+///
+/// ```
+/// use partout_io::{SHUFFLE_INDEX_MAGIC, ShuffleRange, parse_shuffle_index};
+/// let mut index = SHUFFLE_INDEX_MAGIC.to_vec();
+/// index.extend_from_slice(&2u32.to_le_bytes()); // destinations
+/// index.extend_from_slice(&1u64.to_le_bytes()); // ranges
+/// for field in [1u32.to_le_bytes().as_slice(), &0u64.to_le_bytes(), &100u64.to_le_bytes(), &7u64.to_le_bytes()] {
+///     index.extend_from_slice(field);
+/// }
+/// let path = std::path::Path::new("w0.index");
+/// let (destinations, ranges) = parse_shuffle_index(path, &index, 100).unwrap();
+/// assert_eq!(destinations, 2);
+/// assert_eq!(ranges, [ShuffleRange { destination: 1, offset: 0, len: 100, rows: 7 }]);
+/// // A data file shorter than the ranges is an error naming the index.
+/// let err = parse_shuffle_index(path, &index, 99).unwrap_err();
+/// assert!(err.to_string().starts_with("w0.index: "), "{err}");
+/// ```
+///
+/// # Errors
+/// [`crate::IoError::File`] naming `index` for a missing magic, a truncated or overlong
+/// index, a destination out of range, or a range past the data file's end or overlapping
+/// another.
+pub fn parse_shuffle_index(
+    index: &Path,
+    bytes: &[u8],
+    data_len: u64,
+) -> crate::Result<(u32, Vec<ShuffleRange>)> {
     let bad = |what: String| crate::file_error(index, format!("not a shuffle index: {what}"));
     if bytes.len() < 20 || &bytes[..8] != SHUFFLE_INDEX_MAGIC {
         return Err(bad("no PTSHUF01 header".into()));
