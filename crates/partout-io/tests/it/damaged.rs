@@ -24,11 +24,10 @@ fn read_all_ways(name: &str, bytes: &[u8]) -> String {
         }) if named == path => errors.push(what),
         Err(e) => panic!("an error not naming {name}: {e}"),
     };
-    keep(InputReader::try_new(files.clone()).and_then(|reader| {
-        reader
-            .map(|batch| batch.map(drop))
-            .collect::<Result<(), _>>()
-    }));
+    keep(
+        InputReader::try_new(files.clone())
+            .and_then(|mut reader| reader.try_for_each(|batch| batch.map(drop))),
+    );
     for frame_rows in [1, 1 << 20] {
         keep(plan_frames(&files, frame_rows).and_then(|frames| {
             for frame in &frames.frames {
