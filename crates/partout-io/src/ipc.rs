@@ -50,9 +50,13 @@ fn check_message(flatbuffer: &[u8], body: &[u8]) -> Result<(), ArrowError> {
         .map_err(|e| corrupt(format!("a message that is not one: {e}")))?;
     let batch = match parsed.header_type() {
         MessageHeader::RecordBatch => parsed.header_as_record_batch(),
-        MessageHeader::DictionaryBatch => {
-            parsed.header_as_dictionary_batch().and_then(|d| d.data())
-        }
+        // (arrow-ipc unwraps a dictionary's data.)
+        MessageHeader::DictionaryBatch => Some(
+            parsed
+                .header_as_dictionary_batch()
+                .and_then(|d| d.data())
+                .ok_or_else(|| corrupt("a dictionary batch without data"))?,
+        ),
         _ => None,
     };
     let Some(batch) = batch else {
@@ -85,6 +89,16 @@ fn check_message(flatbuffer: &[u8], body: &[u8]) -> Result<(), ArrowError> {
         }
     }
     Ok(())
+}
+
+/// An IPC schema as an Arrow schema. arrow-ipc's conversion unwraps the list of fields (the
+/// commonest damage the fuzzer made), checked here; it panics on malformed types too, which
+/// the caller contains.
+fn convert_schema(schema: arrow_ipc::Schema<'_>) -> Result<arrow_schema::Schema, ArrowError> {
+    if schema.fields().is_none() {
+        return Err(corrupt("a schema without its list of fields"));
+    }
+    Ok(arrow_ipc::convert::fb_to_schema(schema))
 }
 
 /// One message of a stream: its bytes (prefix, flatbuffer, body), where its flatbuffer and its
@@ -129,7 +143,7 @@ impl<R: Read> IpcStream<R> {
         let schema = parsed
             .header_as_schema()
             .ok_or_else(|| corrupt("a stream that does not start with its schema"))?;
-        stream.schema = Arc::new(arrow_ipc::convert::fb_to_schema(schema));
+        stream.schema = Arc::new(convert_schema(schema)?);
         Ok((stream.schema.clone(), stream))
     }
 
@@ -279,7 +293,7 @@ impl<R: Read + Seek> IpcFile<R> {
         if !ipc_schema.endianness().equals_to_target_endianness() {
             return Err(corrupt("a file of the other endianness"));
         }
-        let schema = Arc::new(arrow_ipc::convert::fb_to_schema(ipc_schema));
+        let schema = Arc::new(convert_schema(ipc_schema)?);
         let check = |kind: &str, block: &Block| {
             let meta = u64::try_from(block.metaDataLength())
                 .ok()

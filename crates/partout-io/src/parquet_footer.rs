@@ -2,12 +2,17 @@
 //!
 //! The parquet crate builds the schema tree by recursion, one call per level, and sizes some
 //! vectors by the counts the footer claims: a footer of a few kilobytes could overflow the
-//! stack or ask for terabytes. So the footer's Thrift is scanned first, without recursion into
-//! the schema: the schema's depth is bounded, no group claims more children than there are
-//! schema elements after it, and no list claims more elements than there are bytes left.
-//! Once parsed, the metadata is checked against the file: row counts are not negative and sum
-//! within `i64`, and every column chunk lies inside the file (a page is read into a buffer of
-//! its claimed size, which is bounded by its chunk's).
+//! stack or ask for hundreds of gigabytes. So the footer's Thrift is scanned first, up to the
+//! row groups, reading every field as the parquet crate (59) reads it, and without recursion
+//! into the schema: the schema's depth is bounded, no group claims more children than there
+//! are schema elements after it, and no list claims more elements than there are bytes left.
+//! The scan takes the fields in the order every writer writes them (version, schema, rows,
+//! row groups). Once parsed, the metadata is checked against the file: row counts are not
+//! negative and sum within `i64`, and every column chunk lies inside the file (a page is read
+//! into a buffer of its claimed size, which is bounded by its chunk's).
+//!
+//! A new version of the parquet crate may read the footer otherwise: the scan is to be
+//! reviewed with it.
 //!
 //! ```text
 //! file:  [ "PAR1" | column chunks ... | footer (Thrift compact FileMetaData) | len u32 | "PAR1" ]
@@ -23,7 +28,7 @@ use std::sync::Arc;
 
 /// The deepest schema read: groups within groups, the root included. arrow-ipc's readers
 /// refuse IPC schemas nested deeper than about 60 levels in the same way.
-pub(crate) const MAX_SCHEMA_DEPTH: usize = 64;
+const MAX_SCHEMA_DEPTH: usize = 64;
 
 /// Reads and checks the metadata of the Parquet file `file`, `len` bytes long.
 ///

@@ -144,8 +144,8 @@ fn parquet_schema_nested_thousands_deep_is_an_error_not_a_stack_overflow() {
 
 #[test]
 fn parquet_footer_claiming_billions_of_row_groups_is_an_error() {
-    // The parquet crate made room for the row groups the list header claims, before reading
-    // them: 2^31 - 1 of them in a 60-byte file.
+    // The parquet crate made room for the row groups the list header claims before reading
+    // them: 2^31 - 1 of them, 206 GB, for a 46-byte file.
     let errors = read_all_ways(
         "groups.parquet",
         &parquet_of_footer(&footer(1, i32::MAX as u64)),
@@ -155,7 +155,8 @@ fn parquet_footer_claiming_billions_of_row_groups_is_an_error() {
 
 #[test]
 fn parquet_schema_element_claiming_more_children_than_elements_is_an_error() {
-    // The parquet crate made room for the children a group claims before reading them.
+    // The parquet crate made room for the children a group claims before reading them
+    // (17 GB, for a 46-byte file).
     let mut t = Thrift::default();
     t.int(1, I32, 1).list(1, STRUCT, 2);
     t.element(Some(i32::MAX as i64), true).element(None, false);
@@ -193,7 +194,8 @@ fn parquet_with_metadata(
 
 #[test]
 fn parquet_row_group_claiming_2_pow_62_rows_is_not_cut_into_2_pow_62_frames() {
-    // Frames of one row cut a row group into as many frames as it claims rows.
+    // Frames of one row cut a row group into as many frames as it claims rows (a vector of
+    // 2^62 ranges: a capacity overflow panic).
     let bytes = parquet_with_metadata(|mut m| {
         let mut groups = m.take_row_groups();
         groups[0] = groups[0]
@@ -223,7 +225,8 @@ fn parquet_row_group_claiming_2_pow_62_rows_is_not_cut_into_2_pow_62_frames() {
 
 #[test]
 fn parquet_row_counts_past_i64_are_an_error() {
-    // Summed, they wrapped (or panicked, with overflow checks).
+    // Each was cut into a frame per row too, and their sum wrapped (or panicked, with
+    // overflow checks).
     let bytes = parquet_with_metadata(|mut m| {
         let groups = m
             .take_row_groups()
@@ -245,7 +248,8 @@ fn parquet_column_chunk_outside_the_file_is_an_error() {
         parquet::file::metadata::ColumnChunkMetaDataBuilder,
     ) -> parquet::file::metadata::ColumnChunkMetaDataBuilder;
     let changes: [(&str, Change); 3] = [
-        // A page of the claimed size was read into a buffer of that size.
+        // (An error before too, from the pages; checked first, it bounds a page's claimed
+        // size by the file's.)
         ("past", |c| c.set_total_compressed_size(i64::MAX / 2)),
         // `ColumnChunkMetaData::byte_range` asserted.
         ("negative", |c| {
@@ -432,11 +436,17 @@ fn files_claiming_nothing_odd_still_read() {
 fn ipc_inputs_found_by_fuzzing_are_errors() {
     let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
     for (name, what) in [
-        // arrow-ipc's schema conversion panicked (contained).
+        // arrow-ipc's schema conversion unwrapped the list of fields (checked first).
         (
             "schema-without-fields.arrow",
-            "its reader failed: called `Option::unwrap()` on a `None` value",
+            "a schema without its list of fields",
         ),
+        // arrow-ipc unwrapped a dictionary batch's data (checked first).
+        (
+            "dictionary-batch-without-data.arrows",
+            "a dictionary batch without data",
+        ),
+        // arrow-ipc's schema conversion panicked on a malformed type (contained).
         (
             "type-none.arrow",
             "its reader failed: not implemented: Type NONE not supported",
