@@ -183,3 +183,37 @@ fn a_schema_nested_ten_thousand_deep_is_an_error_not_a_stack_overflow() {
     assert!(deepest >= 16, "only {deepest} levels decode");
     assert!(decode_on_small_stack(nested_list_stream(deepest + 1, true)).is_err());
 }
+
+/// Streams the fuzzer (`fuzz/fuzz_targets/ipc_decode.rs`) found that made arrow-ipc's reader
+/// panic, each now refused before the reader sees it: a field of type NONE
+/// (`unimplemented!`), a schema without a fields vector (`unwrap` on `None`), a column with
+/// nulls and fewer null bits than rows (an assertion in `BooleanBuffer::new`), and an offsets
+/// buffer whose length is not a whole number of `i32`s (an assertion in `typed_data`).
+#[test]
+fn streams_that_panicked_arrow_ipc_are_errors() {
+    let cases: [(&[u8], &str); 4] = [
+        (
+            include_bytes!("data/ipc_panics/field_type_none.arrows"),
+            "unknown type NONE",
+        ),
+        (
+            include_bytes!("data/ipc_panics/schema_without_fields.arrows"),
+            "schema: no fields",
+        ),
+        (
+            include_bytes!("data/ipc_panics/null_bits_shorter_than_rows.arrows"),
+            "bytes of null bits",
+        ),
+        (
+            include_bytes!("data/ipc_panics/offsets_not_whole_i32s.arrows"),
+            "for values of 4 bytes",
+        ),
+    ];
+    for (bytes, want) in cases {
+        let err = decode_stream(bytes).unwrap_err().to_string();
+        assert!(
+            err.starts_with("corrupt input: Arrow IPC stream at byte") && err.contains(want),
+            "{err:?} should say {want:?}"
+        );
+    }
+}
