@@ -22,7 +22,7 @@
 //! Validity is kept only once a null arrives; a destination that never received one gets no
 //! null buffer.
 
-use super::{Order, ScatterScratch, bits, bytes, scatter_array};
+use super::{Order, bits, bytes};
 use crate::error::Result;
 use arrow_array::cast::AsArray;
 use arrow_array::{Array, ArrayRef, BooleanArray, NullArray, make_array, new_empty_array};
@@ -151,7 +151,7 @@ impl<'a> Rows<'a> {
     }
 
     /// The rows as an order.
-    fn order(&self) -> Order<'a> {
+    pub(super) fn order(&self) -> Order<'a> {
         match self {
             Rows::Order(order) | Rows::Range(_, order) => *order,
         }
@@ -168,15 +168,15 @@ pub(super) struct Source<'a> {
 }
 
 /// Appends `rows` of one source column to one destination's column, which holds `before`
-/// rows, for every kind but those moved as runs ([`Kind::run_width`]).
+/// rows, for every kind but those moved as runs ([`Kind::run_width`]) and as pieces
+/// ([`push_piece`]). It cannot fail: the caller checked the room for the bytes.
 pub(super) fn append_column(
     kind: Kind,
     source: &Source<'_>,
     rows: Rows<'_>,
     before: usize,
     column: &mut ColumnBuffer,
-    scratch: &mut ScatterScratch,
-) -> Result<()> {
+) {
     let order = rows.order();
     match kind {
         Kind::Null => {}
@@ -187,17 +187,17 @@ pub(super) fn append_column(
         }
         Kind::Bytes32 => append_bytes::<i32>(source.array, rows.clone(), column),
         Kind::Bytes64 => append_bytes::<i64>(source.array, rows.clone(), column),
-        Kind::Pieces => {
-            // Moving the rows makes the piece own exactly them (no slice of the whole batch is
-            // kept alive); validity moves with it.
-            let piece = scatter_array(source.array, order, scratch)?;
-            column.pieces_bytes += piece_bytes(piece.as_ref());
-            column.pieces.push(piece);
-            return Ok(());
-        }
+        Kind::Pieces => unreachable!("moved by the caller, before the other kinds"),
     }
     append_validity(source, rows, before, column);
-    Ok(())
+}
+
+/// Adds the rows of a dictionary or nested column that a destination receives, moved by
+/// [`scatter_array`](super::scatter_array) (so the piece owns exactly them: no slice of the whole batch is kept
+/// alive; validity moves with it), to its column.
+pub(super) fn push_piece(piece: ArrayRef, column: &mut ColumnBuffer) {
+    column.pieces_bytes += piece_bytes(piece.as_ref());
+    column.pieces.push(piece);
 }
 
 /// Appends a run of fixed-width values (`run`, already in destination order) to a

@@ -15,8 +15,8 @@
 //! steady state no buffer is allocated.
 
 use super::append::{
-    ColumnBuffer, Kind, Rows, Source, append_column, append_run, append_validity, take_column,
-    var_offsets,
+    ColumnBuffer, Kind, Rows, Source, append_column, append_run, append_validity, push_piece,
+    take_column, var_offsets,
 };
 use super::{Order, ScatterScratch, bits, fixed, fixed_bytes, scatter_array, view_parts};
 use crate::batch::PartitionedBatch;
@@ -169,8 +169,10 @@ impl DestinationBuffers {
     /// # Errors
     /// [`PartoutError::InvalidArgument`] when the batch does not match the schema, the plan
     /// (its row count) or the destination count; [`PartoutError::TooLarge`] when a
-    /// destination's Utf8/Binary bytes would pass `i32::MAX`, or its view data `u32::MAX`.
-    /// On error nothing is appended.
+    /// destination's Utf8/Binary bytes would pass `i32::MAX`, or its view data `u32::MAX`, or
+    /// when a list's child in the batch has more than `u32::MAX` values; [`PartoutError::Arrow`]
+    /// when arrow refuses a moved dictionary or nested column. On error nothing is appended:
+    /// the buffers are as they were.
     pub fn append(&mut self, batch: &RecordBatch, plan: &ScatterPlan) -> Result<()> {
         self.check(batch, plan.offsets())?;
         if batch.num_rows() == 0 {
@@ -285,8 +287,33 @@ impl DestinationBuffers {
             (None, Some(identity)) => Rows::Range(range.clone(), identity.slice(range)),
             (None, None) => unreachable!("the identity order is built whenever there is no other"),
         };
+        // Dictionary and nested columns first: moving their rows is the one step that can fail,
+        // and nothing is appended until it has succeeded for every destination.
+        let mut pieces = Vec::new();
+        for (c, column) in batch.columns().iter().enumerate() {
+            if self.kinds[c] != Kind::Pieces {
+                continue;
+            }
+            for p in 0..self.destinations.len() {
+                let range = offsets[p] as usize..offsets[p + 1] as usize;
+                if !range.is_empty() {
+                    let order = rows_of(range).order();
+                    pieces.push((
+                        p,
+                        c,
+                        scatter_array(column.as_ref(), order, &mut self.scratch)?,
+                    ));
+                }
+            }
+        }
+        for (p, c, piece) in pieces {
+            push_piece(piece, &mut self.destinations[p].columns[c]);
+        }
         for (c, column) in batch.columns().iter().enumerate() {
             let kind = self.kinds[c];
+            if kind == Kind::Pieces {
+                continue;
+            }
             let array = column.as_ref();
             let nulls = array.nulls().filter(|n| n.null_count() > 0).map(|nulls| {
                 bits::unpack_rows(
@@ -360,8 +387,7 @@ impl DestinationBuffers {
                     rows_of(range),
                     destination.rows,
                     &mut destination.columns[c],
-                    &mut self.scratch,
-                )?;
+                );
             }
         }
         for (p, destination) in self.destinations.iter_mut().enumerate() {

@@ -179,6 +179,58 @@ fn mismatched_batches_are_refused_and_change_nothing() {
     assert!(DestinationBuffers::try_new(batch.schema(), 0).is_err());
 }
 
+/// A nested column whose rows cannot be moved (a list child past `u32::MAX` values: a
+/// `LargeList` of nulls costs no memory) is refused after the plan and room checks pass; the
+/// columns before it must not have been appended either, and the buffers stay usable.
+#[test]
+fn a_batch_refused_while_moving_a_nested_column_changes_nothing() {
+    use arrow_array::{Int64Array, LargeListArray, NullArray};
+    use arrow_buffer::OffsetBuffer;
+    use arrow_schema::Field;
+    use std::sync::Arc;
+
+    let child_len = u32::MAX as usize + 2;
+    let lists = LargeListArray::new(
+        Arc::new(Field::new_list_field(DataType::Null, true)),
+        OffsetBuffer::new(vec![0i64, 1, child_len as i64].into()),
+        Arc::new(NullArray::new(child_len)),
+        None,
+    );
+    let numbers: Arc<dyn Array> = Arc::new(Int64Array::from(vec![7, 8]));
+    let huge = RecordBatch::try_from_iter([("n", numbers.clone()), ("l", Arc::new(lists) as _)])
+        .unwrap();
+    let mut buffers = DestinationBuffers::try_new(huge.schema(), 2).unwrap();
+    let mut plan = ScatterPlan::new();
+    plan.build(&[0, 1], 2).unwrap();
+    let err = buffers.append(&huge, &plan).unwrap_err();
+    assert!(matches!(err, PartoutError::TooLarge(_)), "{err}");
+    for p in 0..2 {
+        assert_eq!(buffers.rows(p), 0, "destination {p}");
+    }
+    assert_eq!(buffers.buffered_bytes(), 0);
+
+    // A batch that fits goes in whole afterwards, its columns of equal length.
+    let small = huge.slice(0, 1);
+    let small = RecordBatch::try_new(
+        small.schema(),
+        vec![
+            small.column(0).clone(),
+            Arc::new(LargeListArray::new(
+                Arc::new(Field::new_list_field(DataType::Null, true)),
+                OffsetBuffer::new(vec![0i64, 3].into()),
+                Arc::new(NullArray::new(3)),
+                None,
+            )),
+        ],
+    )
+    .unwrap();
+    plan.build(&[1], 2).unwrap();
+    buffers.append(&small, &plan).unwrap();
+    assert_eq!(buffers.rows(1), 1);
+    let taken = buffers.take(1).unwrap();
+    assert_eq!(taken, small);
+}
+
 #[test]
 fn unsupported_types_are_refused_up_front() {
     let mut rng = rng(3);
