@@ -197,8 +197,8 @@ fn a_batch_refused_while_moving_a_nested_column_changes_nothing() {
         None,
     );
     let numbers: Arc<dyn Array> = Arc::new(Int64Array::from(vec![7, 8]));
-    let huge = RecordBatch::try_from_iter([("n", numbers.clone()), ("l", Arc::new(lists) as _)])
-        .unwrap();
+    let huge =
+        RecordBatch::try_from_iter([("n", numbers.clone()), ("l", Arc::new(lists) as _)]).unwrap();
     let mut buffers = DestinationBuffers::try_new(huge.schema(), 2).unwrap();
     let mut plan = ScatterPlan::new();
     plan.build(&[0, 1], 2).unwrap();
