@@ -11,24 +11,21 @@ pub struct WriterMetrics {
     pub rows_in: u64,
     /// Rows written to destinations (more than `rows_in` when rows are replicated).
     pub rows_out: u64,
-    /// Bytes of row data taken in (values, offsets, validity), buffered or written directly.
+    /// Bytes of row data taken into the buffers (values, offsets, validity).
     pub bytes_in: u64,
     /// Encoded bytes handed to the sink.
     pub bytes_out: u64,
-    /// Batches of buffered rows handed to the output (one per destination flush).
+    /// Record batches encoded (one per destination flush).
     pub flushes: u64,
-    /// Runs handed to the output straight from a batch, without buffering
-    /// ([`WriterOptions::direct_bytes`](crate::WriterOptions::direct_bytes)).
-    pub direct_writes: u64,
     /// Flushes forced by the memory limit.
     pub memory_flushes: u64,
     /// The most buffer memory held at once.
     pub peak_held_bytes: u64,
     /// Time computing partition ids.
     pub ids_time: Duration,
-    /// Time moving rows into the buffers (or laying batches out by destination).
+    /// Time moving rows into the buffers.
     pub scatter_time: Duration,
-    /// Time building and encoding flushed batches and direct runs.
+    /// Time building and encoding flushed batches.
     pub encode_time: Duration,
     /// Time in the byte sink (part of the output's time, where the output can tell it apart).
     pub sink_time: Duration,

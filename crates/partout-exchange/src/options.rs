@@ -48,16 +48,6 @@ pub struct WriterOptions {
     pub seed: u64,
     /// How rows reach the buffers (default [`Strategy::Direct`]).
     pub strategy: Strategy,
-    /// A destination's rows of one batch that come to this many bytes (by the batch's bytes
-    /// per row) skip the buffers: the batch is laid out destination by destination, and each
-    /// such run goes to the output as a batch of its own, after what the destination held
-    /// (default 16 KiB; `usize::MAX` buffers every row). Few destinations make long runs:
-    /// written while the batch is in cache, they skip a copy into the buffers and the cold
-    /// read back at the flush. Many destinations make short runs, which gather in the buffers
-    /// into batches large enough to encode well. A batch with such runs is laid out into new
-    /// arrays, freed once its runs are written; appends without one allocate nothing once the
-    /// buffers have grown.
-    pub direct_bytes: usize,
 }
 
 impl Default for WriterOptions {
@@ -69,7 +59,6 @@ impl Default for WriterOptions {
             replicate_nulls_and_any: false,
             seed: 0,
             strategy: Strategy::Direct,
-            direct_bytes: 16 << 10,
         }
     }
 }
@@ -111,17 +100,11 @@ impl WriterOptions {
         self
     }
 
-    /// Sets [`direct_bytes`](Self::direct_bytes).
-    pub fn with_direct_bytes(mut self, bytes: usize) -> Self {
-        self.direct_bytes = bytes;
-        self
-    }
-
     /// Checks that the options can work.
     ///
     /// # Errors
     /// [`WriterError::InvalidOption`] naming the option and its value: a zero target, a
-    /// jitter outside 0..=0.9, a memory limit below the target, a zero `direct_bytes`.
+    /// jitter outside 0..=0.9, a memory limit below the target.
     pub fn validate(&self) -> Result<()> {
         let invalid = |what: String| Err(WriterError::InvalidOption(what));
         if self.target_bytes == 0 {
@@ -132,9 +115,6 @@ impl WriterOptions {
                 "jitter must be between 0 and 0.9, got {}",
                 self.jitter
             ));
-        }
-        if self.direct_bytes == 0 {
-            return invalid("direct_bytes must be at least 1, got 0".into());
         }
         if self.memory_limit < self.target_bytes {
             return invalid(format!(
@@ -158,10 +138,6 @@ mod tests {
                 "target_bytes",
             ),
             (WriterOptions::default().with_jitter(-0.1), "jitter"),
-            (
-                WriterOptions::default().with_direct_bytes(0),
-                "direct_bytes",
-            ),
             (WriterOptions::default().with_jitter(f64::NAN), "jitter"),
             (
                 WriterOptions::default()

@@ -2,10 +2,8 @@
 //!
 //! ```text
 //!  append(batch) ─► ids ─► plan ─► rows appended to destination buffers
-//!                          │        └─ destination p ≥ its target ─► take ─► output.write_batch(p, batch)
-//!                          │        └─ all buffers > memory limit  ─► flush the largest first
-//!                          └─ a run ≥ direct_bytes ─► batch laid out by destination ─► output.write_batch(p, run)
-//!                                                     (p's buffered rows flushed first; the other runs buffered)
+//!                                   └─ destination p ≥ its target ─► take ─► output.write_batch(p, batch)
+//!                                   └─ all buffers > memory limit  ─► flush the largest first
 //!  finish()      ─► flush the rest, output.finish() (ends every destination's output)
 //! ```
 //!
@@ -102,10 +100,6 @@ pub struct PartitionedWriter<O: BatchSink> {
     id_buffer: Vec<u32>,
     plan: ScatterPlan,
     partitioner: Option<Partitioner>,
-    /// Lays out batches with runs to write directly, under [`Strategy::Direct`].
-    direct_partitioner: Option<Partitioner>,
-    /// Which destinations' runs of the current batch go straight to the output.
-    direct: Vec<bool>,
     buffers: DestinationBuffers,
     targets: Vec<usize>,
     base_target: usize,
@@ -161,8 +155,6 @@ impl<O: BatchSink> PartitionedWriter<O> {
             id_buffer: Vec::new(),
             plan: ScatterPlan::new(),
             partitioner,
-            direct_partitioner: None,
-            direct: vec![false; n],
             buffers,
             targets: vec![0; n],
             base_target,
@@ -254,59 +246,26 @@ impl<O: BatchSink> PartitionedWriter<O> {
         Ok(())
     }
 
-    /// Moves `batch`'s rows by `ids` (the writer's id buffer when `None`) and flushes: runs of
-    /// at least [`WriterOptions::direct_bytes`] go straight to the output, the rest into the
-    /// buffers.
+    /// Moves `batch`'s rows by `ids` (the writer's id buffer when `None`) and flushes.
     fn append_rows(&mut self, batch: &RecordBatch, ids: Option<&[u32]>) -> Result<()> {
         let ids = ids.unwrap_or(&self.id_buffer);
         let started = Instant::now();
         let before = self.buffers.buffered_bytes();
-        let direct_rows = direct_rows(batch, self.options.direct_bytes);
-        let n = self.num_partitions as usize;
-        let partitioned = match &mut self.partitioner {
+        match &mut self.partitioner {
             None => {
                 self.plan.build(ids, self.num_partitions)?;
-                if mark_direct(self.plan.offsets(), direct_rows, &mut self.direct) {
-                    let partitioner = match &mut self.direct_partitioner {
-                        Some(partitioner) => partitioner,
-                        slot => slot.insert(Partitioner::try_new(self.num_partitions)?),
-                    };
-                    Some(partitioner.partition(batch, ids)?)
-                } else {
-                    self.buffers.append(batch, &self.plan)?;
-                    None
-                }
+                self.buffers.append(batch, &self.plan)?;
             }
             Some(partitioner) => {
                 let partitioned = partitioner.partition(batch, ids)?;
-                mark_direct(partitioned.offsets(), direct_rows, &mut self.direct);
-                Some(partitioned)
+                self.buffers.append_partitioned(&partitioned)?;
             }
-        };
-        if let Some(partitioned) = &partitioned {
-            self.buffers
-                .append_partitioned_except(partitioned, &self.direct)?;
         }
         self.metrics.scatter_time += started.elapsed();
         self.metrics.rows_out += batch.num_rows() as u64;
         self.metrics.bytes_in += (self.buffers.buffered_bytes() - before) as u64;
         self.note_held();
-        if let Some(partitioned) = partitioned {
-            for p in 0..n {
-                if !self.direct[p] {
-                    continue;
-                }
-                // What the destination holds came first.
-                if self.buffers.rows(p) > 0 {
-                    self.flush(p, false)?;
-                }
-                let run = partitioned.partition(p);
-                self.metrics.bytes_in += slice_bytes(&run);
-                self.write_out(p, &run)?;
-                self.metrics.direct_writes += 1;
-            }
-        }
-        for p in 0..n {
+        for p in 0..self.num_partitions as usize {
             if self.buffers.rows(p) > 0 && self.buffers.bytes(p) >= self.targets[p] {
                 self.flush(p, false)?;
             }
@@ -395,31 +354,23 @@ impl<O: BatchSink> PartitionedWriter<O> {
     /// gives up the destination's buffers afterwards.
     fn flush(&mut self, p: usize, release: bool) -> Result<()> {
         let started = Instant::now();
+        let sink_before = self.output.sink_time();
         let batch = self.buffers.take(p)?;
-        self.metrics.encode_time += started.elapsed();
-        self.write_out(p, &batch)?;
+        self.metrics.destination_rows[p] += batch.num_rows() as u64;
+        let bytes = self.output.write_batch(p, &batch)?;
         if release {
             drop(batch);
             self.buffers.release(p);
         } else {
             self.buffers.recycle(p, batch);
         }
-        self.metrics.flushes += 1;
-        self.targets[p] = self.draw_target();
-        Ok(())
-    }
-
-    /// Hands `batch` to the output as destination `p`'s next batch, and counts it.
-    fn write_out(&mut self, p: usize, batch: &RecordBatch) -> Result<()> {
-        let started = Instant::now();
-        let sink_before = self.output.sink_time();
-        self.metrics.destination_rows[p] += batch.num_rows() as u64;
-        let bytes = self.output.write_batch(p, batch)?;
         self.metrics.bytes_out += bytes;
         self.metrics.destination_bytes[p] += bytes;
         let sink = self.output.sink_time() - sink_before;
         self.metrics.sink_time += sink;
         self.metrics.encode_time += started.elapsed().saturating_sub(sink);
+        self.metrics.flushes += 1;
+        self.targets[p] = self.draw_target();
         Ok(())
     }
 
@@ -448,38 +399,4 @@ impl<O: BatchSink> PartitionedWriter<O> {
         self.metrics.encode_time += started.elapsed().saturating_sub(sink);
         Ok((self.output, self.metrics))
     }
-}
-
-/// The rows from which a destination's run of `batch` comes to `direct_bytes`, by the batch's
-/// bytes per row; `usize::MAX` when no run can (an empty batch, or `direct_bytes` past the
-/// batch).
-fn direct_rows(batch: &RecordBatch, direct_bytes: usize) -> usize {
-    let rows = batch.num_rows();
-    let bytes = batch.get_array_memory_size();
-    if rows == 0 || bytes < direct_bytes {
-        return usize::MAX;
-    }
-    // rows × direct_bytes / bytes, rounded up, at least one row.
-    let per_row = bytes.div_ceil(rows).max(1);
-    direct_bytes.div_ceil(per_row).max(1)
-}
-
-/// Marks in `direct` the destinations whose run (by `offsets`) has at least `direct_rows` rows;
-/// whether there is one.
-fn mark_direct(offsets: &[u32], direct_rows: usize, direct: &mut [bool]) -> bool {
-    let mut any = false;
-    for (p, mark) in direct.iter_mut().enumerate() {
-        *mark = (offsets[p + 1] - offsets[p]) as usize >= direct_rows;
-        any |= *mark;
-    }
-    any
-}
-
-/// Bytes of row data in `batch`, a slice: what its rows use of its buffers.
-fn slice_bytes(batch: &RecordBatch) -> u64 {
-    batch
-        .columns()
-        .iter()
-        .map(|c| c.to_data().get_slice_memory_size().unwrap_or(0) as u64)
-        .sum()
 }

@@ -200,37 +200,6 @@ fn all_types_together_up_to_2000_destinations() {
     }
 }
 
-/// Runs large enough go straight to the output and small ones into the buffers, for the same
-/// destination across batches (all rows to destination 0, in batches of 5, 3000, 7 and 2000
-/// rows): what it held is flushed before a direct run, so its rows stay in input order, and
-/// the metrics tell both kinds of write apart.
-#[test]
-fn direct_runs_and_buffered_rows_keep_input_order() {
-    for strategy in [Strategy::Direct, Strategy::ScatterThenCopy] {
-        let mut rng = rng(5);
-        let types = every_type();
-        let inputs: Vec<(RecordBatch, Vec<u32>)> = [5usize, 3000, 7, 2000]
-            .iter()
-            .map(|&len| {
-                let batch = random_batch(&types, len, 0.5, false, &mut rng);
-                let ids = random_ids(len, 3, IdPattern::AllTo(0), &mut rng);
-                (with_ids(&batch, &ids), ids)
-            })
-            .collect();
-        // Small batches stay below the threshold whole; the large ones pass it.
-        let size = |k: usize| inputs[k].0.get_array_memory_size();
-        let threshold = size(0).max(size(2)) + 1;
-        assert!(size(1).min(size(3)) >= threshold);
-        let options = WriterOptions::default()
-            .with_direct_bytes(threshold)
-            .with_strategy(strategy);
-        let (sink, metrics) = write_given(&inputs, 3, options, Encoding::default());
-        assert_eq!(metrics.direct_writes, 2, "{strategy:?}");
-        assert_eq!(metrics.flushes, 2, "{strategy:?}: the 5 rows, then the 7");
-        check_outputs(&sink.into_outputs(), &inputs, 3);
-    }
-}
-
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(40))]
 
@@ -243,7 +212,6 @@ proptest! {
         limit_factor in 1usize..64,
         compression in 0usize..3,
         copy in any::<bool>(),
-        direct in prop::option::of(1usize..100_000),
         seed in any::<u64>(),
     ) {
         let all = every_type();
@@ -252,7 +220,6 @@ proptest! {
             .with_target_bytes(target)
             .with_memory_limit(target * limit_factor)
             .with_strategy(if copy { Strategy::ScatterThenCopy } else { Strategy::Direct })
-            .with_direct_bytes(direct.unwrap_or(usize::MAX))
             .with_seed(seed);
         round_trip(&types, n, &rows, options, COMPRESSIONS[compression], seed);
     }
@@ -543,7 +510,7 @@ fn presto_pages_round_trip_through_the_writer() {
         let options = WriterOptions::default().with_target_bytes(8 << 10);
         let presto = Encoding::presto(compression == Compression::Lz4Frame);
         let (sink, metrics) = write_given(&inputs, n, options, presto);
-        assert!(metrics.flushes + metrics.direct_writes >= u64::from(n.min(10)));
+        assert!(metrics.flushes >= u64::from(n.min(10)));
         let mut want: Vec<Vec<RecordBatch>> = vec![Vec::new(); n as usize];
         for (batch, ids) in &inputs {
             for (p, part) in reference_partition(batch, ids, n).into_iter().enumerate() {

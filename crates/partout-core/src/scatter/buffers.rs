@@ -178,7 +178,7 @@ impl DestinationBuffers {
         if batch.num_rows() == 0 {
             return Ok(());
         }
-        self.append_with(batch, plan.offsets(), Some(Order::of_plan(plan)), &[])
+        self.append_with(batch, plan.offsets(), Some(Order::of_plan(plan)))
     }
 
     /// Appends a batch already laid out destination by destination, copying each
@@ -187,27 +187,12 @@ impl DestinationBuffers {
     /// # Errors
     /// As [`append`](Self::append).
     pub fn append_partitioned(&mut self, partitioned: &PartitionedBatch) -> Result<()> {
-        self.append_partitioned_except(partitioned, &[])
-    }
-
-    /// As [`append_partitioned`](Self::append_partitioned), but destination `p` receives
-    /// nothing where `skip[p]` is true (its rows go elsewhere: a writer sends runs large
-    /// enough straight to its output). `skip` may be shorter than the destination count;
-    /// destinations past its end receive their rows.
-    ///
-    /// # Errors
-    /// As [`append`](Self::append).
-    pub fn append_partitioned_except(
-        &mut self,
-        partitioned: &PartitionedBatch,
-        skip: &[bool],
-    ) -> Result<()> {
         let batch = partitioned.batch();
         self.check(batch, partitioned.offsets())?;
         if batch.num_rows() == 0 {
             return Ok(());
         }
-        self.append_with(batch, partitioned.offsets(), None, skip)
+        self.append_with(batch, partitioned.offsets(), None)
     }
 
     fn check(&self, batch: &RecordBatch, offsets: &[u32]) -> Result<()> {
@@ -274,21 +259,14 @@ impl DestinationBuffers {
     }
 
     /// Appends every column: by `order` (destination `p` taking `order[offsets[p]..offsets[p +
-    /// 1]]`), or, without one, the contiguous ranges `offsets` names; destinations marked in
-    /// `skip` receive nothing.
+    /// 1]]`), or, without one, the contiguous ranges `offsets` names.
     fn append_with(
         &mut self,
         batch: &RecordBatch,
         offsets: &[u32],
         order: Option<Order<'_>>,
-        skip: &[bool],
     ) -> Result<()> {
         let n = batch.num_rows();
-        // Destination `p`'s rows of the batch, none where it is skipped.
-        let range_of = |p: usize| match skip.get(p) {
-            Some(true) => 0..0,
-            _ => offsets[p] as usize..offsets[p + 1] as usize,
-        };
         // Ranges read their validity and boolean values through the identity order.
         let identity = match order {
             Some(_) => None,
@@ -317,7 +295,7 @@ impl DestinationBuffers {
                 continue;
             }
             for p in 0..self.destinations.len() {
-                let range = range_of(p);
+                let range = offsets[p] as usize..offsets[p + 1] as usize;
                 if !range.is_empty() {
                     let order = rows_of(range).order();
                     pieces.push((
@@ -383,7 +361,7 @@ impl DestinationBuffers {
                 };
                 let buffers = (kind == Kind::Views).then(|| view_parts(array).1);
                 for p in 0..self.destinations.len() {
-                    let range = range_of(p);
+                    let range = offsets[p] as usize..offsets[p + 1] as usize;
                     if range.is_empty() {
                         continue;
                     }
@@ -399,7 +377,7 @@ impl DestinationBuffers {
                 continue;
             }
             for (p, destination) in self.destinations.iter_mut().enumerate() {
-                let range = range_of(p);
+                let range = offsets[p] as usize..offsets[p + 1] as usize;
                 if range.is_empty() {
                     continue;
                 }
@@ -413,7 +391,7 @@ impl DestinationBuffers {
             }
         }
         for (p, destination) in self.destinations.iter_mut().enumerate() {
-            let received = range_of(p).len();
+            let received = (offsets[p + 1] - offsets[p]) as usize;
             if received > 0 {
                 let (bytes, held) = (destination.bytes, destination.held);
                 destination.rows += received;
