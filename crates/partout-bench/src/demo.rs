@@ -2,8 +2,11 @@
 //! partitions it in memory by `l_orderkey` into Arrow IPC streams with partout and with
 //! DataFusion's way (ahash ids, a grouped take per batch, an IPC writer per destination),
 //! checks that every row arrived, then repartitions it on disk (a Parquet file in, one Parquet
-//! file per destination out) with one thread and with every core, and prints the throughput of
-//! each beside its baseline.
+//! file per destination out) with one thread and with every core, beside DuckDB's
+//! `COPY ... PARTITION_BY` of the same job when DuckDB is installed (its `duckdb` command, or
+//! its Python module), and prints the throughput of each beside its baseline. Contenders run in
+//! alternation, round after round, and the figures are medians, so that a busy machine slows
+//! them alike.
 
 use crate::harness::{alternate, medians, time};
 use crate::lineitem;
@@ -23,9 +26,119 @@ pub struct DemoOptions {
     #[arg(short = 'n', long, default_value_t = 64,
           value_parser = clap::value_parser!(u32).range(1..=i64::from(partout_core::plan::MAX_PARTITIONS)))]
     pub partitions: u32,
-    /// Rounds of each in-memory contender (alternating); figures are medians.
-    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
+    /// Rounds of every contender (alternating); figures are medians.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
     pub rounds: u32,
+    /// Times the table streams through each in-memory contender per round (a run long enough
+    /// to measure, without a longer generation).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
+    pub passes: u32,
+}
+
+/// How DuckDB can be run here, if at all.
+#[derive(Debug, Clone, Copy)]
+enum DuckDb {
+    /// The `duckdb` command.
+    Cli,
+    /// `python3` with the `duckdb` module.
+    Python,
+}
+
+impl DuckDb {
+    /// The DuckDB found on this machine: the `duckdb` command first, then the Python module.
+    fn find() -> Option<Self> {
+        let runs = |program: &str, args: &[&str]| {
+            std::process::Command::new(program)
+                .args(args)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .status()
+                .is_ok_and(|status| status.success())
+        };
+        if runs("duckdb", &["-c", "SELECT 1"]) {
+            Some(Self::Cli)
+        } else if runs("python3", &["-c", "import duckdb"]) {
+            Some(Self::Python)
+        } else {
+            None
+        }
+    }
+
+    /// Runs `sql` and gives its output; a failure is an error with DuckDB's message.
+    fn run(self, sql: &str) -> Result<String> {
+        let output = match self {
+            Self::Cli => std::process::Command::new("duckdb")
+                .args(["-csv", "-noheader", "-c", sql])
+                .output(),
+            Self::Python => std::process::Command::new("python3")
+                .args([
+                    "-c",
+                    "import duckdb, sys\n\
+                     con = duckdb.connect()\n\
+                     for statement in sys.argv[1].split(';'):\n\
+                     \x20   if statement.strip():\n\
+                     \x20       rows = con.execute(statement).fetchall()\n\
+                     for row in rows:\n\
+                     \x20   print(','.join(map(str, row)))",
+                    sql,
+                ])
+                .output(),
+        }
+        .context("starting DuckDB")?;
+        ensure!(
+            output.status.success(),
+            "DuckDB failed: {}",
+            String::from_utf8_lossy(&output.stderr).trim()
+        );
+        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+    }
+
+    /// DuckDB's way of the on-disk job: `input` hash-partitioned by `l_orderkey` into `n`
+    /// directories of Snappy Parquet under `output`, on `threads` threads; the seconds the
+    /// command took, less `startup` (what starting DuckDB alone takes), and the rows written
+    /// (counted afterwards, untimed).
+    fn repartition(
+        self,
+        input: &std::path::Path,
+        output: &std::path::Path,
+        n: u32,
+        threads: usize,
+        startup: f64,
+    ) -> Result<(f64, u64)> {
+        let quote = |path: &std::path::Path| path.display().to_string().replace('\'', "''");
+        let _ = std::fs::remove_dir_all(output);
+        let started = std::time::Instant::now();
+        self.run(&format!(
+            "SET threads={threads}; \
+             COPY (SELECT *, hash(l_orderkey) % {n} AS p FROM read_parquet('{}')) \
+             TO '{}' (FORMAT parquet, PARTITION_BY (p), COMPRESSION snappy);",
+            quote(input),
+            quote(output)
+        ))?;
+        let seconds = (started.elapsed().as_secs_f64() - startup).max(0.0);
+        let counted = self.run(&format!(
+            "SELECT count(*) FROM read_parquet('{}/*/*.parquet');",
+            quote(output)
+        ))?;
+        let rows = counted
+            .trim()
+            .parse()
+            .with_context(|| format!("DuckDB's row count: {counted:?}"))?;
+        Ok((seconds, rows))
+    }
+
+    /// What starting DuckDB and running nothing takes: the median of three runs.
+    fn startup(self) -> Result<f64> {
+        let mut seconds = (0..3)
+            .map(|_| {
+                let started = std::time::Instant::now();
+                self.run("SELECT 1;")?;
+                Ok(started.elapsed().as_secs_f64())
+            })
+            .collect::<Result<Vec<f64>>>()?;
+        seconds.sort_by(f64::total_cmp);
+        Ok(seconds[1])
+    }
 }
 
 /// `partout demo`.
@@ -55,8 +168,15 @@ pub fn run(options: &DemoOptions) -> Result<()> {
             "{contender:?} wrote {decoded} rows of {rows}"
         );
     }
+    let passes = options.passes as usize;
+    let long: Vec<RecordBatch> = batches
+        .iter()
+        .cycle()
+        .take(batches.len() * passes)
+        .cloned()
+        .collect();
     let samples = alternate(rounds, contenders.len(), |i| {
-        time(|| run_once(contenders[i], false, &batches, n, memory_limit, false))
+        time(|| run_once(contenders[i], false, &long, n, memory_limit, false))
             .map(|(seconds, _)| seconds)
     })?;
     let [ours, theirs]: [f64; 2] = medians(&samples, |&s| s)
@@ -71,8 +191,21 @@ pub fn run(options: &DemoOptions) -> Result<()> {
     let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
     let mut counts = vec![1, cores];
     counts.dedup();
-    let samples = alternate(rounds, counts.len(), |i| {
-        let threads = counts[i];
+    let duckdb = DuckDb::find();
+    let startup = duckdb.map(DuckDb::startup).transpose()?.unwrap_or(0.0);
+    let jobs = counts.len() + usize::from(duckdb.is_some());
+    let samples = alternate(rounds, jobs, |i| {
+        let Some(&threads) = counts.get(i) else {
+            // DuckDB, on every core, its start-up taken off.
+            let duckdb = duckdb.expect("a DuckDB job only when DuckDB was found");
+            let out = dir.path().join("out-duckdb");
+            let (seconds, written) = duckdb.repartition(&input, &out, n, cores, startup)?;
+            ensure!(
+                written == rows as u64,
+                "DuckDB's files hold {written} rows of {rows}"
+            );
+            return Ok(seconds);
+        };
         let report = repartition(
             JobOptions::new([&input], dir.path().join(format!("out-{threads}")), n)
                 .with_keys(["l_orderkey"])
@@ -87,7 +220,9 @@ pub fn run(options: &DemoOptions) -> Result<()> {
         );
         Ok(report.seconds)
     })?;
-    let disk: Vec<(usize, f64)> = counts.into_iter().zip(medians(&samples, |&s| s)).collect();
+    let times = medians(&samples, |&s| s);
+    let disk: Vec<(usize, f64)> = counts.iter().copied().zip(times.iter().copied()).collect();
+    let duckdb_seconds = duckdb.map(|_| times[counts.len()]);
 
     let rate = |seconds: f64| rows as f64 / seconds / 1e6;
     outln!();
@@ -124,8 +259,23 @@ pub fn run(options: &DemoOptions) -> Result<()> {
             "-"
         );
     }
+    let all = disk.last().expect("at least one thread count");
+    match duckdb_seconds {
+        Some(theirs) => outln!(
+            "{:<52} {:>14.1} {:>16.1} {:>7.2}x",
+            format!("on disk: vs DuckDB COPY ... PARTITION_BY, {cores} threads"),
+            rate(all.1),
+            rate(theirs),
+            theirs / all.1
+        ),
+        None => outln!(
+            "(DuckDB not found - neither the duckdb command nor python3's duckdb module - so \
+             the on-disk job is not compared with DuckDB's COPY ... PARTITION_BY.)"
+        ),
+    }
     outln!(
-        "(in memory, baseline: DataFusion's way - ahash ids, a grouped take per batch, an IPC writer per destination; every row of both decoded back. On disk, baseline: partout on one thread; Snappy, every row counted. Medians of {} rounds.)",
+        "(in memory, baseline: DataFusion's way - ahash ids, a grouped take per batch, an IPC writer per destination; every row of both decoded back; each run streams the table {} times. On disk, baselines: partout on one thread, and DuckDB hashing l_orderkey into {n} directories (its start-up, {startup:.2} s, taken off); Snappy, every row counted. Medians of {} rounds, contenders alternating.)",
+        options.passes,
         options.rounds
     );
     Ok(())
