@@ -203,7 +203,11 @@ impl StagedParquet {
         let mut data_paths = Vec::with_capacity(workers.len());
         for (i, &w) in workers.iter().enumerate() {
             let (data, index) = self.scratch_paths(w);
-            let len = std::fs::metadata(&data).map_err(io_error(None))?.len();
+            let len = std::fs::metadata(&data)
+                .map_err(|e| {
+                    sink_error(None, crate::file_io_error(&data, "cannot be read back", e))
+                })?
+                .len();
             let (count, ranges) =
                 read_shuffle_index(&index, len).map_err(|e| sink_error(None, e))?;
             if count as usize != self.destinations {
