@@ -6,6 +6,9 @@ peak RSS is measured per run via os.wait4):
 
   partout-1t   target/release/partout repartition ... --threads 1
   partout-2t   target/release/partout repartition ... --threads T
+               ($PARTOUT, or --partout, names another binary)
+  baseline-1t, baseline-2t  the same with the binary --baseline names (an earlier
+               build, for before/after figures in alternation)
   duckdb       COPY ... TO dir (PARTITION_BY (p)) with SET threads=T
   polars       read_parquet, hash % N, partition_by, write_parquet per part
 
@@ -17,7 +20,11 @@ the one compared with partout's whole-process time.
 
 Usage (normally through bench/e2e.sh):
   e2e.py --input lineitem.parquet [--rounds 5] [--warmup 1] [--partitions 64] [--threads 2]
-         [--only duckdb,polars] [--json results.json]
+         [--only duckdb,polars] [--partout BIN] [--baseline BIN] [--json results.json]
+
+Each output is checked (rows, files, columns, Snappy, keys in one file only) and its
+row groups counted: the summary gives each contender's row groups per file and their
+smallest, mean and largest row counts.
 Helper modes (used internally):
   e2e.py --run {duckdb,polars} INPUT OUTDIR PARTITIONS THREADS
   e2e.py --inspect INPUT
@@ -45,7 +52,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PARTOUT = ROOT / "target" / "release" / "partout"
+PARTOUT = Path(os.environ.get("PARTOUT", ROOT / "target" / "release" / "partout"))
 OUT_BASE = ROOT / "target" / "bench-out"
 KEY = "l_orderkey"
 
@@ -107,17 +114,17 @@ def inspect_main(argv):
 
 def verify_main(argv):
     out, rows, cols, parts, check_keys = argv
-    files, size = verify(out, int(rows), int(cols), int(parts), check_keys == "1")
-    print(json.dumps({"files": files, "bytes": size}))
+    files, size, groups = verify(out, int(rows), int(cols), int(parts), check_keys == "1")
+    print(json.dumps({"files": files, "bytes": size, "row_groups": groups}))
 
 
 # ---------------------------------------------------------------- parent mode
 
-def contenders(threads, parts, inp):
+def contenders(threads, parts, inp, baseline):
     """name -> (label, kind, argv builder taking the output dir)."""
-    def partout(t):
+    def partout(t, binary=PARTOUT):
         return lambda out: [
-            str(PARTOUT), "repartition", str(inp), "--by", KEY, "-n", str(parts),
+            str(binary), "repartition", str(inp), "--by", KEY, "-n", str(parts),
             "--format", "parquet", "--compression", "snappy", "--threads", str(t),
             "--quiet", "--overwrite", "-o", str(out),
         ]
@@ -128,12 +135,17 @@ def contenders(threads, parts, inp):
             str(inp), str(out), str(parts), str(threads),
         ]
 
-    return {
+    found = {
         "partout-1t": ("partout 1 thread", "process", partout(1)),
         "partout-2t": (f"partout {threads} threads", "process", partout(threads)),
         "duckdb": (f"duckdb {threads} threads", "child", child("duckdb")),
         "polars": (f"polars {threads} threads", "child", child("polars")),
     }
+    if baseline:
+        found["baseline-1t"] = ("baseline 1 thread", "process", partout(1, baseline))
+        found["baseline-2t"] = (f"baseline {threads} threads", "process",
+                                partout(threads, baseline))
+    return found
 
 
 def run_once(argv, kind, env):
@@ -170,11 +182,12 @@ def helper(*args):
 
 def check_output(out, in_rows, in_cols, parts, check_keys):
     checked = helper("--verify", out, in_rows, in_cols, parts, int(check_keys))
-    return checked["files"], checked["bytes"]
+    return checked["files"], checked["bytes"], checked["row_groups"]
 
 
 def verify(out, in_rows, in_cols, parts, check_keys):
-    """Check the output: row count, file count, columns, compression, key disjointness."""
+    """Check the output: row count, file count, columns, compression, key disjointness;
+    count its row groups and their rows."""
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
@@ -182,10 +195,12 @@ def verify(out, in_rows, in_cols, parts, check_keys):
     rows = 0
     seen_keys = 0
     uniques = []
+    group_rows = []
     for f in files:
         pf = pq.ParquetFile(f)
         md = pf.metadata
         rows += md.num_rows
+        group_rows += [md.row_group(rg).num_rows for rg in range(md.num_row_groups)]
         if md.num_columns != in_cols:
             die(f"{f}: {md.num_columns} columns, input has {in_cols}")
         for rg in range(md.num_row_groups):
@@ -206,7 +221,10 @@ def verify(out, in_rows, in_cols, parts, check_keys):
         total = len(pc.unique(pa.chunked_array(uniques)))
         if total != seen_keys:
             die(f"{out}: {seen_keys - total} {KEY} values appear in more than one file")
-    return len(files), sum(f.stat().st_size for f in files)
+    groups = {"count": len(group_rows), "min_rows": min(group_rows, default=0),
+              "max_rows": max(group_rows, default=0),
+              "mean_rows": sum(group_rows) / len(group_rows) if group_rows else 0}
+    return len(files), sum(f.stat().st_size for f in files), groups
 
 
 def die(msg):
@@ -280,8 +298,13 @@ def main():
     ap.add_argument("--partitions", type=int, default=64)
     ap.add_argument("--threads", type=int, default=2,
                     help="threads for partout's multi-threaded run, DuckDB and Polars")
-    ap.add_argument("--only", default="partout-1t,partout-2t,duckdb,polars",
-                    help="comma-separated contenders; 'partout' means both partout runs")
+    ap.add_argument("--only", default=None,
+                    help="comma-separated contenders; 'partout' means both partout runs, "
+                         "'baseline' both baseline runs (default: all)")
+    ap.add_argument("--partout", type=Path, default=None,
+                    help="the partout binary (default: $PARTOUT or target/release/partout)")
+    ap.add_argument("--baseline", type=Path, default=None,
+                    help="another partout binary, run as baseline-1t and baseline-2t")
     ap.add_argument("--no-key-check", action="store_true",
                     help="skip checking that no key lands in two output files")
     ap.add_argument("--json", metavar="FILE", help="write all samples and the summary here")
@@ -293,11 +316,18 @@ def main():
     in_md = helper("--inspect", inp)
     in_rows, in_cols = in_md["rows"], in_md["columns"]
 
-    all_c = contenders(args.threads, args.partitions, inp)
+    global PARTOUT
+    if args.partout:
+        PARTOUT = args.partout.resolve()
+    baseline = args.baseline.resolve() if args.baseline else None
+    if baseline and not baseline.exists():
+        die(f"baseline {baseline} not found")
+    all_c = contenders(args.threads, args.partitions, inp, baseline)
     names = []
-    for n in args.only.split(","):
+    for n in (args.only or ",".join(all_c)).split(","):
         n = n.strip()
-        expand = ["partout-1t", "partout-2t"] if n == "partout" else [n]
+        expand = {"partout": ["partout-1t", "partout-2t"],
+                  "baseline": ["baseline-1t", "baseline-2t"]}.get(n, [n])
         for e in expand:
             if e not in all_c:
                 die(f"unknown contender {e!r}; known: {', '.join(all_c)}")
@@ -343,11 +373,11 @@ def main():
             out = OUT_BASE / n
             shutil.rmtree(out, ignore_errors=True)
             wall, rss, work = run_once(argv_for(out), kind, env)
-            nfiles, size = check_output(out, in_rows, in_cols, args.partitions,
-                                        not args.no_key_check)
+            nfiles, size, groups = check_output(out, in_rows, in_cols, args.partitions,
+                                                not args.no_key_check)
             shutil.rmtree(out, ignore_errors=True)
             s = {"round": r, "wall_s": wall, "work_s": work, "peak_rss_bytes": rss, "files": nfiles,
-                 "output_bytes": size}
+                 "output_bytes": size, "row_groups": groups}
             samples[n].append(s)
             extra = f" (in-process {work:.3f}s)" if work is not None else ""
             print(f"round {r + 1}/{args.rounds}  {label:<20} {wall:8.3f}s{extra}  "
@@ -370,6 +400,7 @@ def main():
             "process_median_s": statistics.median(s["wall_s"] for s in ss),
             "peak_rss_mib_median": statistics.median(s["peak_rss_bytes"] for s in ss) / 2**20,
             "output_mib": ss[-1]["output_bytes"] / 2**20,
+            "row_groups": ss[-1]["row_groups"],
             "rows_per_s": in_rows / med,
         }
     base = summary.get("partout-2t")
@@ -389,6 +420,13 @@ def main():
               f"{m['output_mib']:8.0f} "
               f"{m['rows_per_s'] / 1e6:8.2f} {fmt_ratio(m['ratio_vs_partout']):>20}")
     print()
+    print(f"{'contender':<20} {'row groups':>10} {'per file':>9} {'min rows':>9} "
+          f"{'mean rows':>10} {'max rows':>9}")
+    for n in names:
+        m, g = summary[n], summary[n]["row_groups"]
+        print(f"{m['label']:<20} {g['count']:10d} {g['count'] / args.partitions:9.1f} "
+              f"{g['min_rows']:9d} {g['mean_rows']:10.0f} {g['max_rows']:9d}")
+    print()
     print("median of the rounds; ratio = contender's median / partout's (above 1: partout faster);")
     print("DuckDB and Polars are timed inside their process (after start-up and import), "
           "partout as a whole process.")
@@ -399,6 +437,9 @@ def main():
     if base and "partout-1t" in summary:
         speedup = summary["partout-1t"]["median_s"] / base["median_s"]
         print(f"partout {args.threads} threads speed-up over 1 thread: {speedup:.2f}x")
+    if "baseline-2t" in summary and "baseline-1t" in summary:
+        b = summary["baseline-1t"]["median_s"] / summary["baseline-2t"]["median_s"]
+        print(f"baseline {args.threads} threads speed-up over 1 thread: {b:.2f}x")
 
     if args.json:
         with open(args.json, "w") as f:

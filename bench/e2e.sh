@@ -4,9 +4,10 @@
 # and Polars (2 threads). See bench/e2e.py for how runs are timed and checked.
 #
 # Usage: bench/e2e.sh [--sf SF] [e2e.py options: --rounds R --partitions N
-#                      --threads T --only duckdb,polars --json FILE ...]
+#                      --threads T --only duckdb,polars --baseline BIN --json FILE ...]
 # Environment: SF (default 1), ROUNDS (5), PARTITIONS (64), THREADS (2),
-#              SKIP_BUILD=1 to use target/release/partout as it is.
+#              SKIP_BUILD=1 to use the built partout as it is,
+#              PARTOUT (default: $CARGO_TARGET_DIR or target, then release/partout).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -69,6 +70,7 @@ fi
 if [[ $SKIP_BUILD != 1 ]]; then
     cargo build --release -p partout-cli
 fi
+export PARTOUT=${PARTOUT:-${CARGO_TARGET_DIR:-$ROOT/target}/release/partout}
 
 exec "$VENV/bin/python" bench/e2e.py --input "$INPUT" --rounds "$ROUNDS" \
     --partitions "$PARTITIONS" --threads "$THREADS" ${ARGS[@]+"${ARGS[@]}"}

@@ -25,7 +25,8 @@ pub enum SchemeArg {
 /// What each destination's output holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum FormatArg {
-    /// Parquet (`.parquet`), row groups as large as the memory limit allows.
+    /// Parquet (`.parquet`): rows staged, then each destination's file written whole, in
+    /// row groups of up to 1Mi rows as the memory limit allows.
     Parquet,
     /// An Arrow IPC stream (`.arrows`).
     Ipc,
@@ -36,9 +37,9 @@ pub enum FormatArg {
 /// Compression of the outputs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum CompressionArg {
-    /// None.
+    /// None (the default of ipc and presto).
     None,
-    /// Snappy (Parquet only).
+    /// Snappy (Parquet only; its default).
     Snappy,
     /// LZ4 (Parquet: LZ4_RAW pages; IPC: LZ4_FRAME buffers; Presto: raw LZ4 page bodies).
     Lz4,
@@ -73,9 +74,9 @@ pub struct RepartitionArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = FormatArg::Parquet)]
     pub format: FormatArg,
-    /// Output compression.
-    #[arg(long, value_enum, default_value_t = CompressionArg::None)]
-    pub compression: CompressionArg,
+    /// Output compression [default: snappy for parquet, none for ipc and presto].
+    #[arg(long, value_enum)]
+    pub compression: Option<CompressionArg>,
     /// One file per destination, or a data file and an index per worker.
     #[arg(long, value_enum, default_value_t = LayoutArg::Files)]
     pub layout: LayoutArg,
@@ -114,12 +115,12 @@ impl RepartitionArgs {
                 FormatArg::Ipc => Format::Ipc,
                 FormatArg::Presto => Format::Presto,
             },
-            compression: match self.compression {
+            compression: self.compression.map(|c| match c {
                 CompressionArg::None => Compression::None,
                 CompressionArg::Snappy => Compression::Snappy,
                 CompressionArg::Lz4 => Compression::Lz4,
                 CompressionArg::Zstd => Compression::Zstd,
-            },
+            }),
             layout: match self.layout {
                 LayoutArg::Files => Layout::Files,
                 LayoutArg::Shuffle => Layout::Shuffle,

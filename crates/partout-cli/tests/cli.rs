@@ -1020,6 +1020,7 @@ fn memory_stays_within_the_limit() {
         ("ipc", "files", "1000", 32 << 20),
         ("presto", "shuffle", "1000", 32 << 20),
         ("ipc", "shuffle", "10000", 64 << 20),
+        ("parquet", "files", "10000", 64 << 20),
     ] {
         let (high, data) = peak(format, layout, n, limit);
         assert!(

@@ -1,10 +1,9 @@
 //! Outputs on disk: one file per destination, shared by every worker ([`DestinationFiles`]),
-//! or one data file and an index per worker ([`ShuffleFile`]).
+//! or one data file and an index per worker ([`ShuffleFile`]). Parquet files are written
+//! through staging ([`StagedParquet`](crate::StagedParquet)).
 
 use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
-use parquet::arrow::ArrowWriter;
-use parquet::file::properties::WriterProperties;
 use partout_exchange::{BatchSink, WriterError};
 use partout_format::{Encoding, OutputFormat, StreamEncoder, StreamEncoders};
 use std::fs::File;
@@ -12,45 +11,16 @@ use std::io::{self, Seek, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
-/// What a destination's output holds.
-#[derive(Debug, Clone)]
-pub enum FileFormat {
-    /// An Arrow IPC stream, or Presto SerializedPages back to back (checksummed), as the
-    /// encoding says.
-    Stream(Encoding),
-    /// A Parquet file written with these properties; a row group ends when the one being
-    /// written holds `row_group_bytes` of memory (encoded pages, dictionaries).
-    Parquet {
-        /// The writer's properties (compression, statistics, ...).
-        properties: Box<WriterProperties>,
-        /// Memory a destination's open row group may hold.
-        row_group_bytes: usize,
-    },
-}
-
-impl FileFormat {
-    /// The stream encoding, for IPC and Presto; `None` for Parquet.
-    fn stream(&self) -> Option<Encoding> {
-        match self {
-            Self::Stream(encoding) => Some(*encoding),
-            Self::Parquet { .. } => None,
-        }
-    }
-
-    /// The file name extension of the format.
-    pub fn extension(&self) -> &'static str {
-        match self {
-            Self::Stream(encoding) => match encoding.format() {
-                OutputFormat::ArrowIpc => "arrows",
-                OutputFormat::Presto => "presto",
-            },
-            Self::Parquet { .. } => "parquet",
-        }
+/// The file name extension of a destination's output in `encoding`.
+fn extension(encoding: Encoding) -> &'static str {
+    match encoding.format() {
+        OutputFormat::ArrowIpc => "arrows",
+        OutputFormat::Presto => "presto",
     }
 }
 
 /// A sink error whose source is `e` (a Parquet error, or a message).
-fn sink_error(
+pub(crate) fn sink_error(
     destination: Option<usize>,
     e: impl Into<Box<dyn std::error::Error + Send + Sync>>,
 ) -> WriterError {
@@ -60,7 +30,7 @@ fn sink_error(
     }
 }
 
-fn io_error(destination: Option<usize>) -> impl FnOnce(io::Error) -> WriterError {
+pub(crate) fn io_error(destination: Option<usize>) -> impl FnOnce(io::Error) -> WriterError {
     move |source| WriterError::Sink {
         destination,
         source,
@@ -75,12 +45,6 @@ enum Slot {
         encoder: StreamEncoder,
         bytes: u64,
     },
-    Parquet {
-        /// Boxed: slots not yet opened stay small.
-        writer: Box<ArrowWriter<File>>,
-        /// Memory the open row group may hold before it is written out.
-        row_group_bytes: usize,
-    },
     /// Finished, or failed: no more writes.
     Done,
 }
@@ -93,7 +57,7 @@ pub struct DestinationFiles {
     dir: PathBuf,
     prefix: String,
     schema: SchemaRef,
-    format: FileFormat,
+    encoding: Encoding,
     slots: Vec<Mutex<Slot>>,
     finished: bool,
 }
@@ -116,6 +80,8 @@ pub struct DestinationFile {
     pub name: Option<String>,
     /// Its size.
     pub bytes: u64,
+    /// Rows of each of its row groups, in order (Parquet files).
+    pub row_groups: Option<Vec<u64>>,
 }
 
 impl DestinationFiles {
@@ -129,17 +95,15 @@ impl DestinationFiles {
         prefix: &str,
         schema: SchemaRef,
         destinations: usize,
-        format: FileFormat,
+        encoding: Encoding,
     ) -> Result<Self, WriterError> {
-        if let Some(encoding) = format.stream() {
-            encoding.check_schema(&schema)?;
-        }
+        encoding.check_schema(&schema)?;
         std::fs::create_dir_all(dir).map_err(io_error(None))?;
         Ok(Self {
             dir: dir.to_path_buf(),
             prefix: prefix.to_string(),
             schema,
-            format,
+            encoding,
             slots: (0..destinations)
                 .map(|_| Mutex::new(Slot::Unopened))
                 .collect(),
@@ -149,7 +113,7 @@ impl DestinationFiles {
 
     /// The name of destination `p`'s finished file.
     pub fn name(&self, p: usize) -> String {
-        format!("{}-{p:05}.{}", self.prefix, self.format.extension())
+        format!("{}-{p:05}.{}", self.prefix, extension(self.encoding))
     }
 
     fn partial(&self, p: usize) -> PathBuf {
@@ -177,26 +141,10 @@ impl DestinationFiles {
 
     fn open(&self, p: usize) -> Result<Slot, WriterError> {
         let file = File::create(self.partial(p)).map_err(io_error(Some(p)))?;
-        Ok(match &self.format {
-            FileFormat::Parquet {
-                properties,
-                row_group_bytes,
-            } => Slot::Parquet {
-                writer: Box::new(
-                    ArrowWriter::try_new(
-                        file,
-                        self.schema.clone(),
-                        Some(properties.as_ref().clone()),
-                    )
-                    .map_err(|e| sink_error(Some(p), e))?,
-                ),
-                row_group_bytes: *row_group_bytes,
-            },
-            FileFormat::Stream(encoding) => Slot::Stream {
-                file,
-                encoder: StreamEncoder::try_new(self.schema.clone(), *encoding)?,
-                bytes: 0,
-            },
+        Ok(Slot::Stream {
+            file,
+            encoder: StreamEncoder::try_new(self.schema.clone(), self.encoding)?,
+            bytes: 0,
         })
     }
 
@@ -217,26 +165,6 @@ impl DestinationFiles {
                 *bytes += out.len() as u64;
                 Ok(out.len() as u64)
             }
-            Slot::Parquet {
-                writer,
-                row_group_bytes,
-            } => {
-                let before = writer.bytes_written();
-                // Rows are encoded now, into the open row group; it is written out when it
-                // holds its share of memory (a row group per flush would make thousands of
-                // tiny row groups, whose metadata the writer keeps until the end).
-                writer
-                    .write(batch)
-                    .and_then(|()| {
-                        if writer.memory_size() >= *row_group_bytes {
-                            writer.flush()
-                        } else {
-                            Ok(())
-                        }
-                    })
-                    .map_err(|e| sink_error(Some(p), e))?;
-                Ok((writer.bytes_written() - before) as u64)
-            }
             Slot::Unopened | Slot::Done => Err(sink_error(Some(p), "its file is already closed")),
         };
         if written.is_err() {
@@ -245,8 +173,8 @@ impl DestinationFiles {
         written
     }
 
-    /// Ends every file (a destination without rows gets a file of the schema alone, but for
-    /// Presto pages, which need none) and renames them into place, on `threads` threads.
+    /// Ends every file (a destination without rows gets a stream of the schema alone, but
+    /// for Presto pages, which need none) and renames them into place, on `threads` threads.
     ///
     /// # Errors
     /// Encoding and IO errors; the partial files are removed then.
@@ -257,8 +185,7 @@ impl DestinationFiles {
     }
 
     fn finish_files(&self, threads: usize) -> Result<Vec<DestinationFile>, WriterError> {
-        // Ending a Parquet file writes its last row group and footer: spread over threads,
-        // not left as one thread's tail.
+        // Ending thousands of files is thousands of system calls: spread over threads.
         let next = std::sync::atomic::AtomicUsize::new(0);
         let results: Vec<Vec<(usize, Result<DestinationFile, WriterError>)>> =
             std::thread::scope(|scope| {
@@ -300,11 +227,11 @@ impl DestinationFiles {
     fn finish_one(&self, p: usize) -> Result<DestinationFile, WriterError> {
         let mut slot = self.lock(p)?;
         if matches!(*slot, Slot::Unopened) {
-            let presto = self.format.stream().map(|e| e.format()) == Some(OutputFormat::Presto);
-            if presto {
+            if self.encoding.format() == OutputFormat::Presto {
                 return Ok(DestinationFile {
                     name: None,
                     bytes: 0,
+                    row_groups: None,
                 });
             }
             *slot = self.open(p)?;
@@ -320,11 +247,6 @@ impl DestinationFiles {
                 file.write_all(&end).map_err(io_error(Some(p)))?;
                 bytes + end.len() as u64
             }
-            Slot::Parquet { writer, .. } => {
-                // Writes the footer and hands the file back.
-                let file = writer.into_inner().map_err(|e| sink_error(Some(p), e))?;
-                file.metadata().map_err(io_error(Some(p)))?.len()
-            }
             Slot::Unopened | Slot::Done => {
                 return Err(sink_error(Some(p), "a write to it failed earlier"));
             }
@@ -333,6 +255,7 @@ impl DestinationFiles {
         Ok(DestinationFile {
             name: Some(self.name(p)),
             bytes,
+            row_groups: None,
         })
     }
 }
@@ -419,23 +342,18 @@ impl std::fmt::Debug for ShuffleFile {
 
 impl ShuffleFile {
     /// A shuffle output `DIR/{name}.data` and `DIR/{name}.index` for `destinations`
-    /// destinations, in `format` (Arrow IPC or Presto pages; Parquet is refused: its files
-    /// cannot be cut into ranges).
+    /// destinations, in `encoding` (Arrow IPC or Presto pages).
     ///
     /// # Errors
-    /// When the data file cannot be created; [`WriterError::InvalidOption`] for Parquet.
+    /// When the data file cannot be created; [`WriterError::Encode`] for a schema the
+    /// encoding cannot carry.
     pub fn try_new(
         dir: &Path,
         name: &str,
         schema: SchemaRef,
         destinations: usize,
-        format: &FileFormat,
+        encoding: Encoding,
     ) -> Result<Self, WriterError> {
-        let Some(encoding) = format.stream() else {
-            return Err(WriterError::InvalidOption(
-                "the shuffle layout carries Arrow IPC or Presto pages, not Parquet".into(),
-            ));
-        };
         let encoders = StreamEncoders::try_new(schema, destinations, encoding)?;
         let data_path = dir.join(format!("{name}.data"));
         let data = File::create(&data_path).map_err(io_error(None))?;

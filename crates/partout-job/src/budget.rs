@@ -1,5 +1,6 @@
 //! [`Budget`]: how a job shares its memory limit between what destinations cost whatever
-//! their rows, open Parquet row groups, and each worker's buffered rows.
+//! their rows, each worker's buffered rows, and, for Parquet files, the open row groups of
+//! the files being written once the rows are staged.
 
 use crate::error::{JobError, Result};
 use serde::{Deserialize, Serialize};
@@ -8,20 +9,22 @@ use serde::{Deserialize, Serialize};
 /// stream encoder (measured: about 2 KiB with two workers, 10,000 destinations).
 const DESTINATION_BYTES: u64 = 2 << 10;
 
-/// Bytes an open Parquet destination file holds outside its row group: a buffered writer and
-/// the metadata of the row groups written.
-const PARQUET_FILE_BYTES: u64 = 24 << 10;
+/// Bytes each Parquet destination costs while the files are written: the index of its staged
+/// runs, its entry in the results.
+const PARQUET_DESTINATION_BYTES: u64 = 512;
 
-/// The least memory a Parquet destination's open row group is given: smaller row groups make
-/// files of mostly metadata, and metadata that the writer holds until the end.
-const MIN_ROW_GROUP_BYTES: u64 = 64 << 10;
+/// The least memory a Parquet writer's open row group is given: smaller row groups make files
+/// of mostly metadata.
+const MIN_ROW_GROUP_BYTES: u64 = 1 << 20;
 
-/// The most memory a Parquet destination's open row group is given.
-const MAX_ROW_GROUP_BYTES: u64 = 128 << 20;
+/// The most memory a Parquet writer's open row group is given (the row count, 1Mi rows,
+/// usually ends a row group first).
+const MAX_ROW_GROUP_BYTES: u64 = 256 << 20;
 
-/// A Parquet writer's memory over its own estimate of its open row group (encoder buffers'
-/// spare capacity, the copy made while a row group is written out).
-const ROW_GROUP_OVERHEAD: u64 = 3;
+/// A Parquet writer's memory over its estimate of its open row group's encoded size: pages
+/// being filled (up to 1 MiB a column), dictionaries and their hash tables, the run being
+/// decoded and the batch being gathered.
+const ROW_GROUP_OVERHEAD: u64 = 2;
 
 /// The least each worker's buffers are given.
 const MIN_WORKER_BYTES: u64 = 256 << 10;
@@ -32,7 +35,8 @@ pub struct Budget {
     /// What destinations cost whatever their rows.
     #[serde(rename = "destinations_fixed")]
     pub fixed: u64,
-    /// Open Parquet row groups, all destinations together (zero for other outputs).
+    /// Open Parquet row groups, all writing threads together, once the rows are staged (zero
+    /// for other outputs).
     #[serde(rename = "parquet_row_groups")]
     pub row_groups: u64,
     /// Each worker's buffered rows.
@@ -42,11 +46,11 @@ pub struct Budget {
 
 impl Budget {
     /// Shares `memory_limit` for `partitions` destinations written by `workers` workers:
-    /// first what destinations cost whatever their rows; for Parquet files
-    /// (`parquet_files`), half of the rest for open row groups (rows are encoded as they are
-    /// flushed, and a row group is written when it holds its share); of what is left, three
-    /// fifths for the workers' buffered rows, the rest for flushes being encoded and the
-    /// allocator's slack.
+    /// first what destinations cost whatever their rows; of the rest, three fifths for the
+    /// workers' buffered rows, the remainder for flushes being encoded and the allocator's
+    /// slack. Parquet files (`parquet_files`) are written after the rows are staged, when the
+    /// workers' buffers are gone: their open row groups, one per thread, get the same three
+    /// fifths.
     ///
     /// # Errors
     /// [`JobError::InvalidOption`] when the limit cannot cover the least the job needs,
@@ -61,44 +65,40 @@ impl Budget {
         let threads = workers as u64;
         let fixed = n * threads * DESTINATION_BYTES
             + if parquet_files {
-                n * PARQUET_FILE_BYTES
+                n * PARQUET_DESTINATION_BYTES
             } else {
                 0
             };
-        let least_row_groups = if parquet_files {
-            n * MIN_ROW_GROUP_BYTES * ROW_GROUP_OVERHEAD
-        } else {
-            0
-        };
-        let minimum = fixed + least_row_groups + threads * MIN_WORKER_BYTES;
+        let least_share = threads
+            * if parquet_files {
+                MIN_WORKER_BYTES.max(MIN_ROW_GROUP_BYTES * ROW_GROUP_OVERHEAD)
+            } else {
+                MIN_WORKER_BYTES
+            };
+        // The shares are three fifths of what is left.
+        let minimum = fixed + least_share * 5 / 3;
         if memory_limit < minimum {
             return Err(JobError::InvalidOption(format!(
                 "a memory limit of {memory_limit} bytes is too small for {n} destinations and {workers} threads: it takes at least {minimum} bytes{}",
                 if parquet_files {
-                    " (Parquet files need room for a row group each; the shuffle layout does not)"
+                    " (each thread writing Parquet needs room for a row group)"
                 } else {
                     ""
                 }
             )));
         }
-        let rest = memory_limit - fixed;
-        let row_groups = if parquet_files {
-            (rest / 2).max(least_row_groups)
-        } else {
-            0
-        };
-        let per_worker = (rest - row_groups) * 3 / 5 / threads;
+        let share = (memory_limit - fixed) * 3 / 5;
         Ok(Self {
             fixed,
-            row_groups,
-            per_worker,
+            row_groups: if parquet_files { share } else { 0 },
+            per_worker: share / threads,
         })
     }
 
-    /// Memory each Parquet destination's open row group may hold, by the writer's own
-    /// estimate (between 64 KiB and 128 MiB).
-    pub fn row_group_bytes(&self, partitions: u32) -> usize {
-        (self.row_groups / u64::from(partitions) / ROW_GROUP_OVERHEAD)
+    /// The encoded size at which each of `threads` Parquet writers ends its open row group
+    /// (between 1 MiB and 256 MiB).
+    pub fn row_group_bytes(&self, threads: usize) -> usize {
+        (self.row_groups / threads.max(1) as u64 / ROW_GROUP_OVERHEAD)
             .clamp(MIN_ROW_GROUP_BYTES, MAX_ROW_GROUP_BYTES) as usize
     }
 }
@@ -114,10 +114,21 @@ mod tests {
             (256 << 20, 10_000, 2, false),
             (64 << 20, 1000, 8, false),
             (1 << 30, 1, 1, true),
+            (256 << 20, 10_000, 2, true),
+            (16 << 20, 100, 2, true),
         ] {
             let budget = Budget::try_new(limit, n, workers, parquet).unwrap();
-            let used = budget.fixed + budget.row_groups + budget.per_worker * workers as u64;
-            assert!(used <= limit, "{budget:?} over {limit}");
+            // The phases do not overlap: buffered rows, then open row groups.
+            let staging = budget.fixed + budget.per_worker * workers as u64;
+            let writing = budget.fixed + budget.row_groups;
+            assert!(staging.max(writing) <= limit, "{budget:?} over {limit}");
+            if parquet {
+                let writers = budget.row_group_bytes(workers) as u64 * ROW_GROUP_OVERHEAD;
+                assert!(
+                    budget.fixed + writers * workers as u64 <= limit,
+                    "{budget:?}"
+                );
+            }
             assert!(budget.per_worker >= MIN_WORKER_BYTES * 3 / 5, "{budget:?}");
             assert_eq!(budget.row_groups > 0, parquet);
         }
@@ -132,5 +143,12 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("row group"), "{text}");
+    }
+
+    #[test]
+    fn parquet_at_ten_thousand_destinations_fits_in_256_mib_with_large_row_groups() {
+        let budget = Budget::try_new(256 << 20, 10_000, 2, true).unwrap();
+        // lineitem encodes to about 35 bytes a row: 24 MiB holds about 700K rows.
+        assert!(budget.row_group_bytes(2) >= 24 << 20, "{budget:?}");
     }
 }

@@ -5,7 +5,9 @@
 //!  JobOptions ─► Job::try_new (options checked, inputs found and cut into frames, keys and
 //!                              formats checked against the schema, memory limit shared out)
 //!             ─► Job::run     (rayon workers, each with its own PartitionedWriter, into a
-//!                              staging directory; _manifest.json; renamed into place)
+//!                              staging directory; Parquet: rows staged in scratch files,
+//!                              then each file written whole; _manifest.json; renamed into
+//!                              place)
 //! ```
 //!
 //! ```no_run
@@ -51,7 +53,7 @@ pub use budget::Budget;
 pub use error::{JobError, Result};
 pub use job::{Job, Progress, Report, repartition};
 pub use manifest::{
-    DestinationEntry, FileName, MANIFEST_FILE, Manifest, ShuffleFiles, WorkerTimings,
+    DestinationEntry, FileName, MANIFEST_FILE, Manifest, RowGroupSizes, ShuffleFiles, WorkerTimings,
 };
 pub use options::{
     Compression, DEFAULT_MEMORY_LIMIT, Format, JobOptions, Layout, Scheme, parse_bytes,

@@ -48,8 +48,13 @@ pub struct Manifest {
     pub peak_rss_bytes: Option<u64>,
     /// Each worker's timings.
     pub workers: Vec<WorkerTimings>,
-    /// Seconds spent ending the destination files (files layout).
+    /// Seconds spent ending the destination files (files layout; for Parquet, writing the
+    /// files from the staged rows).
     pub files_finish_seconds: f64,
+    /// How large the Parquet files' row groups came out (Parquet files; each destination's
+    /// are in its entry).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub row_groups: Option<RowGroupSizes>,
     /// Each destination's rows and bytes, and its file (files layout).
     pub destinations: Vec<DestinationEntry>,
     /// Range partitioning's split points, each as its key values' text.
@@ -88,6 +93,41 @@ pub struct DestinationEntry {
     pub rows: u64,
     /// Bytes it received.
     pub bytes: u64,
+    /// Rows of each row group of its file, in order (Parquet files).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub row_groups: Option<Vec<u64>>,
+}
+
+/// The row groups of a run's Parquet files, all files together.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RowGroupSizes {
+    /// Row groups in all.
+    pub count: u64,
+    /// Rows of the smallest.
+    pub min_rows: u64,
+    /// Rows of the largest.
+    pub max_rows: u64,
+    /// Rows per row group on average.
+    pub mean_rows: f64,
+}
+
+impl RowGroupSizes {
+    /// The sizes of row groups of `rows` rows each; `None` when there are none.
+    pub fn of(rows: impl IntoIterator<Item = u64>) -> Option<Self> {
+        let (mut count, mut min_rows, mut max_rows, mut sum) = (0u64, u64::MAX, 0u64, 0u64);
+        for r in rows {
+            count += 1;
+            min_rows = min_rows.min(r);
+            max_rows = max_rows.max(r);
+            sum += r;
+        }
+        (count > 0).then(|| Self {
+            count,
+            min_rows,
+            max_rows,
+            mean_rows: sum as f64 / count as f64,
+        })
+    }
 }
 
 /// A destination's file: absent (shuffle layout), none (no rows, no file), or its name.

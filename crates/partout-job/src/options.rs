@@ -24,7 +24,8 @@ pub enum Scheme {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Format {
-    /// Parquet (`.parquet`), row groups as large as the memory limit allows.
+    /// Parquet (`.parquet`): rows staged, then each destination's file written whole, in
+    /// row groups of up to 1Mi rows as the memory limit allows.
     #[default]
     Parquet,
     /// An Arrow IPC stream (`.arrows`).
@@ -37,10 +38,10 @@ pub enum Format {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Compression {
-    /// None.
+    /// None (the default of IPC and Presto outputs).
     #[default]
     None,
-    /// Snappy (Parquet only).
+    /// Snappy (Parquet only; its default).
     Snappy,
     /// LZ4 (Parquet: LZ4_RAW pages; IPC: LZ4_FRAME buffers; Presto: raw LZ4 page bodies).
     Lz4,
@@ -87,6 +88,18 @@ macro_rules! named {
     };
 }
 
+impl Format {
+    /// The compression of outputs in this format when none is asked for: Snappy for Parquet,
+    /// as pyarrow, DuckDB and Spark write it (a changed default: partout used to write
+    /// uncompressed Parquet, files four times larger); none for IPC and Presto pages.
+    pub fn default_compression(self) -> Compression {
+        match self {
+            Self::Parquet => Compression::Snappy,
+            Self::Ipc | Self::Presto => Compression::None,
+        }
+    }
+}
+
 named!(Scheme: Hash = "hash", Spark = "spark", RoundRobin = "round-robin", Range = "range");
 named!(Format: Parquet = "parquet", Ipc = "ipc", Presto = "presto");
 named!(Compression: None = "none", Snappy = "snappy", Lz4 = "lz4", Zstd = "zstd");
@@ -121,8 +134,9 @@ pub struct JobOptions {
     pub scheme: Scheme,
     /// Output format (default Parquet).
     pub format: Format,
-    /// Output compression (default none).
-    pub compression: Compression,
+    /// Output compression; `None`: the format's default ([`Format::default_compression`]:
+    /// Snappy for Parquet, none for IPC and Presto).
+    pub compression: Option<Compression>,
     /// One file per destination, or a data file and an index per worker (default files).
     pub layout: Layout,
     /// Worker threads (`None`: the machine's cores).
@@ -148,7 +162,7 @@ impl JobOptions {
             partitions,
             scheme: Scheme::Hash,
             format: Format::Parquet,
-            compression: Compression::None,
+            compression: None,
             layout: Layout::Files,
             threads: None,
             memory_limit: DEFAULT_MEMORY_LIMIT,
@@ -177,8 +191,14 @@ impl JobOptions {
 
     /// Sets [`compression`](Self::compression).
     pub fn with_compression(mut self, compression: Compression) -> Self {
-        self.compression = compression;
+        self.compression = Some(compression);
         self
+    }
+
+    /// The compression the outputs get: the one asked for, or the format's default.
+    pub fn output_compression(&self) -> Compression {
+        self.compression
+            .unwrap_or_else(|| self.format.default_compression())
     }
 
     /// Sets [`layout`](Self::layout).
@@ -266,6 +286,19 @@ mod tests {
         }
         let err = "gzip".parse::<Compression>().unwrap_err();
         assert!(err.contains("gzip") && err.contains("snappy"), "{err}");
+    }
+
+    #[test]
+    fn parquet_is_snappy_unless_asked_otherwise() {
+        let options = JobOptions::new(["in"], "out", 4);
+        assert_eq!(options.compression, None);
+        assert_eq!(options.output_compression(), Compression::Snappy);
+        let ipc = options.clone().with_format(Format::Ipc);
+        assert_eq!(ipc.output_compression(), Compression::None);
+        let presto = options.clone().with_format(Format::Presto);
+        assert_eq!(presto.output_compression(), Compression::None);
+        let plain = options.with_compression(Compression::None);
+        assert_eq!(plain.output_compression(), Compression::None);
     }
 
     #[test]

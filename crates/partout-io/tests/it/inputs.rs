@@ -261,7 +261,7 @@ fn frames_refuse_a_file_of_another_schema() {
 fn shuffle_files_read_back_through_their_index_and_damage_is_named() {
     use partout_exchange::BatchSink;
     use partout_format::ipc::{Compression, decode_stream};
-    use partout_io::{FileFormat, ShuffleFile, read_shuffle_index};
+    use partout_io::{ShuffleFile, read_shuffle_index};
     let dir = tempfile::tempdir().unwrap();
     let schema = rows(0, 1).schema();
     let mut shuffle = ShuffleFile::try_new(
@@ -269,7 +269,7 @@ fn shuffle_files_read_back_through_their_index_and_damage_is_named() {
         "w0",
         schema,
         3,
-        &FileFormat::Stream(partout_format::Encoding::ipc(Compression::None)),
+        partout_format::Encoding::ipc(Compression::None),
     )
     .unwrap();
     // Destination 2 twice, 0 once, 1 never.

@@ -252,13 +252,13 @@ fn inputs() -> Vec<(&'static str, Format, u8, Vec<u8>, u64)> {
 fn shuffle_index(dir: &Path) -> (Vec<u8>, u64) {
     use partout_exchange::BatchSink;
     use partout_format::ipc::Compression;
-    use partout_io::{FileFormat, ShuffleFile};
+    use partout_io::ShuffleFile;
     let mut shuffle = ShuffleFile::try_new(
         dir,
         "w0",
         plain(0, 1).schema(),
         3,
-        &FileFormat::Stream(partout_format::Encoding::ipc(Compression::None)),
+        partout_format::Encoding::ipc(Compression::None),
     )
     .unwrap();
     shuffle.write_batch(2, &plain(0, 4)).unwrap();

@@ -1,0 +1,622 @@
+//! Parquet output through staging: [`StagedParquet`].
+//!
+//! A Parquet writer holds its open row group in memory (encoded pages, dictionaries) until
+//! the row group ends. With one writer open per destination, thousands of destinations under
+//! a memory limit leave each a sliver of memory: row groups of a few thousand rows, too small
+//! for dictionaries to pay, and at 10,000 destinations no room at all. So rows are staged
+//! first, and each destination's file is written whole, afterwards, one writer per thread:
+//!
+//! ```text
+//!  staging  worker w ── flushes ──► .scratch-w.data + .scratch-w.index (a ShuffleFile:
+//!                                   each destination's runs as an Arrow IPC stream)
+//!  writing  thread t ── destination p: its runs of every scratch file, in order
+//!                       ─► decoded ─► coalesced ─► ArrowWriter ─► part-p.parquet
+//! ```
+//!
+//! While writing, each thread holds one open row group (bounded by
+//! [`ParquetOptions::row_group_bytes`] and the properties' row count), one run's bytes and its
+//! decoded batch: memory no longer grows with the destination count. The scratch files are
+//! removed once every file is written, and by `Drop` when the output is abandoned.
+
+use crate::outputs::{DestinationFile, ShuffleFile, ShuffleRange, io_error, sink_error};
+use crate::{panic_message, read_shuffle_index};
+use arrow_array::{Array, RecordBatch};
+use arrow_buffer::Buffer;
+use arrow_ipc::reader::StreamDecoder;
+use arrow_schema::{Schema, SchemaRef};
+use arrow_select::coalesce::BatchCoalescer;
+use parquet::arrow::{ArrowSchemaConverter, ArrowWriter};
+use parquet::file::properties::WriterProperties;
+use parquet::schema::types::ColumnPath;
+use partout_exchange::WriterError;
+use partout_format::Encoding;
+use partout_format::ipc::Compression;
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+/// Rows of the largest destination sampled to choose the columns worth a dictionary.
+const DICTIONARY_SAMPLE_ROWS: usize = 1 << 16;
+
+/// A column is dictionary-encoded when its sampled values repeat at least this many times on
+/// average (see [`dictionary_pays`]).
+const DICTIONARY_MIN_REPEATS: usize = 5;
+
+/// Rows handed to the Parquet writer at once: runs of a few rows (a destination flushed under
+/// memory pressure at high fan-out) are gathered first, since each write has a fixed cost per
+/// column.
+const WRITE_ROWS: usize = 8192;
+
+/// How each destination's Parquet file is written.
+#[derive(Debug, Clone)]
+pub struct ParquetOptions {
+    /// The writer's properties: compression, statistics, dictionaries, and the most rows a
+    /// row group holds ([`WriterProperties::max_row_group_row_count`]).
+    pub properties: WriterProperties,
+    /// The most a writer's open row group may hold, by the writer's estimate of its encoded
+    /// size: a row group ends at this size or at the properties' row count, whichever comes
+    /// first. It replaces the properties' own byte limit.
+    pub row_group_bytes: usize,
+    /// How staged rows are compressed in the scratch files (Arrow IPC body compression):
+    /// none spends no CPU and decodes in place; LZ4 halves the scratch bytes.
+    pub staging: Compression,
+}
+
+/// A destination's ranges in one worker's scratch file.
+#[derive(Debug, Default)]
+struct Runs {
+    /// Each range's offset, length and rows, in stream order.
+    ranges: Vec<(u64, u64, u64)>,
+}
+
+/// Parquet files `DIR/{prefix}-{p:05}.parquet`, one per destination, written from rows that
+/// workers first stage in scratch files of their own ([`scratch`](Self::scratch)); see the
+/// module's documentation. Files are written as `.NAME.partial` and renamed when whole.
+pub struct StagedParquet {
+    dir: PathBuf,
+    prefix: String,
+    schema: SchemaRef,
+    destinations: usize,
+    options: ParquetOptions,
+    /// Workers whose scratch files were created (removed by `finish`, or on drop).
+    scratch: Mutex<Vec<usize>>,
+}
+
+impl std::fmt::Debug for StagedParquet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StagedParquet")
+            .field("dir", &self.dir)
+            .field("prefix", &self.prefix)
+            .field("destinations", &self.destinations)
+            .finish_non_exhaustive()
+    }
+}
+
+impl StagedParquet {
+    /// Parquet files for `destinations` destinations of batches of `schema` in `dir`.
+    ///
+    /// # Errors
+    /// [`WriterError::Sink`] when `dir` cannot be created, or when Parquet cannot carry the
+    /// schema (checked now, before any row is staged: see [`check_schema`](Self::check_schema)).
+    pub fn try_new(
+        dir: &Path,
+        prefix: &str,
+        schema: SchemaRef,
+        destinations: usize,
+        options: ParquetOptions,
+    ) -> Result<Self, WriterError> {
+        Self::check_schema(&schema)?;
+        std::fs::create_dir_all(dir).map_err(io_error(None))?;
+        let properties = options
+            .properties
+            .into_builder()
+            .set_max_row_group_bytes(Some(options.row_group_bytes.max(1)))
+            .build();
+        Ok(Self {
+            dir: dir.to_path_buf(),
+            prefix: prefix.to_string(),
+            schema,
+            destinations,
+            options: ParquetOptions {
+                properties,
+                ..options
+            },
+            scratch: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// Checks that Parquet files can carry batches of `schema`.
+    ///
+    /// # Errors
+    /// [`WriterError::Sink`] naming what Parquet cannot carry.
+    pub fn check_schema(schema: &Schema) -> Result<(), WriterError> {
+        ArrowSchemaConverter::new()
+            .convert(schema)
+            .map(|_| ())
+            .map_err(|e| sink_error(None, e))
+    }
+
+    /// The name of destination `p`'s file.
+    pub fn name(&self, p: usize) -> String {
+        format!("{}-{p:05}.parquet", self.prefix)
+    }
+
+    fn partial(&self, p: usize) -> PathBuf {
+        self.dir.join(format!(".{}.partial", self.name(p)))
+    }
+
+    /// The paths of worker `worker`'s scratch data file and index.
+    pub fn scratch_paths(&self, worker: usize) -> (PathBuf, PathBuf) {
+        let name = scratch_name(worker);
+        (
+            self.dir.join(format!("{name}.data")),
+            self.dir.join(format!("{name}.index")),
+        )
+    }
+
+    /// Worker `worker`'s scratch file, where its flushes stage rows: the output its
+    /// partitioned writer flushes to. Each worker takes one.
+    ///
+    /// # Errors
+    /// When the files cannot be created.
+    pub fn scratch(&self, worker: usize) -> Result<ShuffleFile, WriterError> {
+        self.scratch
+            .lock()
+            .map_err(|_| sink_error(None, "a worker panicked while creating its scratch file"))?
+            .push(worker);
+        ShuffleFile::try_new(
+            &self.dir,
+            &scratch_name(worker),
+            self.schema.clone(),
+            self.destinations,
+            Encoding::ipc(self.options.staging),
+        )
+    }
+
+    /// Writes every destination's file from the finished scratch files, on `threads`
+    /// threads (largest destinations first, so that no thread is left with a large one at
+    /// the end), then removes the scratch files. A destination without rows gets a file of
+    /// the schema alone. `cancelled` is asked between destinations.
+    ///
+    /// # Errors
+    /// Scratch files that cannot be read back (each error names the file), Parquet and IO
+    /// errors naming the destination; [`WriterError::Failed`] when cancelled. The partial
+    /// file of a failed destination is removed; the scratch files are removed on drop.
+    pub fn finish(
+        self,
+        threads: usize,
+        cancelled: &(dyn Fn() -> bool + Sync),
+    ) -> Result<Vec<DestinationFile>, WriterError> {
+        let mut workers = self
+            .scratch
+            .lock()
+            .map_err(|_| sink_error(None, "a worker panicked while creating its scratch file"))?
+            .clone();
+        workers.sort_unstable();
+        // Each destination's runs, per worker: the index, not the rows, is held in memory.
+        let mut runs: Vec<Vec<Runs>> = (0..self.destinations)
+            .map(|_| (0..workers.len()).map(|_| Runs::default()).collect())
+            .collect();
+        let mut data_paths = Vec::with_capacity(workers.len());
+        for (i, &w) in workers.iter().enumerate() {
+            let (data, index) = self.scratch_paths(w);
+            let len = std::fs::metadata(&data)
+                .map_err(|e| {
+                    sink_error(None, crate::file_io_error(&data, "cannot be read back", e))
+                })?
+                .len();
+            let (count, ranges) =
+                read_shuffle_index(&index, len).map_err(|e| sink_error(None, e))?;
+            if count as usize != self.destinations {
+                return Err(sink_error(
+                    None,
+                    format!(
+                        "{}: {count} destinations, the output has {}",
+                        index.display(),
+                        self.destinations
+                    ),
+                ));
+            }
+            for ShuffleRange {
+                destination,
+                offset,
+                len,
+                rows,
+            } in ranges
+            {
+                runs[destination as usize][i]
+                    .ranges
+                    .push((offset, len, rows));
+            }
+            data_paths.push(data);
+        }
+        let mut order: Vec<usize> = (0..self.destinations).collect();
+        let bytes = |p: usize| -> u64 {
+            runs[p]
+                .iter()
+                .flat_map(|r| &r.ranges)
+                .map(|&(_, len, _)| len)
+                .sum()
+        };
+        order.sort_by_key(|&p| std::cmp::Reverse(bytes(p)));
+        let properties = match order.first() {
+            Some(&p) => contained(p, || {
+                self.with_dictionaries_that_pay(p, &runs[p], &mut ScratchReaders::new(&data_paths))
+            })?,
+            None => self.options.properties.clone(),
+        };
+
+        let next = AtomicUsize::new(0);
+        let stop = AtomicBool::new(false);
+        let files: Mutex<Vec<Option<DestinationFile>>> = Mutex::new(vec![None; self.destinations]);
+        let errors: Mutex<Vec<WriterError>> = Mutex::new(Vec::new());
+        std::thread::scope(|scope| {
+            for _ in 0..threads.clamp(1, self.destinations.max(1)) {
+                scope.spawn(|| {
+                    let mut readers = ScratchReaders::new(&data_paths);
+                    loop {
+                        if stop.load(Ordering::Relaxed) {
+                            return;
+                        }
+                        if cancelled() {
+                            stop.store(true, Ordering::Relaxed);
+                            push(&errors, WriterError::Failed);
+                            return;
+                        }
+                        let Some(&p) = order.get(next.fetch_add(1, Ordering::Relaxed)) else {
+                            return;
+                        };
+                        match self.write_destination(p, &runs[p], &mut readers, &properties) {
+                            Ok(file) => {
+                                if let Ok(mut files) = files.lock() {
+                                    files[p] = Some(file);
+                                }
+                            }
+                            Err(e) => {
+                                stop.store(true, Ordering::Relaxed);
+                                push(&errors, e);
+                                return;
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        if let Some(e) = errors.into_inner().ok().and_then(|e| e.into_iter().next()) {
+            return Err(e);
+        }
+        let files = files
+            .into_inner()
+            .map_err(|_| sink_error(None, "a thread writing Parquet files panicked"))?;
+        let files = files
+            .into_iter()
+            .enumerate()
+            .map(|(p, f)| f.ok_or_else(|| sink_error(Some(p), "its file was not written")))
+            .collect::<Result<Vec<_>, _>>()?;
+        // Dropping removes the scratch files.
+        Ok(files)
+    }
+
+    /// Writes destination `p`'s file from its runs, its partial file removed on failure.
+    fn write_destination(
+        &self,
+        p: usize,
+        runs: &[Runs],
+        readers: &mut ScratchReaders<'_>,
+        properties: &WriterProperties,
+    ) -> Result<DestinationFile, WriterError> {
+        let partial = self.partial(p);
+        let written = contained(p, || {
+            self.write_partial(p, runs, readers, properties, &partial)
+        });
+        let file = written.and_then(|(bytes, row_groups)| {
+            let name = self.name(p);
+            std::fs::rename(&partial, self.dir.join(&name)).map_err(io_error(Some(p)))?;
+            Ok(DestinationFile {
+                name: Some(name),
+                bytes,
+                row_groups: Some(row_groups),
+            })
+        });
+        if file.is_err() {
+            let _ = std::fs::remove_file(&partial);
+        }
+        file
+    }
+
+    /// Writes `partial` from the runs with `properties`; its size and each row group's rows.
+    fn write_partial(
+        &self,
+        p: usize,
+        runs: &[Runs],
+        readers: &mut ScratchReaders<'_>,
+        properties: &WriterProperties,
+        partial: &Path,
+    ) -> Result<(u64, Vec<u64>), WriterError> {
+        let parquet = |e: parquet::errors::ParquetError| sink_error(Some(p), e);
+        let file = File::create(partial).map_err(io_error(Some(p)))?;
+        let mut writer = ArrowWriter::try_new(file, self.schema.clone(), Some(properties.clone()))
+            .map_err(parquet)?;
+        let mut coalescer = BatchCoalescer::new(self.schema.clone(), WRITE_ROWS)
+            .with_biggest_coalesce_batch_size(Some(WRITE_ROWS / 2));
+        let mut write = |batch: Option<RecordBatch>| -> Result<(), WriterError> {
+            match batch {
+                Some(batch) => coalescer.push_batch(batch),
+                None => coalescer.finish_buffered_batch(),
+            }
+            .map_err(|e| sink_error(Some(p), e))?;
+            while let Some(batch) = coalescer.next_completed_batch() {
+                writer.write(&batch).map_err(parquet)?;
+            }
+            Ok(())
+        };
+        decode_runs(p, runs, readers, &mut |batch| {
+            write(Some(batch)).map(|()| true)
+        })?;
+        write(None)?;
+        let metadata = writer.finish().map_err(parquet)?;
+        let row_groups = metadata
+            .row_groups()
+            .iter()
+            .map(|rg| rg.num_rows() as u64)
+            .collect();
+        Ok((writer.bytes_written() as u64, row_groups))
+    }
+
+    /// The properties with dictionaries only for the columns where they pay, judged on a
+    /// sample of destination `p` (the largest): see [`dictionary_pays`].
+    fn with_dictionaries_that_pay(
+        &self,
+        p: usize,
+        runs: &[Runs],
+        readers: &mut ScratchReaders<'_>,
+    ) -> Result<WriterProperties, WriterError> {
+        let mut sample = Vec::new();
+        let mut rows = 0;
+        decode_runs(p, runs, readers, &mut |batch| {
+            rows += batch.num_rows();
+            sample.push(batch);
+            Ok(rows < DICTIONARY_SAMPLE_ROWS)
+        })?;
+        let mut properties = self.options.properties.clone().into_builder();
+        for (c, field) in self.schema.fields().iter().enumerate() {
+            let columns: Vec<&dyn Array> = sample.iter().map(|b| b.column(c).as_ref()).collect();
+            if dictionary_pays(&columns) == Some(false) {
+                let path = ColumnPath::new(vec![field.name().clone()]);
+                properties = properties.set_column_dictionary_enabled(path, false);
+            }
+        }
+        Ok(properties.build())
+    }
+}
+
+/// Runs `work` on destination `p`'s rows; a panic in a format crate (arrow-ipc meeting a
+/// damaged scratch file) is an error naming the destination.
+fn contained<T>(p: usize, work: impl FnOnce() -> Result<T, WriterError>) -> Result<T, WriterError> {
+    catch_unwind(AssertUnwindSafe(work)).unwrap_or_else(|panic| {
+        Err(sink_error(
+            Some(p),
+            format!("writing its file failed: {}", panic_message(panic.as_ref())),
+        ))
+    })
+}
+
+/// Decodes destination `p`'s runs, worker by worker, each batch handed to `each` until it
+/// returns `false`. Checks that the rows decoded are the rows the index lists.
+fn decode_runs(
+    p: usize,
+    runs: &[Runs],
+    readers: &mut ScratchReaders<'_>,
+    each: &mut dyn FnMut(RecordBatch) -> Result<bool, WriterError>,
+) -> Result<(), WriterError> {
+    let mut bytes = Vec::new();
+    for (w, worker_runs) in runs.iter().enumerate() {
+        if worker_runs.ranges.is_empty() {
+            continue;
+        }
+        // Each worker's runs of a destination are one IPC stream, schema first.
+        let mut decoder = StreamDecoder::new();
+        let mut expected = 0u64;
+        let mut decoded = 0u64;
+        for &(offset, len, rows) in &worker_runs.ranges {
+            expected += rows;
+            readers.read(w, offset, len, &mut bytes, p)?;
+            // Uncompressed buffers are used in place: the batch holds the bytes read.
+            let whole = Buffer::from_vec(std::mem::take(&mut bytes));
+            let mut buffer = whole.clone();
+            while !buffer.is_empty() {
+                let batch = decoder
+                    .decode(&mut buffer)
+                    .map_err(|e| readers.damaged(w, p, e))?;
+                if let Some(batch) = batch {
+                    decoded += batch.num_rows() as u64;
+                    if !each(batch)? {
+                        return Ok(());
+                    }
+                }
+            }
+            drop(buffer);
+            // Once the batches are written and gone, the next run is read into the same
+            // memory: a fresh allocation per run is memory the allocator hands back to the
+            // system and faults in again (a tenth of the time spent writing, measured).
+            bytes = whole.into_vec().unwrap_or_default();
+        }
+        decoder.finish().map_err(|e| readers.damaged(w, p, e))?;
+        if decoded != expected {
+            return Err(readers.damaged(
+                w,
+                p,
+                format!("{decoded} rows decoded where its index says {expected}"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Whether dictionary encoding pays for a column, judged on a sample of its values (the
+/// chunks `arrays`): when values repeat at least [`DICTIONARY_MIN_REPEATS`] times on average.
+/// Otherwise the dictionary holds most values once more, the indices are wide, and the
+/// encoding costs a hash of every value: on lineitem, `l_partkey`, `l_extendedprice` and
+/// `l_comment` (mostly distinct) and `l_orderkey` (four rows a key, in runs that plain
+/// encoding and Snappy compress better) came out larger with dictionaries, and took a third of
+/// the time spent writing. `None` for types judged by parquet's writer alone (nested, boolean,
+/// dictionary columns) and for a sample without values.
+fn dictionary_pays(arrays: &[&dyn Array]) -> Option<bool> {
+    use arrow_array::cast::AsArray;
+    use arrow_schema::DataType as T;
+    use std::hash::BuildHasher;
+    let hasher = std::collections::hash_map::RandomState::new();
+    let mut distinct = std::collections::HashSet::new();
+    let mut values = 0usize;
+    let mut add = |bytes: &[u8]| {
+        distinct.insert(hasher.hash_one(bytes));
+        values += 1;
+    };
+    for array in arrays {
+        let valid = |i: usize| array.is_valid(i);
+        // The `_opt` casts: a type that does not match its array is a sample left to the
+        // writer, never a panic.
+        match array.data_type() {
+            T::Utf8 => {
+                let a = array.as_string_opt::<i32>()?;
+                (0..a.len())
+                    .filter(|&i| valid(i))
+                    .for_each(|i| add(a.value(i).as_bytes()));
+            }
+            T::LargeUtf8 => {
+                let a = array.as_string_opt::<i64>()?;
+                (0..a.len())
+                    .filter(|&i| valid(i))
+                    .for_each(|i| add(a.value(i).as_bytes()));
+            }
+            T::Utf8View => {
+                let a = array.as_string_view_opt()?;
+                (0..a.len())
+                    .filter(|&i| valid(i))
+                    .for_each(|i| add(a.value(i).as_bytes()));
+            }
+            T::Binary => {
+                let a = array.as_binary_opt::<i32>()?;
+                (0..a.len())
+                    .filter(|&i| valid(i))
+                    .for_each(|i| add(a.value(i)));
+            }
+            T::LargeBinary => {
+                let a = array.as_binary_opt::<i64>()?;
+                (0..a.len())
+                    .filter(|&i| valid(i))
+                    .for_each(|i| add(a.value(i)));
+            }
+            T::BinaryView => {
+                let a = array.as_binary_view_opt()?;
+                (0..a.len())
+                    .filter(|&i| valid(i))
+                    .for_each(|i| add(a.value(i)));
+            }
+            T::FixedSizeBinary(_) => {
+                let a = array.as_fixed_size_binary_opt()?;
+                (0..a.len())
+                    .filter(|&i| valid(i))
+                    .for_each(|i| add(a.value(i)));
+            }
+            t if t.is_primitive() => {
+                let width = t.primitive_width()?;
+                let data = array.to_data();
+                let buffer = data.buffers().first()?;
+                let start = data.offset() * width;
+                let bytes = buffer.as_slice().get(start..start + data.len() * width)?;
+                for (i, value) in bytes.chunks_exact(width).enumerate() {
+                    if valid(i) {
+                        add(value);
+                    }
+                }
+            }
+            _ => return None,
+        }
+    }
+    (values > 0).then(|| distinct.len() * DICTIONARY_MIN_REPEATS <= values)
+}
+
+impl Drop for StagedParquet {
+    /// Removes the scratch files, whether the files were written or the output abandoned.
+    fn drop(&mut self) {
+        let workers = match self.scratch.get_mut() {
+            Ok(workers) => std::mem::take(workers),
+            Err(poisoned) => std::mem::take(poisoned.into_inner()),
+        };
+        for w in workers {
+            let (data, index) = self.scratch_paths(w);
+            let _ = std::fs::remove_file(data);
+            let _ = std::fs::remove_file(index);
+        }
+    }
+}
+
+/// The name of worker `worker`'s scratch files, without extension: hidden, like partial files.
+fn scratch_name(worker: usize) -> String {
+    format!(".scratch-{worker:03}")
+}
+
+fn push(errors: &Mutex<Vec<WriterError>>, e: WriterError) {
+    if let Ok(mut errors) = errors.lock() {
+        errors.push(e);
+    }
+}
+
+/// One thread's handles on the scratch data files, opened on first use.
+struct ScratchReaders<'a> {
+    paths: &'a [PathBuf],
+    files: Vec<Option<File>>,
+}
+
+impl<'a> ScratchReaders<'a> {
+    fn new(paths: &'a [PathBuf]) -> Self {
+        Self {
+            paths,
+            files: paths.iter().map(|_| None).collect(),
+        }
+    }
+
+    /// Reads `len` bytes at `offset` of scratch file `w` into `out` (replacing its contents).
+    fn read(
+        &mut self,
+        w: usize,
+        offset: u64,
+        len: u64,
+        out: &mut Vec<u8>,
+        p: usize,
+    ) -> Result<(), WriterError> {
+        let path = &self.paths[w];
+        let failed = |e: std::io::Error| {
+            sink_error(
+                Some(p),
+                crate::file_io_error(path, "cannot be read back", e),
+            )
+        };
+        let file = match &mut self.files[w] {
+            Some(file) => file,
+            slot => slot.insert(File::open(path).map_err(failed)?),
+        };
+        out.clear();
+        out.reserve_exact(len as usize);
+        // `take` and `read_to_end`: the buffer is read into, not zeroed first.
+        file.seek(SeekFrom::Start(offset))
+            .and_then(|_| (&mut *file).take(len).read_to_end(out))
+            .and_then(|read| match read as u64 == len {
+                true => Ok(()),
+                false => Err(std::io::ErrorKind::UnexpectedEof.into()),
+            })
+            .map_err(failed)
+    }
+
+    /// Destination `p`'s runs in scratch file `w` do not decode: an error naming the file.
+    fn damaged(&self, w: usize, p: usize, e: impl std::fmt::Display) -> WriterError {
+        sink_error(
+            Some(p),
+            crate::file_error(&self.paths[w], format!("damaged scratch file: {e}")),
+        )
+    }
+}
