@@ -82,7 +82,7 @@ impl<S: Sink> BatchSink for Encoded<S> {
         self.out.clear();
         self.out.reserve(room);
         let mut out = std::mem::take(&mut self.out);
-        let encoded = self.encoders.get(p).and_then(|e| e.encode(batch, &mut out));
+        let encoded = self.encoders.encode(p, batch, &mut out);
         self.out = out;
         encoded?;
         self.write(p)

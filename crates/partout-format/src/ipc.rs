@@ -113,6 +113,145 @@ impl IpcStreamEncoder {
     }
 }
 
+/// The Arrow IPC streams of many destinations, of one schema without dictionaries, through
+/// one encoder.
+///
+/// Without dictionaries a stream carries no state from one batch to the next: its bytes are
+/// the schema message, then each batch's message, then the end-of-stream marker, whichever
+/// stream they belong to. So one arrow-ipc writer encodes every destination's batches, and a
+/// destination costs a flag (has its stream begun) instead of a writer of its own, whose
+/// buffers would be held for every destination: kilobytes each, beyond any memory limit at
+/// thousands of destinations.
+pub(crate) struct SharedIpcStreams {
+    encoder: IpcStreamEncoder,
+    /// The schema message that begins every stream.
+    schema_message: Vec<u8>,
+    /// The end-of-stream marker.
+    end: Vec<u8>,
+    started: Vec<bool>,
+}
+
+impl std::fmt::Debug for SharedIpcStreams {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharedIpcStreams")
+            .field("schema", &self.encoder.schema)
+            .field("destinations", &self.started.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl SharedIpcStreams {
+    /// Streams of `schema` for `destinations` destinations, or `None` when a column of the
+    /// schema holds dictionaries (each stream then keeps which dictionaries it sent).
+    ///
+    /// # Errors
+    /// [`FormatError::Arrow`] when arrow-rs cannot write the schema.
+    pub(crate) fn try_new(
+        schema: SchemaRef,
+        compression: Compression,
+        destinations: usize,
+    ) -> Result<Option<Self>> {
+        if schema
+            .fields()
+            .iter()
+            .any(|f| holds_dictionary(f.data_type()))
+        {
+            return Ok(None);
+        }
+        let mut encoder = IpcStreamEncoder::try_new(schema.clone(), compression)?;
+        // The writer wrote the schema message when it was made; a second writer, ended at
+        // once, gives the same message and then the marker.
+        let schema_message = std::mem::take(encoder.writer.get_mut());
+        let mut ended = Vec::new();
+        IpcStreamEncoder::try_new(schema, compression)?.finish(&mut ended)?;
+        let end = ended
+            .strip_prefix(schema_message.as_slice())
+            .ok_or_else(|| {
+                FormatError::InvalidArgument(
+                    "two IPC writers of one schema wrote different schema messages".into(),
+                )
+            })?
+            .to_vec();
+        Ok(Some(Self {
+            encoder,
+            schema_message,
+            end,
+            started: vec![false; destinations],
+        }))
+    }
+
+    /// Appends destination `p`'s next batch (after its stream's schema message, if this is
+    /// its first) to `out`.
+    ///
+    /// # Errors
+    /// As [`IpcStreamEncoder::encode`].
+    ///
+    /// # Panics
+    /// If there is no destination `p` (the caller checks).
+    pub(crate) fn encode(
+        &mut self,
+        p: usize,
+        batch: &RecordBatch,
+        out: &mut Vec<u8>,
+    ) -> Result<()> {
+        let len = out.len();
+        if !self.started[p] {
+            out.extend_from_slice(&self.schema_message);
+        }
+        match self.encoder.encode(batch, out) {
+            Ok(()) => {
+                self.started[p] = true;
+                Ok(())
+            }
+            Err(e) => {
+                out.truncate(len);
+                Err(e)
+            }
+        }
+    }
+
+    /// Appends the end of destination `p`'s stream to `out` (the schema message first, if
+    /// it never began), unless `only_begun` and it never began; whether anything was
+    /// appended.
+    ///
+    /// # Panics
+    /// If there is no destination `p` (the caller checks).
+    pub(crate) fn finish(&mut self, p: usize, out: &mut Vec<u8>, only_begun: bool) -> bool {
+        if !self.started[p] {
+            if only_begun {
+                return false;
+            }
+            out.extend_from_slice(&self.schema_message);
+        }
+        out.extend_from_slice(&self.end);
+        true
+    }
+
+    /// Destinations.
+    pub(crate) fn len(&self) -> usize {
+        self.started.len()
+    }
+}
+
+/// Whether values of `data_type` hold a dictionary, at any depth.
+fn holds_dictionary(data_type: &DataType) -> bool {
+    match data_type {
+        DataType::Dictionary(..) => true,
+        DataType::List(f)
+        | DataType::LargeList(f)
+        | DataType::ListView(f)
+        | DataType::LargeListView(f)
+        | DataType::FixedSizeList(f, _)
+        | DataType::Map(f, _) => holds_dictionary(f.data_type()),
+        DataType::Struct(fields) => fields.iter().any(|f| holds_dictionary(f.data_type())),
+        DataType::Union(fields, _) => fields.iter().any(|(_, f)| holds_dictionary(f.data_type())),
+        DataType::RunEndEncoded(runs, values) => {
+            holds_dictionary(runs.data_type()) || holds_dictionary(values.data_type())
+        }
+        _ => false,
+    }
+}
+
 /// A copy of `batch` whose view columns hold only the bytes their rows reference, when they
 /// hold more; other columns are shared.
 fn compact_views(batch: &RecordBatch) -> Result<RecordBatch> {

@@ -10,7 +10,7 @@
 //! before anything is written ([`Encoding::check_schema`]: every column must be of a type the
 //! format can carry), so a writer finds out before its first flush, not during it.
 
-use crate::ipc::{Compression, IpcStreamEncoder};
+use crate::ipc::{Compression, IpcStreamEncoder, SharedIpcStreams};
 use crate::presto::{PageOptions, encode_page};
 use crate::{FormatError, Result};
 use arrow_array::RecordBatch;
@@ -192,69 +192,136 @@ impl StreamEncoder {
     }
 }
 
-/// One [`StreamEncoder`] per destination, each made at its destination's first use.
+/// The streams of every destination: one [`StreamEncoder`] per destination, made at its
+/// destination's first use, or, for Arrow IPC streams of a schema without dictionaries, one
+/// encoder for all of them (a destination's stream then costs a flag: see
+/// `ipc::SharedIpcStreams`).
 #[derive(Debug)]
 pub struct StreamEncoders {
     schema: SchemaRef,
     encoding: Encoding,
-    encoders: Vec<Option<StreamEncoder>>,
+    streams: Streams,
+}
+
+#[derive(Debug)]
+enum Streams {
+    Shared(Box<SharedIpcStreams>),
+    Each(Vec<Option<StreamEncoder>>),
 }
 
 impl StreamEncoders {
     /// Encoders of batches of `schema` for `destinations` destinations.
     ///
     /// # Errors
-    /// As [`Encoding::check_schema`].
+    /// As [`Encoding::check_schema`]; [`FormatError::Arrow`] when arrow-rs cannot write the
+    /// schema.
     pub fn try_new(schema: SchemaRef, destinations: usize, encoding: Encoding) -> Result<Self> {
         encoding.check_schema(&schema)?;
+        let shared = match encoding.format {
+            OutputFormat::ArrowIpc => {
+                SharedIpcStreams::try_new(schema.clone(), encoding.compression, destinations)?
+            }
+            OutputFormat::Presto => None,
+        };
+        let streams = match shared {
+            Some(shared) => Streams::Shared(Box::new(shared)),
+            None => Streams::Each((0..destinations).map(|_| None).collect()),
+        };
         Ok(Self {
             schema,
             encoding,
-            encoders: (0..destinations).map(|_| None).collect(),
+            streams,
         })
     }
 
     /// Destinations.
     pub fn len(&self) -> usize {
-        self.encoders.len()
+        match &self.streams {
+            Streams::Shared(shared) => shared.len(),
+            Streams::Each(encoders) => encoders.len(),
+        }
     }
 
     /// Whether there are no destinations.
     pub fn is_empty(&self) -> bool {
-        self.encoders.is_empty()
+        self.len() == 0
     }
 
-    /// Destination `p`'s encoder, made now if it has none.
-    ///
-    /// # Errors
-    /// [`FormatError::InvalidArgument`] for a destination out of range; as
-    /// [`StreamEncoder::try_new`].
-    pub fn get(&mut self, p: usize) -> Result<&mut StreamEncoder> {
-        let count = self.encoders.len();
-        let slot = self.encoders.get_mut(p).ok_or_else(|| {
-            FormatError::InvalidArgument(format!("destination {p} of {count} destinations"))
-        })?;
-        Ok(match slot {
+    /// An error unless there is a destination `p`.
+    fn check(&self, p: usize) -> Result<()> {
+        let count = self.len();
+        if p < count {
+            Ok(())
+        } else {
+            Err(FormatError::InvalidArgument(format!(
+                "destination {p} of {count} destinations"
+            )))
+        }
+    }
+
+    /// Destination `p`'s own encoder, made now if it has none.
+    fn each<'a>(
+        encoders: &'a mut [Option<StreamEncoder>],
+        p: usize,
+        schema: &SchemaRef,
+        encoding: Encoding,
+    ) -> Result<&'a mut StreamEncoder> {
+        Ok(match &mut encoders[p] {
             Some(encoder) => encoder,
-            slot => slot.insert(StreamEncoder::try_new(self.schema.clone(), self.encoding)?),
+            slot => slot.insert(StreamEncoder::try_new(schema.clone(), encoding)?),
         })
     }
 
-    /// Destination `p`'s encoder, taken out (to be finished); `None` if it never had one.
-    pub fn take(&mut self, p: usize) -> Option<StreamEncoder> {
-        self.encoders.get_mut(p).and_then(Option::take)
-    }
-
-    /// Ends destination `p`'s output into `out` (its encoder is made first if it never had
-    /// one, so a destination without rows still gets an IPC stream of the schema alone).
+    /// Appends destination `p`'s next batch, encoded (after what begins its stream, if this
+    /// is its first), to `out`.
     ///
     /// # Errors
-    /// As [`get`](Self::get) and [`StreamEncoder::finish`].
+    /// [`FormatError::InvalidArgument`] for a destination out of range; as
+    /// [`StreamEncoder::encode`].
+    pub fn encode(&mut self, p: usize, batch: &RecordBatch, out: &mut Vec<u8>) -> Result<()> {
+        self.check(p)?;
+        match &mut self.streams {
+            Streams::Shared(shared) => shared.encode(p, batch, out),
+            Streams::Each(encoders) => {
+                Self::each(encoders, p, &self.schema, self.encoding)?.encode(batch, out)
+            }
+        }
+    }
+
+    /// Ends destination `p`'s output into `out`: an IPC stream's end-of-stream marker (a
+    /// destination without rows still gets a stream of the schema alone); nothing for Presto
+    /// pages.
+    ///
+    /// # Errors
+    /// [`FormatError::InvalidArgument`] for a destination out of range; as
+    /// [`StreamEncoder::finish`].
     pub fn finish(&mut self, p: usize, out: &mut Vec<u8>) -> Result<()> {
-        self.get(p)?;
-        match self.take(p) {
-            Some(encoder) => encoder.finish(out),
-            None => Ok(()),
+        self.end(p, out, false).map(drop)
+    }
+
+    /// Ends destination `p`'s output into `out`, as [`finish`](Self::finish), if anything was
+    /// encoded for it; whether it was.
+    ///
+    /// # Errors
+    /// As [`finish`](Self::finish).
+    pub fn finish_begun(&mut self, p: usize, out: &mut Vec<u8>) -> Result<bool> {
+        self.end(p, out, true)
+    }
+
+    fn end(&mut self, p: usize, out: &mut Vec<u8>, only_begun: bool) -> Result<bool> {
+        self.check(p)?;
+        match &mut self.streams {
+            Streams::Shared(shared) => Ok(shared.finish(p, out, only_begun)),
+            Streams::Each(encoders) => {
+                if encoders[p].is_none() && only_begun {
+                    return Ok(false);
+                }
+                Self::each(encoders, p, &self.schema, self.encoding)?;
+                match encoders[p].take() {
+                    Some(encoder) => encoder.finish(out).map(|()| true),
+                    None => Ok(false),
+                }
+            }
         }
     }
 }

@@ -45,6 +45,55 @@ fn every_type_round_trips_under_every_compression() {
     }
 }
 
+/// The streams of many destinations (`StreamEncoders`, which share one encoder when the schema
+/// has no dictionaries) are, byte for byte, what one encoder per destination writes: for every
+/// type, under every compression, for destinations given batches in turn, one given none
+/// (the schema alone) and one left unended where only begun streams are ended.
+#[test]
+fn many_destinations_write_what_one_encoder_each_writes() {
+    use partout_format::{Encoding, StreamEncoders};
+    let mut rng = rng(17);
+    let mut types: Vec<Vec<arrow_schema::DataType>> =
+        every_type().into_iter().map(|t| vec![t]).collect();
+    types.push(every_type());
+    for (i, types) in types.iter().enumerate() {
+        let compression = COMPRESSIONS[i % 3];
+        let batches: Vec<RecordBatch> = (0..5)
+            .map(|k| random_batch(types, [40, 0, 7, 300, 1][k], 0.3, k == 2, &mut rng))
+            .collect();
+        let schema = batches[0].schema();
+        // Destination 0 gets batches 0, 2, 4; destination 1 batches 1, 3; destination 2 none.
+        let mut encoders = StreamEncoders::try_new(schema, 3, Encoding::ipc(compression)).unwrap();
+        let mut got = vec![Vec::new(); 3];
+        for (k, batch) in batches.iter().enumerate() {
+            let p = k % 2;
+            encoders.encode(p, batch, &mut got[p]).unwrap();
+        }
+        let mut unbegun = Vec::new();
+        assert!(
+            !encoders.finish_begun(2, &mut unbegun).unwrap(),
+            "{types:?}"
+        );
+        assert!(unbegun.is_empty());
+        assert!(encoders.finish_begun(0, &mut got[0]).unwrap());
+        encoders.finish(1, &mut got[1]).unwrap();
+        encoders.finish(2, &mut got[2]).unwrap();
+        let own = |ks: &[usize]| {
+            let mut encoder = IpcStreamEncoder::try_new(batches[0].schema(), compression).unwrap();
+            let mut out = Vec::new();
+            for &k in ks {
+                encoder.encode(&batches[k], &mut out).unwrap();
+            }
+            encoder.finish(&mut out).unwrap();
+            out
+        };
+        assert!(got[0] == own(&[0, 2, 4]), "{types:?}: destination 0");
+        assert!(got[1] == own(&[1, 3]), "{types:?}: destination 1");
+        assert!(got[2] == own(&[]), "{types:?}: destination 2");
+        assert!(encoders.encode(3, &batches[0], &mut Vec::new()).is_err());
+    }
+}
+
 #[test]
 fn a_stream_without_batches_still_has_its_schema() {
     let batch = random_batch(&[arrow_schema::DataType::Int32], 0, 0.0, false, &mut rng(1));

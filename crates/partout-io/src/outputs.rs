@@ -410,7 +410,7 @@ impl BatchSink for ShuffleFile {
             });
         }
         self.out.clear();
-        self.encoders.get(p)?.encode(batch, &mut self.out)?;
+        self.encoders.encode(p, batch, &mut self.out)?;
         self.append(p, batch.num_rows() as u64)
     }
 
@@ -418,12 +418,9 @@ impl BatchSink for ShuffleFile {
     /// and completes the index.
     fn finish(&mut self, destination_bytes: &mut [u64]) -> Result<(), WriterError> {
         for (p, bytes) in destination_bytes.iter_mut().enumerate() {
-            if let Some(encoder) = self.encoders.take(p) {
-                self.out.clear();
-                encoder.finish(&mut self.out)?;
-                if !self.out.is_empty() {
-                    *bytes += self.append(p, 0)?;
-                }
+            self.out.clear();
+            if self.encoders.finish_begun(p, &mut self.out)? && !self.out.is_empty() {
+                *bytes += self.append(p, 0)?;
             }
         }
         let data = self
