@@ -313,14 +313,12 @@ impl StreamEncoders {
         match &mut self.streams {
             Streams::Shared(shared) => Ok(shared.finish(p, out, only_begun)),
             Streams::Each(encoders) => {
-                if encoders[p].is_none() && only_begun {
-                    return Ok(false);
-                }
-                Self::each(encoders, p, &self.schema, self.encoding)?;
-                match encoders[p].take() {
-                    Some(encoder) => encoder.finish(out).map(|()| true),
-                    None => Ok(false),
-                }
+                let encoder = match encoders[p].take() {
+                    Some(encoder) => encoder,
+                    None if only_begun => return Ok(false),
+                    None => StreamEncoder::try_new(self.schema.clone(), self.encoding)?,
+                };
+                encoder.finish(out).map(|()| true)
             }
         }
     }
