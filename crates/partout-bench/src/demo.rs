@@ -273,8 +273,15 @@ pub fn run(options: &DemoOptions) -> Result<()> {
              the on-disk job is not compared with DuckDB's COPY ... PARTITION_BY.)"
         ),
     }
+    let duckdb_baseline = match duckdb {
+        Some(_) => format!(
+            ", and DuckDB hashing l_orderkey into {n} directories (its start-up, {startup:.2} s, \
+             taken off)"
+        ),
+        None => String::new(),
+    };
     outln!(
-        "(in memory, baseline: DataFusion's way - ahash ids, a grouped take per batch, an IPC writer per destination; every row of both decoded back; each run streams the table {} times. On disk, baselines: partout on one thread, and DuckDB hashing l_orderkey into {n} directories (its start-up, {startup:.2} s, taken off); Snappy, every row counted. Medians of {} rounds, contenders alternating.)",
+        "(in memory, baseline: DataFusion's way - ahash ids, a grouped take per batch, an IPC writer per destination; every row of both decoded back; each run streams the table {} times. On disk, baselines: partout on one thread{duckdb_baseline}; Snappy, every row counted. Medians of {} rounds, contenders alternating.)",
         options.passes,
         options.rounds
     );
