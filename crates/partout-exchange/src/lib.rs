@@ -26,6 +26,6 @@ mod writer;
 pub use encoded::Encoded;
 pub use error::{Result, WriterError};
 pub use metrics::WriterMetrics;
-pub use options::{Strategy, WriterOptions};
+pub use options::{Flush, Strategy, WriterOptions};
 pub use sink::{FileSink, MemorySink, Sink};
 pub use writer::{BatchSink, PartitionedWriter};

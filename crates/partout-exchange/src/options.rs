@@ -19,6 +19,22 @@ pub enum Strategy {
     ScatterThenCopy,
 }
 
+/// When destinations flush.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Flush {
+    /// Each destination flushes when it reaches its target; past the memory limit, the
+    /// destinations holding most flush first. Suits outputs written as they are flushed, when
+    /// each destination's share of the memory limit holds batches worth a message.
+    #[default]
+    AtTarget,
+    /// No destination flushes on its own: past the memory limit, every destination flushes,
+    /// in destination order, and the output is told the round ended
+    /// ([`BatchSink::end_run`](crate::BatchSink::end_run)). Suits outputs that spill sorted
+    /// runs and merge them at the end (high fan-out under a small limit, where each
+    /// destination's share would hold a few rows).
+    AllAtLimit,
+}
+
 /// Options of a [`PartitionedWriter`](crate::PartitionedWriter), checked by [`WriterOptions::validate`].
 ///
 /// ```
@@ -50,6 +66,8 @@ pub struct WriterOptions {
     pub seed: u64,
     /// How rows reach the buffers (default [`Strategy::Direct`]).
     pub strategy: Strategy,
+    /// When destinations flush (default [`Flush::AtTarget`]).
+    pub flush: Flush,
 }
 
 impl Default for WriterOptions {
@@ -61,6 +79,7 @@ impl Default for WriterOptions {
             replicate_nulls_and_any: false,
             seed: 0,
             strategy: Strategy::Direct,
+            flush: Flush::AtTarget,
         }
     }
 }
@@ -99,6 +118,12 @@ impl WriterOptions {
     /// Sets [`strategy`](Self::strategy).
     pub fn with_strategy(mut self, strategy: Strategy) -> Self {
         self.strategy = strategy;
+        self
+    }
+
+    /// Sets [`flush`](Self::flush).
+    pub fn with_flush(mut self, flush: Flush) -> Self {
+        self.flush = flush;
         self
     }
 

@@ -21,12 +21,15 @@
 
 use crate::error::{Result, WriterError};
 use crate::metrics::WriterMetrics;
-use crate::options::{Strategy, WriterOptions};
-use arrow_array::{Array, RecordBatch, UInt32Array};
+use crate::options::{Flush, Strategy, WriterOptions};
+use arrow_array::{
+    Array, ArrayRef, FixedSizeListArray, RecordBatch, RecordBatchOptions, UInt32Array,
+};
 use arrow_buffer::NullBuffer;
-use arrow_schema::SchemaRef;
+use arrow_schema::{DataType, SchemaRef};
 use partout_core::ids::{PartitionIds, Partitioning};
 use partout_core::{DestinationBuffers, Partitioner, ScatterPlan};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Receives flushed batches, destination by destination.
@@ -44,6 +47,41 @@ pub trait BatchSink {
     /// # Errors
     /// Encoding or IO errors.
     fn finish(&mut self, destination_bytes: &mut [u64]) -> Result<()>;
+
+    /// Writes `batch`, rows of several destinations in destination order: `runs` gives each
+    /// destination and its rows, in the batch's order. Adds the bytes each destination's
+    /// output grew by to `destination_bytes` and returns their sum. By default each
+    /// destination's slice is written with [`write_batch`](Self::write_batch); a writer with
+    /// [`Flush::AllAtLimit`] hands its rows over this way.
+    ///
+    /// # Errors
+    /// Encoding or IO errors, naming the destination.
+    fn write_sorted(
+        &mut self,
+        batch: &RecordBatch,
+        runs: &[(usize, usize)],
+        destination_bytes: &mut [u64],
+    ) -> Result<u64> {
+        let mut offset = 0;
+        let mut total = 0;
+        for &(p, rows) in runs {
+            let bytes = self.write_batch(p, &batch.slice(offset, rows))?;
+            destination_bytes[p] += bytes;
+            total += bytes;
+            offset += rows;
+        }
+        Ok(total)
+    }
+
+    /// Every row held was just written, in destination order: a writer with
+    /// [`Flush::AllAtLimit`] calls this after each such round (the last one included, before
+    /// [`finish`](Self::finish)), so that an output spilling sorted runs can end one.
+    ///
+    /// # Errors
+    /// Encoding or IO errors.
+    fn end_run(&mut self) -> Result<()> {
+        Ok(())
+    }
 
     /// Time spent handing bytes on (in [`write_batch`](Self::write_batch) and
     /// [`finish`](Self::finish)), where the sink can tell it from encoding; zero otherwise.
@@ -108,6 +146,17 @@ pub struct PartitionedWriter<O: BatchSink> {
     metrics: WriterMetrics,
     replicated_any: bool,
     failed: bool,
+    /// [`Flush::AllAtLimit`]: the batches held, with their rows' destinations.
+    held: Vec<(RecordBatch, Vec<u32>)>,
+    held_bytes: usize,
+    /// Destination vectors of batches no longer held, for reuse.
+    spare_ids: Vec<Vec<u32>>,
+    /// The held rows in destination order, as (batch, row).
+    sorted: Vec<(usize, usize)>,
+    /// Rows held per destination, then where each destination's next row goes.
+    cursors: Vec<usize>,
+    /// Consecutive destinations of a batch handed over, with their rows.
+    runs: Vec<(usize, usize)>,
 }
 
 impl<O: BatchSink> std::fmt::Debug for PartitionedWriter<O> {
@@ -139,7 +188,13 @@ impl<O: BatchSink> PartitionedWriter<O> {
         let num_partitions = partitioning.num_partitions();
         let n = num_partitions as usize;
         let ids = PartitionIds::try_new(partitioning, &schema)?;
-        let buffers = DestinationBuffers::try_new(schema.clone(), n)?;
+        // Holding whole batches, the writer keeps no buffers per destination (the schema's
+        // types are still checked by making one).
+        let buffered = match options.flush {
+            Flush::AtTarget => n,
+            Flush::AllAtLimit => 1,
+        };
+        let buffers = DestinationBuffers::try_new(schema.clone(), buffered)?;
         let partitioner = match options.strategy {
             Strategy::Direct => None,
             Strategy::ScatterThenCopy => Some(Partitioner::try_new(num_partitions)?),
@@ -167,6 +222,12 @@ impl<O: BatchSink> PartitionedWriter<O> {
             },
             replicated_any: false,
             failed: false,
+            held: Vec::new(),
+            held_bytes: 0,
+            spare_ids: Vec::new(),
+            sorted: Vec::new(),
+            cursors: Vec::new(),
+            runs: Vec::new(),
             options,
         };
         for p in 0..n {
@@ -190,9 +251,9 @@ impl<O: BatchSink> PartitionedWriter<O> {
         &self.metrics
     }
 
-    /// Bytes of buffer memory held now.
+    /// Bytes of buffer memory held now (of the batches held, with [`Flush::AllAtLimit`]).
     pub fn held_bytes(&self) -> usize {
-        self.buffers.held_bytes()
+        self.buffers.held_bytes() + self.held_bytes
     }
 
     /// Appends the rows of `batch` to their destinations, flushing those that reach their
@@ -248,6 +309,9 @@ impl<O: BatchSink> PartitionedWriter<O> {
 
     /// Moves `batch`'s rows by `ids` (the writer's id buffer when `None`) and flushes.
     fn append_rows(&mut self, batch: &RecordBatch, ids: Option<&[u32]>) -> Result<()> {
+        if self.options.flush == Flush::AllAtLimit {
+            return self.hold(batch, ids);
+        }
         let ids = ids.unwrap_or(&self.id_buffer);
         let started = Instant::now();
         let before = self.buffers.buffered_bytes();
@@ -374,6 +438,118 @@ impl<O: BatchSink> PartitionedWriter<O> {
         Ok(())
     }
 
+    /// [`Flush::AllAtLimit`]: holds `batch` with its rows' destinations (`ids`, the writer's
+    /// id buffer when `None`), and hands every held row over once the limit is passed.
+    fn hold(&mut self, batch: &RecordBatch, ids: Option<&[u32]>) -> Result<()> {
+        let started = Instant::now();
+        let mut held_ids = self.spare_ids.pop().unwrap_or_default();
+        held_ids.clear();
+        held_ids.extend_from_slice(ids.unwrap_or(&self.id_buffer));
+        let n = self.num_partitions;
+        if let Some(&id) = held_ids.iter().find(|&&id| id >= n) {
+            self.spare_ids.push(held_ids);
+            return Err(WriterError::Partition(
+                partout_core::PartoutError::InvalidArgument(format!(
+                    "partition id {id} out of range for {n} destinations"
+                )),
+            ));
+        }
+        self.held_bytes += batch.get_array_memory_size() + held_ids.capacity() * 4;
+        self.held.push((batch.clone(), held_ids));
+        self.metrics.scatter_time += started.elapsed();
+        self.metrics.rows_out += batch.num_rows() as u64;
+        // Bytes of Arrow data, as buffers count them (not the memory the batch spans).
+        self.metrics.bytes_in += batch
+            .columns()
+            .iter()
+            .map(|c| c.to_data().get_slice_memory_size().unwrap_or(0) as u64)
+            .sum::<u64>();
+        self.note_held();
+        if self.held_bytes > self.options.memory_limit {
+            self.metrics.memory_flushes += 1;
+            self.flush_all()?;
+        }
+        Ok(())
+    }
+
+    /// [`Flush::AllAtLimit`]: hands every held row to the output in destination order (a
+    /// stable counting sort of the held rows, gathered a batch of about
+    /// [`WriterOptions::target_bytes`] at a time), lets the held batches go, and tells the
+    /// output a run ended.
+    fn flush_all(&mut self) -> Result<()> {
+        if self.held.is_empty() {
+            return self.output.end_run();
+        }
+        let started = Instant::now();
+        let sink_before = self.output.sink_time();
+        let n = self.num_partitions as usize;
+        self.cursors.clear();
+        self.cursors.resize(n, 0);
+        for (_, ids) in &self.held {
+            for &id in ids {
+                self.cursors[id as usize] += 1;
+            }
+        }
+        for (p, rows) in self.metrics.destination_rows.iter_mut().enumerate() {
+            *rows += self.cursors[p] as u64;
+        }
+        // The rows per destination become where each destination's rows start.
+        let mut start = 0;
+        for cursor in &mut self.cursors {
+            let rows = *cursor;
+            *cursor = start;
+            start += rows;
+        }
+        let total = start;
+        self.sorted.clear();
+        self.sorted.resize(total, (0, 0));
+        for (b, (_, ids)) in self.held.iter().enumerate() {
+            for (row, &id) in ids.iter().enumerate() {
+                let at = &mut self.cursors[id as usize];
+                self.sorted[*at] = (b, row);
+                *at += 1;
+            }
+        }
+        // Now each cursor is where its destination's rows end.
+        let row_bytes = (self.held_bytes / total.max(1)).max(1);
+        let chunk = (self.options.target_bytes / row_bytes).max(1);
+        let batches: Vec<&RecordBatch> = self.held.iter().map(|(batch, _)| batch).collect();
+        let mut p = 0;
+        let mut at = 0;
+        while at < total {
+            let end = (at + chunk).min(total);
+            let batch = gather(&self.schema, &batches, &self.sorted[at..end])?;
+            self.runs.clear();
+            let mut row = at;
+            while row < end {
+                while self.cursors[p] <= row {
+                    p += 1;
+                }
+                let rows = self.cursors[p].min(end) - row;
+                self.runs.push((p, rows));
+                row += rows;
+            }
+            let bytes = self.output.write_sorted(
+                &batch,
+                &self.runs,
+                &mut self.metrics.destination_bytes,
+            )?;
+            self.metrics.bytes_out += bytes;
+            self.metrics.flushes += 1;
+            at = end;
+        }
+        drop(batches);
+        for (_, ids) in self.held.drain(..) {
+            self.spare_ids.push(ids);
+        }
+        self.held_bytes = 0;
+        let result = self.output.end_run();
+        let sink = self.output.sink_time() - sink_before;
+        self.metrics.sink_time += sink;
+        self.metrics.encode_time += started.elapsed().saturating_sub(sink);
+        result
+    }
+
     /// Flushes every destination, ends every destination's output (`BatchSink::finish`), and
     /// returns the output with the metrics.
     ///
@@ -384,9 +560,13 @@ impl<O: BatchSink> PartitionedWriter<O> {
         if self.failed {
             return Err(WriterError::Failed);
         }
-        for p in 0..self.num_partitions as usize {
-            if self.buffers.rows(p) > 0 {
-                self.flush(p, true)?;
+        if self.options.flush == Flush::AllAtLimit {
+            self.flush_all()?;
+        } else {
+            for p in 0..self.num_partitions as usize {
+                if self.buffers.rows(p) > 0 {
+                    self.flush(p, true)?;
+                }
             }
         }
         let started = Instant::now();
@@ -399,4 +579,41 @@ impl<O: BatchSink> PartitionedWriter<O> {
         self.metrics.encode_time += started.elapsed().saturating_sub(sink);
         Ok((self.output, self.metrics))
     }
+}
+
+/// The rows `indices` ((batch, row) pairs) of `batches`, in that order: arrow's `interleave`,
+/// column by column, except for fixed-size lists of size 0, whose length arrow 59's
+/// `interleave` takes from their (empty) values: there only validity moves.
+fn gather(
+    schema: &SchemaRef,
+    batches: &[&RecordBatch],
+    indices: &[(usize, usize)],
+) -> Result<RecordBatch> {
+    let columns = (0..schema.fields().len())
+        .map(|c| {
+            let arrays: Vec<&dyn Array> = batches.iter().map(|b| b.column(c).as_ref()).collect();
+            if let DataType::FixedSizeList(item, 0) = schema.field(c).data_type() {
+                let any_nulls = arrays.iter().any(|a| a.null_count() > 0);
+                let nulls = any_nulls.then(|| {
+                    NullBuffer::from_iter(indices.iter().map(|&(b, row)| arrays[b].is_valid(row)))
+                });
+                let values = arrow_array::new_empty_array(item.data_type());
+                let list = FixedSizeListArray::try_new_with_length(
+                    item.clone(),
+                    0,
+                    values,
+                    nulls,
+                    indices.len(),
+                )?;
+                return Ok(Arc::new(list) as ArrayRef);
+            }
+            Ok(arrow_select::interleave::interleave(&arrays, indices)?)
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let options = RecordBatchOptions::new().with_row_count(Some(indices.len()));
+    Ok(RecordBatch::try_new_with_options(
+        schema.clone(),
+        columns,
+        &options,
+    )?)
 }

@@ -5,84 +5,20 @@ use arrow_array::{Array, ArrayRef, Int64Array, RecordBatch, StringArray, UInt32A
 use arrow_schema::{DataType, Field, Schema};
 use partout_core::ids::{PartitionIds, Partitioning};
 use partout_exchange::{
-    FileSink, MemorySink, PartitionedWriter, Sink, Strategy, WriterError, WriterOptions,
+    FileSink, Flush, MemorySink, PartitionedWriter, Sink, Strategy, WriterError, WriterOptions,
 };
 use partout_format::Encoding;
 use partout_format::ipc::{Compression, decode_stream};
 use partout_testkit::{
-    IdPattern, assert_same_rows, every_type, presto_carries, random_batch, random_ids,
-    reference_partition, rng,
+    IdPattern, assert_same_rows, check_ipc_outputs as check_outputs, error_chain, every_type,
+    presto_carries, random_batch, random_ids, random_inputs, reference_partition, rng,
+    with_id_column, with_ids,
 };
 use proptest::prelude::*;
 use std::sync::Arc;
 
 const COMPRESSIONS: [Compression; 3] =
     [Compression::None, Compression::Lz4Frame, Compression::Zstd];
-
-/// `batch` with a trailing `pid` column holding `ids`.
-fn with_ids(batch: &RecordBatch, ids: &[u32]) -> RecordBatch {
-    with_id_column(batch, Arc::new(UInt32Array::from(ids.to_vec())))
-}
-
-/// `batch` with `ids` as a trailing `pid` column.
-fn with_id_column(batch: &RecordBatch, ids: ArrayRef) -> RecordBatch {
-    let mut fields: Vec<Field> = batch
-        .schema()
-        .fields()
-        .iter()
-        .map(|f| f.as_ref().clone())
-        .collect();
-    fields.push(Field::new("pid", ids.data_type().clone(), false));
-    let rows = ids.len();
-    let mut columns = batch.columns().to_vec();
-    columns.push(ids);
-    RecordBatch::try_new_with_options(
-        Arc::new(Schema::new(fields)),
-        columns,
-        &arrow_array::RecordBatchOptions::new().with_row_count(Some(rows)),
-    )
-    .unwrap()
-}
-
-/// Decodes every destination's stream and checks it against the reference: destination `p`
-/// holds exactly the rows whose id is `p`, batch after batch, in input order.
-fn check_outputs(outputs: &[Vec<u8>], inputs: &[(RecordBatch, Vec<u32>)], n: u32) {
-    assert_eq!(outputs.len(), n as usize);
-    let schema = inputs[0].0.schema();
-    let mut want: Vec<Vec<RecordBatch>> = vec![Vec::new(); n as usize];
-    for (batch, ids) in inputs {
-        for (p, part) in reference_partition(batch, ids, n).into_iter().enumerate() {
-            want[p].push(part);
-        }
-    }
-    for (p, bytes) in outputs.iter().enumerate() {
-        let (got_schema, batches) =
-            decode_stream(bytes).unwrap_or_else(|e| panic!("destination {p}: {e}"));
-        assert_eq!(
-            got_schema.fields(),
-            schema.fields(),
-            "destination {p}'s schema"
-        );
-        let got = arrow_select::concat::concat_batches(&schema, &batches).unwrap();
-        let want = arrow_select::concat::concat_batches(&schema, &want[p]).unwrap();
-        assert_same_rows(&got, &want, p);
-        assert!(
-            batches.iter().all(|b| b.num_rows() > 0),
-            "an empty batch was written"
-        );
-    }
-}
-
-/// The error and its causes, as one line.
-fn error_chain(err: &dyn std::error::Error) -> String {
-    let mut text = err.to_string();
-    let mut cause = err.source();
-    while let Some(e) = cause {
-        text = format!("{text}: {e}");
-        cause = e.source();
-    }
-    text
-}
 
 /// Writes `inputs` with the writer, by the ids in their last column, into a memory sink.
 fn write_given(
@@ -116,21 +52,7 @@ fn round_trip(
     compression: Compression,
     seed: u64,
 ) {
-    let mut rng = rng(seed);
-    let inputs: Vec<(RecordBatch, Vec<u32>)> = rows
-        .iter()
-        .enumerate()
-        .map(|(k, &len)| {
-            let batch = random_batch(types, len, [0.0, 0.5, 1.0][k % 3], k % 2 == 1, &mut rng);
-            let pattern = [
-                IdPattern::Uniform,
-                IdPattern::Runs(4),
-                IdPattern::AllTo(n - 1),
-            ][k % 3];
-            let ids = random_ids(len, n, pattern, &mut rng);
-            (with_ids(&batch, &ids), ids)
-        })
-        .collect();
+    let inputs = random_inputs(types, rows, n, seed);
     let (sink, metrics) = write_given(&inputs, n, options, Encoding::ipc(compression));
     let total: usize = rows.iter().sum();
     assert_eq!(metrics.rows_in, total as u64);
@@ -178,17 +100,20 @@ fn every_type_round_trips_under_every_compression() {
 }
 
 #[test]
-fn all_types_together_up_to_2000_destinations() {
+fn all_types_together_up_to_2000_destinations_under_either_flush() {
     let types = every_type();
-    for (n, strategy) in [
-        (1, Strategy::Direct),
-        (64, Strategy::ScatterThenCopy),
-        (2000, Strategy::Direct),
+    for (n, strategy, flush) in [
+        (1, Strategy::Direct, Flush::AtTarget),
+        (64, Strategy::ScatterThenCopy, Flush::AtTarget),
+        (2000, Strategy::Direct, Flush::AtTarget),
+        (1, Strategy::Direct, Flush::AllAtLimit),
+        (2000, Strategy::Direct, Flush::AllAtLimit),
     ] {
         let options = WriterOptions::default()
             .with_target_bytes(16 << 10)
             .with_memory_limit(4 << 20)
-            .with_strategy(strategy);
+            .with_strategy(strategy)
+            .with_flush(flush);
         round_trip(
             &types,
             n,
@@ -212,6 +137,7 @@ proptest! {
         limit_factor in 1usize..64,
         compression in 0usize..3,
         copy in any::<bool>(),
+        all_at_limit in any::<bool>(),
         seed in any::<u64>(),
     ) {
         let all = every_type();
@@ -220,6 +146,7 @@ proptest! {
             .with_target_bytes(target)
             .with_memory_limit(target * limit_factor)
             .with_strategy(if copy { Strategy::ScatterThenCopy } else { Strategy::Direct })
+            .with_flush(if all_at_limit { Flush::AllAtLimit } else { Flush::AtTarget })
             .with_seed(seed);
         round_trip(&types, n, &rows, options, COMPRESSIONS[compression], seed);
     }
@@ -302,11 +229,17 @@ fn replicated_rows_reach_every_destination() {
         .collect();
     let schema = batches[0].schema();
     let partitioning = Partitioning::hash(vec![0], n);
-    for strategy in [Strategy::Direct, Strategy::ScatterThenCopy] {
+    for (strategy, flush) in [
+        (Strategy::Direct, Flush::AtTarget),
+        (Strategy::ScatterThenCopy, Flush::AtTarget),
+        (Strategy::Direct, Flush::AllAtLimit),
+    ] {
         let options = WriterOptions::default()
             .with_replicate_nulls_and_any(true)
             .with_strategy(strategy)
-            .with_target_bytes(512);
+            .with_flush(flush)
+            .with_target_bytes(512)
+            .with_memory_limit(4096);
         let mut writer = PartitionedWriter::try_new(
             schema.clone(),
             partitioning.clone(),
@@ -349,7 +282,10 @@ fn replicated_rows_reach_every_destination() {
                         .collect::<Vec<_>>()
                 })
                 .collect();
-            assert_eq!(got, expected[p], "destination {p} ({strategy:?})");
+            assert_eq!(
+                got, expected[p],
+                "destination {p} ({strategy:?}, {flush:?})"
+            );
         }
     }
 }

@@ -25,6 +25,7 @@ mod frames;
 mod ipc;
 mod outputs;
 mod parquet_footer;
+mod runs;
 mod staged;
 
 pub use frames::{Frame, FrameReader, Frames, plan_frames, plan_frames_by};
@@ -32,6 +33,7 @@ pub use outputs::{
     DestinationFile, DestinationFiles, FilesHandle, SHUFFLE_INDEX_MAGIC, ShuffleFile, ShuffleRange,
     parse_shuffle_index, read_shuffle_index,
 };
+pub use runs::{RunOptions, SortedRuns};
 pub use staged::{ParquetOptions, StagedParquet};
 
 use arrow_array::RecordBatch;

@@ -9,6 +9,16 @@ use serde::{Deserialize, Serialize};
 /// stream encoder (measured: about 2 KiB with two workers, 10,000 destinations).
 const DESTINATION_BYTES: u64 = 2 << 10;
 
+/// Bytes each destination costs each worker that spills sorted runs: its rows counted in the
+/// run being spilled and in the writer, its output's bookkeeping. No buffers of its own: the
+/// worker holds whole batches.
+const SORTED_DESTINATION_BYTES: u64 = 256;
+
+/// Below this share of a worker's buffers per destination, flushed messages would hold a few
+/// rows each: workers hold whole batches instead and spill them as sorted runs, merged at
+/// the end (`partout_io::SortedRuns`).
+const SORTED_RUNS_BELOW: u64 = 32 << 10;
+
 /// Bytes each Parquet destination costs while the files are written: the index of its staged
 /// runs, its entry in the results.
 const PARQUET_DESTINATION_BYTES: u64 = 512;
@@ -42,6 +52,10 @@ pub struct Budget {
     /// Each worker's buffered rows.
     #[serde(rename = "per_worker_buffers")]
     pub per_worker: u64,
+    /// Whether workers hold whole batches and spill them as sorted runs (when each
+    /// destination's share of a worker's buffers would be under 32 KiB).
+    #[serde(default)]
+    pub sorted_runs: bool,
 }
 
 impl Budget {
@@ -50,7 +64,9 @@ impl Budget {
     /// workers' buffered rows, the remainder for flushes being encoded and the allocator's
     /// slack. Parquet files (`parquet_files`) are written after the rows are staged, when the
     /// workers' buffers are gone: their open row groups, one per thread, get the same three
-    /// fifths.
+    /// fifths. When each destination's share of a worker's buffers would be under 32 KiB,
+    /// workers spill sorted runs instead, and destinations cost less
+    /// ([`sorted_runs`](Self::sorted_runs)).
     ///
     /// # Errors
     /// [`JobError::InvalidOption`] when the limit cannot cover the least the job needs,
@@ -61,9 +77,29 @@ impl Budget {
         workers: usize,
         parquet_files: bool,
     ) -> Result<Self> {
+        let buffered = Self::share(memory_limit, partitions, workers, parquet_files, false);
+        let per_destination = |b: &Self| b.per_worker / (2 * u64::from(partitions.max(1)));
+        match buffered {
+            Ok(budget) if per_destination(&budget) >= SORTED_RUNS_BELOW => Ok(budget),
+            _ => Self::share(memory_limit, partitions, workers, parquet_files, true),
+        }
+    }
+
+    /// The shares, with destinations buffered or spilled as `sorted_runs`.
+    fn share(
+        memory_limit: u64,
+        partitions: u32,
+        workers: usize,
+        parquet_files: bool,
+        sorted_runs: bool,
+    ) -> Result<Self> {
         let n = u64::from(partitions);
         let threads = workers as u64;
-        let fixed = n * threads * DESTINATION_BYTES
+        let destination = match sorted_runs {
+            true => SORTED_DESTINATION_BYTES,
+            false => DESTINATION_BYTES,
+        };
+        let fixed = n * threads * destination
             + if parquet_files {
                 n * PARQUET_DESTINATION_BYTES
             } else {
@@ -92,6 +128,7 @@ impl Budget {
             fixed,
             row_groups: if parquet_files { share } else { 0 },
             per_worker: share / threads,
+            sorted_runs,
         })
     }
 
@@ -132,6 +169,20 @@ mod tests {
             assert!(budget.per_worker >= MIN_WORKER_BYTES * 3 / 5, "{budget:?}");
             assert_eq!(budget.row_groups > 0, parquet);
         }
+    }
+
+    #[test]
+    fn high_fan_out_spills_sorted_runs_and_gives_destinations_less() {
+        let buffered = Budget::try_new(64 << 20, 64, 2, false).unwrap();
+        assert!(!buffered.sorted_runs, "{buffered:?}");
+        let sorted = Budget::try_new(64 << 20, 10_000, 2, false).unwrap();
+        assert!(sorted.sorted_runs, "{sorted:?}");
+        // 10,000 destinations no longer take most of 64 MiB.
+        assert!(sorted.fixed <= 8 << 20, "{sorted:?}");
+        assert!(sorted.per_worker >= 16 << 20, "{sorted:?}");
+        // A limit too small to buffer 100,000 destinations still runs, spilling runs.
+        let tight = Budget::try_new(256 << 20, 100_000, 2, false).unwrap();
+        assert!(tight.sorted_runs, "{tight:?}");
     }
 
     #[test]

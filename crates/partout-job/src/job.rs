@@ -25,12 +25,12 @@ use crate::staging::{Staging, check_output};
 use parquet::basic::{Compression as ParquetCompression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 use partout_core::ids::{Partitioning, RangeBounds};
-use partout_exchange::{BatchSink, PartitionedWriter, WriterMetrics, WriterOptions};
+use partout_exchange::{BatchSink, Flush, PartitionedWriter, WriterMetrics, WriterOptions};
 use partout_format::Encoding;
 use partout_format::ipc::Compression as IpcCompression;
 use partout_io::{
-    DestinationFiles, Frames, InputFile, ParquetOptions, ShuffleFile, StagedParquet, discover,
-    plan_frames_by,
+    DestinationFiles, Frames, InputFile, ParquetOptions, RunOptions, ShuffleFile, SortedRuns,
+    StagedParquet, discover, plan_frames_by,
 };
 use std::path::Path;
 use std::sync::Mutex;
@@ -83,6 +83,8 @@ pub struct Job {
     frames: Frames,
     partitioning: Partitioning,
     writer: WriterOptions,
+    /// Set when workers spill sorted runs.
+    runs: Option<RunOptions>,
     output: Output,
     started: Instant,
 }
@@ -134,9 +136,13 @@ impl Job {
         let output = output(&options, budget, threads)?;
         let per_worker = budget.per_worker as usize;
         let target = WriterOptions::default().target_bytes.min(per_worker);
-        let writer = WriterOptions::default()
+        let mut writer = WriterOptions::default()
             .with_memory_limit(per_worker)
             .with_target_bytes(target);
+        let runs = budget.sorted_runs.then(|| RunOptions::within(per_worker));
+        if runs.is_some() {
+            writer = writer.with_flush(Flush::AllAtLimit);
+        }
 
         // Frames: about sixteen per worker, of 64K rows at least: the workers' last frames
         // end within a small frame of each other, and frames do not shrink to nothing.
@@ -174,6 +180,7 @@ impl Job {
             frames,
             partitioning,
             writer,
+            runs,
             output,
             started,
         })
@@ -250,8 +257,9 @@ impl Job {
                 let files =
                     DestinationFiles::try_new(staging, prefix, schema.clone(), n, *encoding)
                         .map_err(writing("creating the destination files"))?;
-                let results =
-                    pool.broadcast(|ctx| run.guard(|| run.work(ctx.index(), files.handle())));
+                let results = pool.broadcast(|ctx| {
+                    run.guard(|| run.work_in(ctx.index(), files.handle(), staging))
+                });
                 let metrics = first_error(results)?;
                 let finishing = Instant::now();
                 let files = files
@@ -270,7 +278,7 @@ impl Job {
                             "creating worker {}'s scratch file",
                             ctx.index()
                         )))?;
-                        run.work(ctx.index(), scratch)
+                        run.work_in(ctx.index(), scratch, staging)
                     })
                 });
                 let metrics = first_error(results)?;
@@ -294,7 +302,7 @@ impl Job {
                         let output =
                             ShuffleFile::try_new(staging, &name, schema.clone(), n, *encoding)
                                 .map_err(writing(format!("creating {name}.data")))?;
-                        run.work(ctx.index(), output)
+                        run.work_in(ctx.index(), output, staging)
                     })
                 });
                 let metrics = first_error(results)?;
@@ -401,6 +409,26 @@ impl From<JobError> for Failure {
 }
 
 impl Run<'_> {
+    /// One worker into `output`, through sorted runs spilled in `scratch` when the job
+    /// spills them.
+    fn work_in<O: BatchSink>(
+        &self,
+        worker: usize,
+        output: O,
+        scratch: &Path,
+    ) -> Result<WriterMetrics, Failure> {
+        match self.job.runs {
+            Some(options) => {
+                let schema = self.job.frames.schema.clone();
+                let n = self.job.options.partitions as usize;
+                let name = format!("w{worker}");
+                let runs = SortedRuns::new(output, schema, n, scratch, &name, options);
+                self.work(worker, runs)
+            }
+            None => self.work(worker, output),
+        }
+    }
+
     /// One worker: frames pulled in turn until none is left (or another worker failed, or
     /// the run is cancelled), rows through its own writer into `output`.
     fn work<O: BatchSink>(&self, worker: usize, output: O) -> Result<WriterMetrics, Failure> {

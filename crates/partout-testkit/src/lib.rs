@@ -21,5 +21,8 @@ pub use generators::{
     IdPattern, TestRng, random_array, random_batch, random_ids, random_nulls, random_sliced_array,
     rng, sample_batch,
 };
-pub use oracle::{assert_same_rows, reference_partition};
+pub use oracle::{
+    assert_same_rows, check_ipc_outputs, error_chain, random_inputs, reference_partition,
+    with_id_column, with_ids,
+};
 pub use types::{every_type, flat_types, nested_types, presto_carries, unsupported_arrays};

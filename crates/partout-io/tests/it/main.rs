@@ -1,5 +1,6 @@
 //! Integration tests of partout-io: inputs of every format, frames, shuffle files, Parquet
-//! files written from staged rows, and damaged files read as errors naming the file.
+//! files written from staged rows, sorted runs merged per destination, and damaged files
+//! read as errors naming the file.
 //!
 //! The binary's allocator aborts on any allocation of more than [`MAX_ALLOCATION`] bytes: no
 //! test reads anything near that, so such an allocation is a reader trusting a length a
@@ -7,6 +8,7 @@
 
 mod damaged;
 mod inputs;
+mod runs;
 mod seeds;
 mod staged;
 

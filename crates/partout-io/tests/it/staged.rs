@@ -8,6 +8,7 @@ use parquet::file::properties::WriterProperties;
 use partout_exchange::BatchSink;
 use partout_format::ipc::Compression;
 use partout_io::{ParquetOptions, StagedParquet};
+use partout_testkit::error_chain;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -217,15 +218,4 @@ fn a_schema_parquet_cannot_carry_is_refused_at_once() {
     let chain = error_chain(&err);
     assert!(chain.contains("empty struct"), "{chain}");
     assert!(names(dir.path()).is_empty(), "{:?}", names(dir.path()));
-}
-
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
 }
