@@ -11,7 +11,9 @@ pub struct WriterMetrics {
     pub rows_in: u64,
     /// Rows written to destinations (more than `rows_in` when rows are replicated).
     pub rows_out: u64,
-    /// Bytes of row data taken into the buffers (values, offsets, validity).
+    /// Bytes of row data taken in: appended to the buffers (values, offsets, validity), or
+    /// with [`Flush::AllAtLimit`](crate::Flush::AllAtLimit) the held batches' Arrow data as
+    /// arrow counts it (view columns count their views and every data buffer).
     pub bytes_in: u64,
     /// Encoded bytes handed to the sink.
     pub bytes_out: u64,
