@@ -21,7 +21,7 @@ pub mod hash;
 mod reduce;
 pub mod spark;
 
-pub use reduce::{Modulo, Pmod, multiply_shift};
+pub use reduce::{Modulo, Modulo64, Pmod, multiply_shift};
 
 use crate::error::{PartoutError, Result};
 use crate::plan::check_partition_count;

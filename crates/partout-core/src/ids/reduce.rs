@@ -64,6 +64,69 @@ impl Modulo {
     }
 }
 
+/// Exact remainder of a 64-bit hash by a fixed 32-bit divisor: DataFusion's `hash % n`.
+///
+/// A mask for powers of two; otherwise Lemire's direct remainder with a 128-bit reciprocal
+/// `M = ceil(2^128 / n)`: `x mod n = ((M * x mod 2^128) * n) >> 128`, exact for every 64-bit
+/// `x` (the reciprocal has 128 ≥ 64 + 32 bits).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Modulo64 {
+    /// `n` is a power of two: `x & (n - 1)`.
+    Mask(u64),
+    /// Any other `n`.
+    Reciprocal {
+        /// The divisor.
+        n: u64,
+        /// `u128::MAX / n + 1`.
+        m: u128,
+    },
+}
+
+impl Modulo64 {
+    /// The reducer for `n`.
+    ///
+    /// # Panics
+    /// If `n` is 0.
+    pub fn new(n: u32) -> Self {
+        assert!(n > 0, "a modulo by zero");
+        let n = u64::from(n);
+        if n.is_power_of_two() {
+            Self::Mask(n - 1)
+        } else {
+            Self::Reciprocal {
+                n,
+                m: u128::MAX / u128::from(n) + 1,
+            }
+        }
+    }
+
+    /// `x mod n`.
+    ///
+    /// ```
+    /// use partout_core::ids::Modulo64;
+    /// assert_eq!(Modulo64::new(7).reduce(u64::MAX), (u64::MAX % 7) as u32);
+    /// assert_eq!(Modulo64::new(8).reduce(100), 4);
+    /// ```
+    #[inline(always)]
+    pub fn reduce(self, x: u64) -> u32 {
+        match self {
+            Self::Mask(mask) => (x & mask) as u32,
+            Self::Reciprocal { n, m } => {
+                let low = m.wrapping_mul(u128::from(x));
+                // The top 64 bits of the 192-bit product `low * n`.
+                let high = (low >> 64) * u128::from(n);
+                let below = ((low & u128::from(u64::MAX)) * u128::from(n)) >> 64;
+                ((high + below) >> 64) as u32
+            }
+        }
+    }
+
+    /// `x mod n` for every `x` of `hashes`, appended to `out`.
+    pub fn reduce_all(self, hashes: &[u64], out: &mut Vec<u32>) {
+        out.extend(hashes.iter().map(|&x| self.reduce(x)));
+    }
+}
+
 /// Java's `pmod(h, n)` for a signed 32-bit `h`: the non-negative remainder.
 ///
 /// Computed without a sign branch: `h + 2^31` is `h`'s bits with the top one flipped, a
@@ -163,6 +226,50 @@ pub fn multiply_shift(h: u64, n: u32) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    proptest::proptest! {
+        #[test]
+        fn the_64_bit_modulo_is_the_remainder(x in proptest::prelude::any::<u64>(), n in 1u32..) {
+            proptest::prop_assert_eq!(Modulo64::new(n).reduce(x), (x % u64::from(n)) as u32);
+        }
+    }
+
+    #[test]
+    fn the_64_bit_modulo_is_exact() {
+        let mut xs: Vec<u64> = (0..20_000u64)
+            .map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15))
+            .collect();
+        xs.extend([
+            0,
+            1,
+            u64::MAX,
+            u64::MAX - 1,
+            1 << 63,
+            (1 << 63) - 1,
+            u32::MAX as u64,
+        ]);
+        for n in [
+            1u32,
+            2,
+            3,
+            7,
+            200,
+            999,
+            1000,
+            1 << 20,
+            (1 << 31) + 1,
+            u32::MAX - 1,
+            u32::MAX,
+        ] {
+            let modulo = Modulo64::new(n);
+            let multiples = (0..50u64).map(|k| k.wrapping_mul(u64::from(n)));
+            for x in xs.iter().copied().chain(multiples) {
+                for x in [x, x.wrapping_sub(1), x.wrapping_add(1)] {
+                    assert_eq!(modulo.reduce(x), (x % u64::from(n)) as u32, "{x} % {n}");
+                }
+            }
+        }
+    }
 
     /// Takes minutes under Miri whatever its size (the floating-point path is slow to
     /// interpret), and holds no unsafe code of its own: run natively only.

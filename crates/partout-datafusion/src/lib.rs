@@ -1,0 +1,44 @@
+//! partout inside Apache DataFusion: [`PartoutRepartitionExec`] does what a hash
+//! `RepartitionExec` does, with partout's scatter, a byte budget registered with DataFusion's
+//! memory pool, and back-pressure; [`PartoutRepartitionRule`] swaps it in for every hash
+//! `RepartitionExec` that does not preserve order.
+//!
+//! ```text
+//!  input partition i ─► DataFusion's hash ids (create_hashes, REPARTITION_RANDOM_STATE, % n)
+//!                    ─► partout's scatter (one PartitionedBatch) ─► a slice per destination
+//!                    ─► output queues (a shared byte budget: producers wait when it is full)
+//!  output partition p ◄─ its queue, coalesced toward the session's batch_size
+//! ```
+//!
+//! **Whoever consumes the partitions decides the hash.** DataFusion assumes any two `Hash`
+//! partitionings on the same keys are co-partitioned, and pushes `hash % n` filters into
+//! scans: every row goes to exactly the partition DataFusion's own `BatchPartitioner` gives
+//! ([`DataFusionIds`]), so plans mixing partout's and DataFusion's operators stay right.
+//!
+//! One line turns it on:
+//!
+//! ```
+//! use datafusion::execution::SessionStateBuilder;
+//! use datafusion::prelude::{SessionConfig, SessionContext};
+//! use partout_datafusion::SessionStateBuilderExt;
+//!
+//! let state = SessionStateBuilder::new()
+//!     .with_config(SessionConfig::new().with_target_partitions(4))
+//!     .with_default_features()
+//!     .with_partout() // after with_config: it adds partout's options to the config
+//!     .build();
+//! let ctx = SessionContext::new_with_state(state);
+//! // `SET partout.enabled = false` turns it off for the session.
+//! # let _ = ctx;
+//! ```
+
+mod config;
+mod exchange;
+mod exec;
+mod ids;
+mod rule;
+
+pub use config::PartoutConfig;
+pub use exec::PartoutRepartitionExec;
+pub use ids::DataFusionIds;
+pub use rule::{PartoutRepartitionRule, SessionStateBuilderExt};

@@ -1,0 +1,400 @@
+//! `PartoutRepartitionExec` end to end: every row once, in the partition DataFusion's hash
+//! gives it, in batches of the session's size; a slow consumer holds producers within the
+//! byte budget; dropping every output stops the producers; an input error reaches every
+//! output; a memory pool too small gives DataFusion's resources-exhausted error.
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::Int64Type;
+use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray};
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::common::{DataFusionError, Result};
+use datafusion::datasource::memory::MemorySourceConfig;
+use datafusion::execution::TaskContext;
+use datafusion::execution::memory_pool::{GreedyMemoryPool, MemoryPool};
+use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+use datafusion::physical_expr::EquivalenceProperties;
+use datafusion::physical_expr::expressions::Column;
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::repartition::RepartitionExec;
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PhysicalExpr, PlanProperties,
+    SendableRecordBatchStream, displayable,
+};
+use datafusion::prelude::SessionConfig;
+use futures::StreamExt;
+use partout_datafusion::{DataFusionIds, PartoutRepartitionExec};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+fn schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("key", DataType::Int64, true),
+        Field::new("name", DataType::Utf8, true),
+    ]))
+}
+
+/// Rows `start..start + len`: a unique id, a key with repeats and nulls, a string.
+fn rows(start: i64, len: i64) -> RecordBatch {
+    let ids = start..start + len;
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(Int64Array::from_iter_values(ids.clone())),
+        Arc::new(Int64Array::from_iter(
+            ids.clone()
+                .map(|i| (i % 11 != 3).then_some((i * 7919) % 1013)),
+        )),
+        Arc::new(StringArray::from_iter_values(
+            ids.map(|i| format!("name-{i}")),
+        )),
+    ];
+    RecordBatch::try_new(schema(), columns).unwrap()
+}
+
+fn keys() -> Vec<Arc<dyn PhysicalExpr>> {
+    vec![
+        Arc::new(Column::new("key", 1)) as Arc<dyn PhysicalExpr>,
+        Arc::new(Column::new("name", 2)),
+    ]
+}
+
+fn context(batch_size: usize, pool: Arc<dyn MemoryPool>) -> Arc<TaskContext> {
+    let runtime = RuntimeEnvBuilder::new()
+        .with_memory_pool(pool)
+        .build_arc()
+        .unwrap();
+    Arc::new(
+        TaskContext::default()
+            .with_session_config(SessionConfig::new().with_batch_size(batch_size))
+            .with_runtime(runtime),
+    )
+}
+
+fn big_pool() -> Arc<dyn MemoryPool> {
+    Arc::new(GreedyMemoryPool::new(1 << 30))
+}
+
+/// Every output partition of `plan`, drained concurrently.
+async fn drain(
+    plan: Arc<dyn ExecutionPlan>,
+    context: Arc<TaskContext>,
+) -> Vec<Result<Vec<RecordBatch>>> {
+    let n = plan.properties().output_partitioning().partition_count();
+    let tasks: Vec<_> = (0..n)
+        .map(|p| {
+            let stream = plan.execute(p, context.clone()).unwrap();
+            tokio::spawn(async move {
+                stream
+                    .collect::<Vec<_>>()
+                    .await
+                    .into_iter()
+                    .collect::<Result<Vec<_>>>()
+            })
+        })
+        .collect();
+    let mut out = Vec::new();
+    for task in tasks {
+        out.push(task.await.unwrap());
+    }
+    out
+}
+
+fn ids_of(batches: &[RecordBatch]) -> Vec<i64> {
+    let mut ids: Vec<i64> = batches
+        .iter()
+        .flat_map(|b| b.column(0).as_primitive::<Int64Type>().values().to_vec())
+        .collect();
+    ids.sort_unstable();
+    ids
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_row_reaches_datafusions_partition_once_in_full_batches() {
+    // Three input partitions of batches of uneven sizes.
+    let mut inputs = vec![Vec::new(); 3];
+    let mut start = 0;
+    for (k, len) in [500, 1, 3000, 0, 777, 2048, 10, 4096]
+        .into_iter()
+        .enumerate()
+    {
+        inputs[k % 3].push(rows(start, len));
+        start += len;
+    }
+    let input = MemorySourceConfig::try_new_exec(&inputs, schema(), None).unwrap();
+    for n in [1usize, 7, 64] {
+        let partout: Arc<dyn ExecutionPlan> =
+            Arc::new(PartoutRepartitionExec::try_new(input.clone(), keys(), n, 64 << 10).unwrap());
+        let theirs: Arc<dyn ExecutionPlan> = Arc::new(
+            RepartitionExec::try_new(input.clone(), Partitioning::Hash(keys(), n)).unwrap(),
+        );
+        assert_eq!(
+            format!("{:?}", partout.properties()),
+            format!("{:?}", theirs.properties())
+        );
+        let ours = drain(partout.clone(), context(100, big_pool())).await;
+        let expected = drain(theirs, context(100, big_pool())).await;
+        let mut all = Vec::new();
+        let mut ids = DataFusionIds::new(keys(), n);
+        let mut buffer = Vec::new();
+        for (p, (got, want)) in ours.into_iter().zip(expected).enumerate() {
+            let got = got.unwrap();
+            assert_eq!(ids_of(&got), ids_of(&want.unwrap()), "partition {p} of {n}");
+            for batch in &got {
+                ids.compute(batch, &mut buffer).unwrap();
+                assert!(buffer.iter().all(|&id| id as usize == p), "partition {p}");
+            }
+            // Coalesced: every batch but the last holds the session's batch size.
+            if let Some((_, full)) = got.split_last() {
+                assert!(
+                    full.iter().all(|b| b.num_rows() == 100),
+                    "partition {p} of {n}"
+                );
+            }
+            all.extend(ids_of(&got));
+        }
+        all.sort_unstable();
+        assert_eq!(
+            all,
+            (0..start).collect::<Vec<_>>(),
+            "every row once into {n}"
+        );
+        // Metrics as RepartitionExec's: rows out, time repartitioning.
+        let metrics = partout.metrics().unwrap();
+        assert_eq!(metrics.output_rows(), Some(start as usize));
+        assert!(metrics.sum_by_name("repartition_time").is_some());
+        let text = displayable(partout.as_ref()).indent(true).to_string();
+        assert!(
+            text.starts_with("PartoutRepartitionExec: partitioning=Hash("),
+            "{text}"
+        );
+    }
+}
+
+/// An input of `partitions` partitions producing batches of 1,000 rows without end (or an
+/// error after `fail_after` batches of partition 0), counting the batches made and the
+/// streams dropped.
+#[derive(Debug)]
+struct Endless {
+    properties: Arc<PlanProperties>,
+    made: Arc<AtomicUsize>,
+    dropped: Arc<AtomicUsize>,
+    fail_after: Option<usize>,
+}
+
+impl Endless {
+    fn new(partitions: usize, fail_after: Option<usize>) -> Self {
+        Self {
+            properties: Arc::new(PlanProperties::new(
+                EquivalenceProperties::new(schema()),
+                Partitioning::UnknownPartitioning(partitions),
+                EmissionType::Incremental,
+                Boundedness::Bounded,
+            )),
+            made: Arc::new(AtomicUsize::new(0)),
+            dropped: Arc::new(AtomicUsize::new(0)),
+            fail_after,
+        }
+    }
+}
+
+impl DisplayAs for Endless {
+    fn fmt_as(&self, _: DisplayFormatType, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        write!(f, "Endless")
+    }
+}
+
+/// Counts a dropped stream.
+struct Dropped(Arc<AtomicUsize>);
+
+impl Drop for Dropped {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+impl ExecutionPlan for Endless {
+    fn name(&self) -> &str {
+        "Endless"
+    }
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.properties
+    }
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![]
+    }
+    fn apply_expressions(
+        &self,
+        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
+    ) -> Result<TreeNodeRecursion> {
+        Ok(TreeNodeRecursion::Continue)
+    }
+    fn with_new_children(
+        self: Arc<Self>,
+        _children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        Ok(self)
+    }
+    fn execute(&self, partition: usize, _: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
+        let made = self.made.clone();
+        let fail_after = self.fail_after.filter(|_| partition == 0);
+        let guard = Dropped(self.dropped.clone());
+        let stream = futures::stream::unfold((0i64, guard), move |(k, guard)| {
+            let made = made.clone();
+            async move {
+                if fail_after == Some(k as usize) {
+                    return Some((
+                        Err(DataFusionError::Execution("the input broke".into())),
+                        (k + 1, guard),
+                    ));
+                }
+                if fail_after.is_some_and(|f| k as usize > f) {
+                    return None;
+                }
+                made.fetch_add(1, Ordering::SeqCst);
+                tokio::task::yield_now().await;
+                Some((
+                    Ok(rows(k * 1000 + partition as i64 * 1_000_000_000, 1000)),
+                    (k + 1, guard),
+                ))
+            }
+        });
+        Ok(Box::pin(RecordBatchStreamAdapter::new(schema(), stream)))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_consumer_holds_producers_within_the_budget() {
+    let budget = 256 << 10;
+    // A bounded input: 2 partitions of 300 batches.
+    let inputs: Vec<Vec<RecordBatch>> = (0..2)
+        .map(|i| (0..300).map(|k| rows((i * 300 + k) * 1000, 1000)).collect())
+        .collect();
+    let batch_bytes = inputs[0][0].get_array_memory_size();
+    let input = MemorySourceConfig::try_new_exec(&inputs, schema(), None).unwrap();
+    let exec: Arc<dyn ExecutionPlan> =
+        Arc::new(PartoutRepartitionExec::try_new(input, keys(), 4, budget).unwrap());
+    let pool: Arc<dyn MemoryPool> = Arc::new(GreedyMemoryPool::new(1 << 30));
+    let context = context(8192, pool.clone());
+    let mut streams: Vec<_> = (0..4)
+        .map(|p| exec.execute(p, context.clone()).unwrap())
+        .collect();
+    let slow = streams.remove(0);
+    // The others drain; partition 0 is not read for a while.
+    let fast: Vec<_> = streams
+        .into_iter()
+        .map(|s| {
+            tokio::spawn(async move { s.map(|b| b.unwrap().num_rows()).collect::<Vec<_>>().await })
+        })
+        .collect();
+    let mut peak = 0;
+    for _ in 0..300 {
+        peak = peak.max(pool.reserved());
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    // The budget, passed by at most one partitioned batch per producer.
+    assert!(peak > 0, "nothing was held");
+    assert!(
+        peak <= budget + 2 * batch_bytes * 2,
+        "{peak} bytes held for a budget of {budget} (batches of {batch_bytes})"
+    );
+    // The fast outputs wait on the producers, which wait on the slow one.
+    assert!(
+        fast.iter().all(|t| !t.is_finished()),
+        "producers did not wait"
+    );
+    let slow_rows: usize = slow
+        .map(|b| b.unwrap().num_rows())
+        .collect::<Vec<_>>()
+        .await
+        .iter()
+        .sum();
+    let mut total = slow_rows;
+    for task in fast {
+        total += task.await.unwrap().iter().sum::<usize>();
+    }
+    assert_eq!(total, 600 * 1000);
+    assert_eq!(pool.reserved(), 0, "bytes left reserved");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_every_output_stops_the_producers() {
+    let input = Arc::new(Endless::new(2, None));
+    let exec: Arc<dyn ExecutionPlan> =
+        Arc::new(PartoutRepartitionExec::try_new(input.clone(), keys(), 3, 64 << 10).unwrap());
+    let context = context(1000, big_pool());
+    let mut streams: Vec<_> = (0..3)
+        .map(|p| exec.execute(p, context.clone()).unwrap())
+        .collect();
+    for stream in &mut streams {
+        stream.next().await.unwrap().unwrap();
+    }
+    drop(streams);
+    let stopped = tokio::time::timeout(Duration::from_secs(10), async {
+        while input.dropped.load(Ordering::SeqCst) < 2 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    assert!(stopped.is_ok(), "the input streams are still running");
+    let made = input.made.load(Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(
+        input.made.load(Ordering::SeqCst),
+        made,
+        "batches made after the drop"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_input_error_reaches_every_output() {
+    let input = Arc::new(Endless::new(2, Some(3)));
+    // Partition 1 never ends: the error must end every output anyway.
+    let exec: Arc<dyn ExecutionPlan> =
+        Arc::new(PartoutRepartitionExec::try_new(input.clone(), keys(), 5, 64 << 10).unwrap());
+    let results = tokio::time::timeout(
+        Duration::from_secs(30),
+        drain(exec, context(1000, big_pool())),
+    )
+    .await
+    .expect("every output ended");
+    for (p, result) in results.into_iter().enumerate() {
+        let err = result.expect_err("an output ended without the error");
+        assert!(
+            err.to_string().contains("the input broke"),
+            "partition {p}: {err}"
+        );
+    }
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while input.dropped.load(Ordering::SeqCst) < 2 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("the other input stopped");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pool_too_small_is_resources_exhausted() {
+    let input = MemorySourceConfig::try_new_exec(&[vec![rows(0, 5000)]], schema(), None).unwrap();
+    let exec: Arc<dyn ExecutionPlan> =
+        Arc::new(PartoutRepartitionExec::try_new(input, keys(), 4, 64 << 10).unwrap());
+    let results = tokio::time::timeout(
+        Duration::from_secs(30),
+        drain(exec, context(1000, Arc::new(GreedyMemoryPool::new(1024)))),
+    )
+    .await
+    .expect("every output ended");
+    let mut kinds = BTreeMap::new();
+    for result in results {
+        let err = result.expect_err("a pool of 1 KiB held 5,000 rows");
+        let root = err.find_root();
+        *kinds
+            .entry(matches!(root, DataFusionError::ResourcesExhausted(_)))
+            .or_insert(0) += 1;
+        assert!(err.to_string().contains("PartoutRepartitionExec"), "{err}");
+    }
+    assert_eq!(kinds.get(&true), Some(&4), "{kinds:?}");
+}
