@@ -37,6 +37,7 @@ mod exchange;
 mod exec;
 mod ids;
 mod rule;
+pub mod tpch;
 
 pub use config::PartoutConfig;
 pub use exec::PartoutRepartitionExec;
