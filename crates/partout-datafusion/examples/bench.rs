@@ -1,0 +1,225 @@
+//! The benchmark of partout inside DataFusion, against DataFusion's own `RepartitionExec` in
+//! the same run (not a re-creation), alternating, medians:
+//!
+//! 1. the operator alone: TPC-H lineitem batches from 2 input partitions hash-repartitioned
+//!    by `l_orderkey` into 16, 64 and 200 partitions, every output drained concurrently;
+//! 2. the 22 TPC-H queries with the rule on and off, per query and in total, with the
+//!    repartition operators' own time (`repartition_time` + `send_time`, summed over their
+//!    metrics).
+//!
+//! ```text
+//! cargo run --release -p partout-datafusion --example bench -- --sf 1 --rounds 5
+//! ```
+
+use clap::Parser;
+use datafusion::common::Result;
+use datafusion::datasource::memory::MemorySourceConfig;
+use datafusion::execution::TaskContext;
+use datafusion::physical_expr::expressions::Column;
+use datafusion::physical_plan::repartition::RepartitionExec;
+use datafusion::physical_plan::{
+    ExecutionPlan, ExecutionPlanProperties, Partitioning, PhysicalExpr, collect,
+};
+use datafusion::prelude::SessionConfig;
+use futures::StreamExt;
+use partout_datafusion::{PartoutRepartitionExec, tpch};
+use std::sync::Arc;
+use std::time::Instant;
+
+#[derive(Parser)]
+struct Args {
+    /// TPC-H scale factor.
+    #[arg(long, default_value_t = 1.0)]
+    sf: f64,
+    /// Alternating rounds of the operator alone.
+    #[arg(long, default_value_t = 5)]
+    rounds: usize,
+    /// Output partition counts of the operator alone.
+    #[arg(long, value_delimiter = ',', default_value = "16,64,200")]
+    partitions: Vec<usize>,
+    /// Alternating rounds of the 22 queries (0: skip them).
+    #[arg(long, default_value_t = 3)]
+    query_rounds: usize,
+    /// `target_partitions` of the queries.
+    #[arg(long, default_value_t = 2)]
+    target_partitions: usize,
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+/// Drains every output partition of `plan` concurrently; the rows out.
+async fn drain(plan: Arc<dyn ExecutionPlan>, context: Arc<TaskContext>) -> Result<usize> {
+    let n = plan.output_partitioning().partition_count();
+    let tasks: Vec<_> = (0..n)
+        .map(|p| {
+            let stream = plan.execute(p, context.clone());
+            tokio::spawn(async move {
+                let mut stream = stream?;
+                let mut rows = 0;
+                while let Some(batch) = stream.next().await {
+                    rows += batch?.num_rows();
+                }
+                Ok::<usize, datafusion::common::DataFusionError>(rows)
+            })
+        })
+        .collect();
+    let mut rows = 0;
+    for task in tasks {
+        rows += task.await.expect("a drain task")?;
+    }
+    Ok(rows)
+}
+
+/// The repartition operators' own time in `plan`, in seconds.
+fn repartition_seconds(plan: &Arc<dyn ExecutionPlan>) -> f64 {
+    let mut seconds = 0.0;
+    if matches!(plan.name(), "RepartitionExec" | "PartoutRepartitionExec")
+        && let Some(metrics) = plan.metrics()
+    {
+        for name in ["repartition_time", "send_time"] {
+            if let Some(value) = metrics.sum_by_name(name) {
+                seconds += value.as_usize() as f64 / 1e9;
+            }
+        }
+    }
+    seconds
+        + plan
+            .children()
+            .into_iter()
+            .map(repartition_seconds)
+            .sum::<f64>()
+}
+
+#[tokio::main(flavor = "multi_thread")]
+async fn main() -> Result<()> {
+    let args = Args::parse();
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    println!(
+        "partout inside DataFusion: {cpu}, {threads} threads, TPC-H SF {}",
+        args.sf
+    );
+    let tables = tpch::tables(args.sf, 8192)?;
+    let lineitem = tables
+        .iter()
+        .find(|t| t.name == "lineitem")
+        .expect("lineitem");
+    let rows: usize = lineitem.batches.iter().map(|b| b.num_rows()).sum();
+    let mut inputs = vec![Vec::new(); 2];
+    for (i, batch) in lineitem.batches.iter().enumerate() {
+        inputs[i % 2].push(batch.clone());
+    }
+    let input = MemorySourceConfig::try_new_exec(&inputs, lineitem.schema.clone(), None)?;
+    let key: Arc<dyn PhysicalExpr> = Arc::new(Column::new("l_orderkey", 0));
+    let context = Arc::new(
+        TaskContext::default().with_session_config(SessionConfig::new().with_batch_size(8192)),
+    );
+    println!(
+        "\n1. The operator alone: {rows} lineitem rows, 2 input partitions, by l_orderkey; medians of {} alternating rounds",
+        args.rounds
+    );
+    println!(
+        "{:>10} {:>16} {:>16} {:>9}",
+        "partitions", "DataFusion Mrows/s", "partout Mrows/s", "ratio"
+    );
+    for &n in &args.partitions {
+        // A fresh plan for every run: a RepartitionExec executes each partition once.
+        let plan = |ours: bool| -> Result<Arc<dyn ExecutionPlan>> {
+            Ok(match ours {
+                true => Arc::new(PartoutRepartitionExec::try_new(
+                    input.clone(),
+                    vec![key.clone()],
+                    n,
+                    64 << 20,
+                )?),
+                false => Arc::new(RepartitionExec::try_new(
+                    input.clone(),
+                    Partitioning::Hash(vec![key.clone()], n),
+                )?),
+            })
+        };
+        let (mut their_times, mut our_times) = (Vec::new(), Vec::new());
+        // One warm-up each, then alternating rounds (the order flips every round).
+        drain(plan(false)?, context.clone()).await?;
+        drain(plan(true)?, context.clone()).await?;
+        for round in 0..args.rounds {
+            for ours in [round % 2 == 0, round % 2 != 0] {
+                let plan = plan(ours)?;
+                let started = Instant::now();
+                let out = drain(plan, context.clone()).await?;
+                assert_eq!(out, rows, "every row out");
+                let seconds = started.elapsed().as_secs_f64();
+                if ours {
+                    our_times.push(seconds)
+                } else {
+                    their_times.push(seconds)
+                }
+            }
+        }
+        let (theirs_s, ours_s) = (median(their_times), median(our_times));
+        println!(
+            "{n:>10} {:>16.1} {:>16.1} {:>8.2}x",
+            rows as f64 / theirs_s / 1e6,
+            rows as f64 / ours_s / 1e6,
+            theirs_s / ours_s
+        );
+    }
+    if args.query_rounds == 0 {
+        return Ok(());
+    }
+    let t = args.target_partitions;
+    println!(
+        "\n2. TPC-H, {t} target partitions, rule off / on; medians of {} alternating rounds (ms); repartition operators' own time (ms)",
+        args.query_rounds
+    );
+    println!(
+        "{:>5} {:>10} {:>10} {:>7} {:>12} {:>12}",
+        "query", "off", "on", "ratio", "off: repart.", "on: repart."
+    );
+    let sessions = [tpch::session(t, false), tpch::session(t, true)];
+    for ctx in &sessions {
+        tpch::register(ctx, &tables, t)?;
+    }
+    let (mut total_off, mut total_on, mut repart_off, mut repart_on) = (0.0, 0.0, 0.0, 0.0);
+    for (k, sql) in tpch::QUERIES.iter().enumerate() {
+        let mut times = [Vec::new(), Vec::new()];
+        let mut repart = [Vec::new(), Vec::new()];
+        for round in 0..args.query_rounds {
+            for which in [round % 2, 1 - round % 2] {
+                let ctx = &sessions[which];
+                let started = Instant::now();
+                let plan = ctx.sql(sql).await?.create_physical_plan().await?;
+                collect(plan.clone(), ctx.task_ctx()).await?;
+                times[which].push(started.elapsed().as_secs_f64() * 1e3);
+                repart[which].push(repartition_seconds(&plan) * 1e3);
+            }
+        }
+        let [off, on] = times.map(median);
+        let [r_off, r_on] = repart.map(median);
+        total_off += off;
+        total_on += on;
+        repart_off += r_off;
+        repart_on += r_on;
+        println!(
+            "{:>5} {off:>10.1} {on:>10.1} {:>6.2}x {r_off:>12.1} {r_on:>12.1}",
+            format!("q{}", k + 1),
+            off / on
+        );
+    }
+    println!(
+        "{:>5} {total_off:>10.1} {total_on:>10.1} {:>6.2}x {repart_off:>12.1} {repart_on:>12.1}",
+        "total",
+        total_off / total_on
+    );
+    Ok(())
+}
