@@ -1,6 +1,6 @@
 //! `partout demo`: the main job on built-in data. Generates TPC-H lineitem in-process,
 //! partitions it in memory by `l_orderkey` into Arrow IPC streams with partout and with
-//! DataFusion's way (ahash ids, a grouped take per batch, an IPC writer per destination),
+//! DataFusion's way (DataFusion 55's foldhash ids, re-created, a grouped take per batch, an IPC writer per destination),
 //! checks that every row arrived, then repartitions it on disk (a Parquet file in, one Parquet
 //! file per destination out) with one thread and with every core, beside DuckDB's
 //! `COPY ... PARTITION_BY` of the same job when DuckDB is installed (its `duckdb` command, or
@@ -281,7 +281,7 @@ pub fn run(options: &DemoOptions) -> Result<()> {
         None => String::new(),
     };
     outln!(
-        "(in memory, baseline: DataFusion's way - ahash ids, a grouped take per batch, an IPC writer per destination; every row of both decoded back; each run streams the table {} times. On disk, baselines: partout on one thread{duckdb_baseline}; Snappy, every row counted. Medians of {} rounds, contenders alternating.)",
+        "(in memory, baseline: DataFusion's way re-created - DataFusion 55's foldhash ids, a grouped take per batch, an IPC writer per destination; every row of both decoded back; each run streams the table {} times. On disk, baselines: partout on one thread{duckdb_baseline}; Snappy, every row counted. Medians of {} rounds, contenders alternating.)",
         options.passes,
         options.rounds
     );

@@ -1,5 +1,5 @@
 //! `partout bench ids`: partition ids of 8,192-row batches of lineitem-like keys: the fast hash
-//! beside DataFusion's ahash way, the Spark hash beside a plain per-row Murmur3 with `%`.
+//! beside DataFusion 55's foldhash ids (re-created; held equal to DataFusion's own by partout-datafusion's tests), the Spark hash beside a plain per-row Murmur3 with `%`.
 
 use crate::harness::{Budget, compare};
 use crate::report::{Comparison, outln};
@@ -87,7 +87,7 @@ pub fn run(options: &IdsOptions) -> Result<()> {
                     )
                 } else {
                     (
-                        "datafusion_ahash",
+                        "datafusion_foldhash",
                         compare(
                             budget,
                             &mut [

@@ -6,7 +6,7 @@
 //! | module     | suite                                                                  |
 //! |------------|------------------------------------------------------------------------|
 //! | [`scatter`] | the scatter kernels on Velox's PartitionedVectorBenchmark matrix      |
-//! | [`ids`]     | partition ids beside DataFusion's ahash way and a plain Murmur3       |
+//! | [`ids`]     | partition ids beside DataFusion 55's foldhash ids and a plain Murmur3 |
 //! | [`plan`]    | the scatter plan alone, for every fan-out                              |
 //! | [`writer`]  | the partitioned writer on TPC-H lineitem beside DataFusion's and Comet's ways |
 //! | [`presto`]  | lineitem encoded as Presto pages beside Arrow IPC                     |

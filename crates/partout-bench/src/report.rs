@@ -68,7 +68,7 @@ impl Comparison<'_> {
     ///     suite: "ids",
     ///     case: "hash/Int64/P16",
     ///     ours_ns: 1000.4,
-    ///     baseline: "datafusion_ahash",
+    ///     baseline: "datafusion_foldhash",
     ///     baseline_ns: 2345.6,
     ///     rows: 8192,
     ///     bytes: 65536,

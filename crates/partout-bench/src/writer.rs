@@ -61,7 +61,8 @@ pub(crate) enum Contender {
     Partout,
     /// partout's writer, each batch first laid out as a `PartitionedBatch`, then copied.
     PartoutScatterThenCopy,
-    /// DataFusion's way: ahash ids, a grouped take per batch, an IPC writer per destination.
+    /// DataFusion's way, re-created: DataFusion 55's foldhash ids, a grouped take per batch, an
+    /// IPC writer per destination.
     DataFusion,
     /// Comet's way: batches kept whole up to the memory limit, then each destination's rows
     /// interleaved and written.

@@ -158,3 +158,32 @@ proptest! {
         check(&types, rows, [0.0, 0.5, 1.0][nulls], sliced, n, seed);
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// The benchmarks' re-creation of DataFusion's ids (`partout_testkit::baseline`) gives
+    /// DataFusion's own: what the benchmarks call DataFusion's hash is DataFusion's hash.
+    #[test]
+    fn the_benchmarks_recreation_of_datafusions_ids_is_exact(
+        picks in prop::collection::vec(0usize..3, 1..4),
+        rows in 0usize..400,
+        nulls in 0usize..3,
+        n in 1u32..=1000,
+        seed in any::<u64>(),
+    ) {
+        let kinds = [DataType::Int64, DataType::Utf8, DataType::Utf8View];
+        let types: Vec<DataType> = picks.iter().map(|&i| kinds[i].clone()).collect();
+        let mut rng = rng(seed);
+        let batch = random_batch(&types, rows, [0.0, 0.5, 1.0][nulls], false, &mut rng);
+        let keys: Vec<usize> = (1..=types.len()).collect();
+        let exprs: Vec<Arc<dyn PhysicalExpr>> = keys
+            .iter()
+            .map(|&i| Arc::new(Column::new(&format!("c{}", i - 1), i)) as Arc<dyn PhysicalExpr>)
+            .collect();
+        let (mut theirs, mut recreated) = (Vec::new(), Vec::new());
+        DataFusionIds::new(exprs, n as usize).compute(&batch, &mut theirs).unwrap();
+        partout_testkit::baseline::DataFusionHash::new().ids(&batch, &keys, n, &mut recreated);
+        prop_assert_eq!(recreated, theirs);
+    }
+}

@@ -5,6 +5,7 @@
 use arrow_array::{ArrayRef, RecordBatch, RecordBatchOptions, UInt32Array};
 use arrow_schema::ArrowError;
 use arrow_select::take::take_arrays;
+use std::hash::BuildHasher;
 
 /// DataFusion's current way (`partition_grouped_take`): push every row's index onto its
 /// destination's list (lists reused across batches), concatenate the lists into one index
@@ -102,19 +103,22 @@ fn with_columns(
     )
 }
 
-/// DataFusion's hash partitioning ids: ahash with fixed seeds per value (`hash_one`), columns
-/// chained with `combine_hashes`, nulls leaving the hash as it was, Utf8View values of up to 12
-/// bytes hashed from their 16-byte view, then a strength-reduced `hash % n`.
+/// DataFusion 55's hash partitioning ids, re-created (partout-datafusion's tests hold them
+/// equal to DataFusion's own `create_hashes` with `REPARTITION_RANDOM_STATE`): foldhash's fast
+/// hasher with seed 0 for the first key column; each further column hashed by a hasher seeded
+/// with the hash so far (Int64) or combined with it by `combine_hashes` (Utf8, Utf8View); a null
+/// leaves the hash as it was; Utf8View values of up to 12 bytes hashed from their 16-byte view,
+/// longer ones as bytes; then `hash % n`.
 #[derive(Debug)]
 pub struct DataFusionHash {
-    state: ahash::RandomState,
+    state: foldhash::fast::FixedState,
     hashes: Vec<u64>,
 }
 
 impl Default for DataFusionHash {
     fn default() -> Self {
         Self {
-            state: ahash::RandomState::with_seeds(0, 0, 0, 0),
+            state: foldhash::fast::FixedState::with_seed(0),
             hashes: Vec::new(),
         }
     }
@@ -124,6 +128,13 @@ impl Default for DataFusionHash {
 fn combine_hashes(l: u64, r: u64) -> u64 {
     let hash = (17 * 37u64).wrapping_add(l);
     hash.wrapping_mul(37).wrapping_add(r)
+}
+
+/// A value hashed by a hasher seeded with the hash so far (DataFusion's rehash of primitives
+/// and of views).
+fn reseeded(seed: u64, value: impl std::hash::Hash) -> u64 {
+    foldhash::fast::SeedableRandomState::with_seed(seed, foldhash::SharedSeed::global_fixed())
+        .hash_one(value)
 }
 
 impl DataFusionHash {
@@ -145,42 +156,46 @@ impl DataFusionHash {
         for (c, &k) in keys.iter().enumerate() {
             let column = batch.column(k);
             let state = &self.state;
-            let mut update = |i: usize, h: u64| {
-                self.hashes[i] = if c == 0 {
-                    h
-                } else {
-                    combine_hashes(h, self.hashes[i])
-                };
-            };
+            let first = c == 0;
+            let hashes = &mut self.hashes;
             match column.data_type() {
                 arrow_schema::DataType::Int64 => {
                     let values = column.as_primitive::<Int64Type>();
-                    for i in 0..rows {
+                    for (i, hash) in hashes.iter_mut().enumerate() {
                         if values.is_valid(i) {
-                            update(i, state.hash_one(values.value(i)));
+                            let v = values.value(i);
+                            *hash = match first {
+                                true => state.hash_one(v),
+                                false => reseeded(*hash, v),
+                            };
                         }
                     }
                 }
                 arrow_schema::DataType::Utf8 => {
                     let values = column.as_string::<i32>();
-                    for i in 0..rows {
+                    for (i, hash) in hashes.iter_mut().enumerate() {
                         if values.is_valid(i) {
-                            update(i, state.hash_one(values.value(i)));
+                            let h = state.hash_one(values.value(i));
+                            *hash = match first {
+                                true => h,
+                                false => combine_hashes(h, *hash),
+                            };
                         }
                     }
                 }
                 arrow_schema::DataType::Utf8View => {
                     let values = column.as_string_view();
                     let views = values.views();
-                    for i in 0..rows {
+                    for (i, hash) in hashes.iter_mut().enumerate() {
                         if values.is_valid(i) {
                             let view = views[i];
-                            let h = if (view as u32) <= 12 {
-                                state.hash_one(view)
-                            } else {
-                                state.hash_one(values.value(i))
+                            let bytes = values.value(i).as_bytes();
+                            *hash = match (first, (view as u32) <= 12) {
+                                (true, true) => state.hash_one(view),
+                                (true, false) => state.hash_one(bytes),
+                                (false, true) => reseeded(*hash, view),
+                                (false, false) => reseeded(*hash, bytes),
                             };
-                            update(i, h);
                         }
                     }
                 }
