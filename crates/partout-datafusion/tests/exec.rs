@@ -398,3 +398,94 @@ async fn a_pool_too_small_is_resources_exhausted() {
     }
     assert_eq!(kinds.get(&true), Some(&4), "{kinds:?}");
 }
+
+/// The plan of `sql` in `ctx`, as text.
+async fn plan_text(ctx: &datafusion::prelude::SessionContext, sql: &str) -> String {
+    let plan = ctx
+        .sql(sql)
+        .await
+        .unwrap()
+        .create_physical_plan()
+        .await
+        .unwrap();
+    displayable(plan.as_ref()).indent(true).to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_rule_is_on_with_partout_and_off_by_a_session_option() {
+    let ctx = partout_datafusion::tpch::session(2, true);
+    let table = datafusion::datasource::MemTable::try_new(
+        schema(),
+        vec![vec![rows(0, 5000)], vec![rows(5000, 5000)]],
+    )
+    .unwrap();
+    ctx.register_table("t", Arc::new(table)).unwrap();
+    let sql = "select key, count(*) from t group by key";
+    let on = plan_text(&ctx, sql).await;
+    assert!(
+        on.contains("PartoutRepartitionExec: partitioning=Hash"),
+        "{on}"
+    );
+    let hash_repartition = |plan: &str| {
+        plan.lines().any(|l| {
+            l.trim_start()
+                .starts_with("RepartitionExec: partitioning=Hash")
+        })
+    };
+    assert!(!hash_repartition(&on), "{on}");
+    let answer_on = ctx.sql(sql).await.unwrap().collect().await.unwrap();
+    ctx.sql("SET partout.enabled = false")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    let off = plan_text(&ctx, sql).await;
+    assert!(!off.contains("PartoutRepartitionExec"), "{off}");
+    assert!(hash_repartition(&off), "{off}");
+    let answer_off = ctx.sql(sql).await.unwrap().collect().await.unwrap();
+    let rows = |batches: &[RecordBatch]| -> Vec<String> {
+        let mut lines: Vec<String> =
+            datafusion::arrow::util::pretty::pretty_format_batches(batches)
+                .unwrap()
+                .to_string()
+                .lines()
+                .map(str::to_string)
+                .collect();
+        lines.sort();
+        lines
+    };
+    assert_eq!(rows(&answer_on), rows(&answer_off));
+    // A budget set for the session reaches the operator.
+    ctx.sql("SET partout.enabled = true")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    ctx.sql("SET partout.buffer_bytes = 12345")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    let plan = ctx
+        .sql(sql)
+        .await
+        .unwrap()
+        .create_physical_plan()
+        .await
+        .unwrap();
+    let mut budgets = Vec::new();
+    datafusion::common::tree_node::TreeNode::apply(&plan, |node| {
+        if let Some(exec) = node.downcast_ref::<PartoutRepartitionExec>() {
+            budgets.push(exec.buffer_bytes());
+        }
+        Ok(TreeNodeRecursion::Continue)
+    })
+    .unwrap();
+    assert!(
+        !budgets.is_empty() && budgets.iter().all(|&b| b == 12345),
+        "{budgets:?}"
+    );
+}
