@@ -9,7 +9,6 @@ use arrow_array::RecordBatch;
 use datafusion::common::{DataFusionError, Result};
 use datafusion::execution::memory_pool::MemoryReservation;
 use datafusion::physical_plan::metrics::Time;
-use partout_core::PartitionedBatch;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::Notify;
@@ -81,37 +80,30 @@ impl Exchange {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Queues each destination's rows of `batch` for its output, then waits (timed by
-    /// `send_time`) while the budget is passed. Returns false when every output is gone and
-    /// the producer should stop.
+    /// Queues `batches` (each with its output and the bytes it is charged), then waits
+    /// (timed by `send_time`) while the budget is passed. Returns false when every output is
+    /// gone and the producer should stop.
     ///
     /// # Errors
     /// DataFusion's resources-exhausted error when the memory pool refuses the bytes.
-    pub(crate) async fn push(&self, batch: PartitionedBatch, send_time: &Time) -> Result<bool> {
-        let total_rows = batch.batch().num_rows();
-        if total_rows == 0 {
+    pub(crate) async fn push(
+        &self,
+        batches: &mut Vec<(usize, RecordBatch, usize)>,
+        send_time: &Time,
+    ) -> Result<bool> {
+        if batches.is_empty() {
             return Ok(self.lock().open > 0);
         }
-        let bytes = batch.batch().get_array_memory_size();
+        let bytes: usize = batches.iter().map(|(_, _, share)| share).sum();
         self.reservation.try_grow(bytes)?;
         {
             let mut state = self.lock();
-            let mut charged = 0;
-            let mut rows_left = total_rows;
-            for (p, slice) in batch.non_empty() {
-                rows_left -= slice.num_rows();
-                // Each slice is charged its rows' share; the last the rest.
-                let share = if rows_left == 0 {
-                    bytes - charged
-                } else {
-                    (bytes as u128 * slice.num_rows() as u128 / total_rows as u128) as usize
-                };
-                charged += share;
+            for (p, batch, share) in batches.drain(..) {
                 if state.closed[p] {
                     self.reservation.shrink(share);
                     continue;
                 }
-                state.queues[p].push_back((slice, share));
+                state.queues[p].push_back((batch, share));
                 state.held += share;
                 self.ready[p].notify_one();
             }

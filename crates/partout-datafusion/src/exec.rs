@@ -21,14 +21,17 @@ use datafusion::physical_plan::{
     PhysicalExpr, PlanProperties, SendableRecordBatchStream,
 };
 use futures::StreamExt;
-use partout_core::Partitioner;
+use partout_core::{DestinationBuffers, ScatterPlan};
 use std::fmt::Formatter;
 use std::sync::{Arc, Mutex};
 
 /// Hash repartitioning of `input` into `n` partitions by `exprs`, as DataFusion's
 /// `RepartitionExec` with `Partitioning::Hash` does and with the same plan properties, done
 /// with partout's scatter: every row goes to the partition DataFusion's hash gives it
-/// ([`DataFusionIds`]); output batches are coalesced toward the session's `batch_size`;
+/// ([`DataFusionIds`]); each producer appends rows into a buffer per destination and hands a
+/// destination's rows over as one batch of up to the session's `batch_size` (sooner when the
+/// destination's buffer reaches its share of the budget, at least 64 KiB); the producers'
+/// buffers are reserved from the memory pool too;
 /// rows waiting for consumers are held within a byte budget reserved from the memory pool,
 /// and producers wait while it is full.
 #[derive(Debug)]
@@ -125,6 +128,9 @@ impl PartoutRepartitionExec {
                 context: context.clone(),
                 ids: DataFusionIds::new(self.exprs.clone(), self.partitions),
                 partitions: self.partitions,
+                // Half the budget shared by every producer's buffers, at least 64 KiB each.
+                target_bytes: (self.buffer_bytes / (2 * inputs.max(1) * self.partitions))
+                    .max(64 << 10),
                 exchange: exchange.clone(),
                 fetch_time: MetricBuilder::new(&self.metrics).subset_time("fetch_time", i),
                 repartition_time: MetricBuilder::new(&self.metrics)
@@ -144,13 +150,17 @@ impl PartoutRepartitionExec {
     }
 }
 
-/// One input partition's producer.
+/// One input partition's producer: rows appended into a buffer per destination (partout's
+/// scatter, one copy), a destination's rows handed over as one batch once they reach the
+/// session's batch size or the destination's share of the budget, the rest at the end.
 struct Producer {
     input: Arc<dyn ExecutionPlan>,
     partition: usize,
     context: Arc<TaskContext>,
     ids: DataFusionIds,
     partitions: usize,
+    /// Bytes at which a destination's buffer is handed over before it holds a full batch.
+    target_bytes: usize,
     exchange: Arc<Exchange>,
     fetch_time: Time,
     repartition_time: Time,
@@ -162,24 +172,57 @@ impl Producer {
         let mut stream = self.input.execute(self.partition, self.context.clone())?;
         let n = u32::try_from(self.partitions)
             .map_err(|_| DataFusionError::Internal("too many partitions".into()))?;
-        let mut partitioner = Partitioner::try_new(n).map_err(external)?;
+        let batch_size = self.context.session_config().batch_size().max(1);
+        let mut buffers =
+            DestinationBuffers::try_new(self.input.schema(), self.partitions).map_err(external)?;
+        // The buffers' memory, reserved as it grows.
+        let reservation = MemoryConsumer::new(format!(
+            "PartoutRepartitionExec[{}] producer {}",
+            self.partitions, self.partition
+        ))
+        .register(self.context.memory_pool());
+        let mut plan = ScatterPlan::new();
         let mut ids = Vec::new();
+        let mut ready = Vec::new();
         loop {
             let fetched = {
                 let _timer = self.fetch_time.timer();
                 stream.next().await
             };
-            let Some(batch) = fetched else {
-                return Ok(());
-            };
-            let batch = batch?;
-            let partitioned = {
+            let last = fetched.is_none();
+            {
                 let _timer = self.repartition_time.timer();
-                self.ids.compute(&batch, &mut ids)?;
-                partitioner.partition(&batch, &ids).map_err(external)?
-            };
-            if !self.exchange.push(partitioned, &self.send_time).await? {
-                // Every output is gone.
+                if let Some(batch) = fetched {
+                    let batch = batch?;
+                    self.ids.compute(&batch, &mut ids)?;
+                    plan.build(&ids, n).map_err(external)?;
+                    buffers.append(&batch, &plan).map_err(external)?;
+                }
+                for p in 0..self.partitions {
+                    let rows = buffers.rows(p);
+                    if rows > 0
+                        && (last || rows >= batch_size || buffers.bytes(p) >= self.target_bytes)
+                    {
+                        let batch = buffers.take(p).map_err(external)?;
+                        buffers.release(p);
+                        // Batches of at most `batch_size` rows (slices sharing the buffers),
+                        // each charged its rows' share of the memory.
+                        let bytes = batch.get_array_memory_size();
+                        let mut charged = 0;
+                        for start in (0..rows).step_by(batch_size) {
+                            let len = batch_size.min(rows - start);
+                            let share = match start + len == rows {
+                                true => bytes - charged,
+                                false => bytes * len / rows,
+                            };
+                            charged += share;
+                            ready.push((p, batch.slice(start, len), share));
+                        }
+                    }
+                }
+                reservation.try_resize(buffers.held_bytes())?;
+            }
+            if !self.exchange.push(&mut ready, &self.send_time).await? || last {
                 return Ok(());
             }
         }
@@ -283,8 +326,13 @@ impl ExecutionPlan for PartoutRepartitionExec {
             run
         };
         let schema = self.input.schema();
+        let batch_size = context.session_config().batch_size().max(1);
         let output = Output {
-            coalescer: BatchCoalescer::new(schema.clone(), context.session_config().batch_size()),
+            // Batches of an eighth of the batch size or more (a destination's buffer handed
+            // over at its share of the budget) pass through uncopied; smaller ones (a
+            // producer's last rows) are gathered.
+            coalescer: BatchCoalescer::new(schema.clone(), batch_size)
+                .with_biggest_coalesce_batch_size(Some((batch_size / 8).max(1))),
             run,
             partition,
             done: false,

@@ -5,9 +5,11 @@
 //!
 //! ```text
 //!  input partition i ─► DataFusion's hash ids (create_hashes, REPARTITION_RANDOM_STATE, % n)
-//!                    ─► partout's scatter (one PartitionedBatch) ─► a slice per destination
-//!                    ─► output queues (a shared byte budget: producers wait when it is full)
-//!  output partition p ◄─ its queue, coalesced toward the session's batch_size
+//!                    ─► partout's scatter into a buffer per destination (rows copied once)
+//!                    ─► a destination's rows handed over at batch_size rows (or its share of
+//!                       the budget) ─► output queues (a shared byte budget: producers wait
+//!                       when it is full)
+//!  output partition p ◄─ its queue; batches under an eighth of batch_size gathered
 //! ```
 //!
 //! **Whoever consumes the partitions decides the hash.** DataFusion assumes any two `Hash`
