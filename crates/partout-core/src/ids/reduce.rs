@@ -228,13 +228,17 @@ mod tests {
     use super::*;
 
     proptest::proptest! {
+        // Holds no unsafe code; interpreting thousands of cases takes minutes under Miri.
         #[test]
+        #[cfg_attr(miri, ignore)]
         fn the_64_bit_modulo_is_the_remainder(x in proptest::prelude::any::<u64>(), n in 1u32..) {
             proptest::prop_assert_eq!(Modulo64::new(n).reduce(x), (x % u64::from(n)) as u32);
         }
     }
 
+    /// Holds no unsafe code, and takes minutes under Miri: run natively only.
     #[test]
+    #[cfg_attr(miri, ignore)]
     fn the_64_bit_modulo_is_exact() {
         let mut xs: Vec<u64> = (0..20_000u64)
             .map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15))
