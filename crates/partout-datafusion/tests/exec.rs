@@ -407,15 +407,19 @@ async fn a_pool_too_small_is_resources_exhausted() {
     assert_eq!(kinds.get(&true), Some(&4), "{kinds:?}");
 }
 
-/// The plan of `sql` in `ctx`, as text.
-async fn plan_text(ctx: &datafusion::prelude::SessionContext, sql: &str) -> String {
-    let plan = ctx
-        .sql(sql)
+/// The physical plan of `sql` in `ctx`.
+async fn plan_of(ctx: &datafusion::prelude::SessionContext, sql: &str) -> Arc<dyn ExecutionPlan> {
+    ctx.sql(sql)
         .await
         .unwrap()
         .create_physical_plan()
         .await
-        .unwrap();
+        .unwrap()
+}
+
+/// The plan of `sql` in `ctx`, as text.
+async fn plan_text(ctx: &datafusion::prelude::SessionContext, sql: &str) -> String {
+    let plan = plan_of(ctx, sql).await;
     displayable(plan.as_ref()).indent(true).to_string()
 }
 
@@ -477,13 +481,7 @@ async fn the_rule_is_on_with_partout_and_off_by_a_session_option() {
         .collect()
         .await
         .unwrap();
-    let plan = ctx
-        .sql(sql)
-        .await
-        .unwrap()
-        .create_physical_plan()
-        .await
-        .unwrap();
+    let plan = plan_of(&ctx, sql).await;
     let mut budgets = Vec::new();
     datafusion::common::tree_node::TreeNode::apply(&plan, |node| {
         if let Some(exec) = node.downcast_ref::<PartoutRepartitionExec>() {
