@@ -1,10 +1,4 @@
-//! Arrow IPC stream decoding on arbitrary bytes, as partout reads a destination's stream back.
-//! Errors are fine; panics, stack overflows, hangs and huge allocations are findings.
+//! Arrow IPC stream decoding on arbitrary bytes ([`partout_fuzz::ipc_decode`]).
 #![no_main]
 
-use libfuzzer_sys::fuzz_target;
-use partout_format::ipc::decode_stream;
-
-fuzz_target!(|data: &[u8]| {
-    let _ = decode_stream(data);
-});
+libfuzzer_sys::fuzz_target!(|data: &[u8]| partout_fuzz::ipc_decode(data));

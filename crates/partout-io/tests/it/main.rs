@@ -1,12 +1,13 @@
 //! Integration tests of partout-io: inputs of every format, frames, shuffle files, Parquet
-//! files written from staged rows, sorted runs merged per destination, and damaged files
-//! read as errors naming the file.
+//! files written from staged rows, sorted runs merged per destination, damaged files read as
+//! errors naming the file, and the fuzzers' committed inputs replayed.
 //!
 //! The binary's allocator aborts on any allocation of more than [`MAX_ALLOCATION`] bytes: no
 //! test reads anything near that, so such an allocation is a reader trusting a length a
 //! damaged file claims.
 
 mod damaged;
+mod fuzz_corpus;
 mod inputs;
 mod runs;
 mod seeds;
