@@ -96,17 +96,9 @@ fn repartition_seconds(plan: &Arc<dyn ExecutionPlan>) -> f64 {
 #[tokio::main(flavor = "multi_thread")]
 async fn main() -> Result<()> {
     let args = Args::parse();
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown CPU".into());
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     println!(
-        "partout inside DataFusion: {cpu}, {threads} threads, TPC-H SF {}",
+        "partout inside DataFusion: {}, TPC-H SF {}",
+        tpch::machine(),
         args.sf
     );
     let tables = tpch::tables(args.sf, 8192)?;

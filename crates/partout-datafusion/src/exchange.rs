@@ -15,8 +15,9 @@ use tokio::sync::Notify;
 
 /// What an output found in its queue.
 pub(crate) enum Taken {
-    /// A slice of rows.
-    Rows(RecordBatch),
+    /// A batch of rows, and whether it is whole (handed over full: passed on as it is)
+    /// rather than a remainder to gather with others.
+    Rows(RecordBatch, bool),
     /// A producer failed.
     Failed(Arc<DataFusionError>),
     /// Every producer is done and the queue is empty.
@@ -25,10 +26,19 @@ pub(crate) enum Taken {
     Empty,
 }
 
+/// A batch handed to an output: the rows, the bytes they are charged, whether it is whole.
+#[derive(Debug)]
+pub(crate) struct Queued {
+    pub(crate) output: usize,
+    pub(crate) rows: RecordBatch,
+    pub(crate) bytes: usize,
+    pub(crate) whole: bool,
+}
+
 #[derive(Debug)]
 struct State {
-    /// Each output's slices with the bytes each is charged.
-    queues: Vec<VecDeque<(RecordBatch, usize)>>,
+    /// Each output's batches, each with the bytes it is charged and whether it is whole.
+    queues: Vec<VecDeque<Queued>>,
     /// Outputs whose stream was dropped: what comes for them is let go.
     closed: Vec<bool>,
     open: usize,
@@ -80,31 +90,28 @@ impl Exchange {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Queues `batches` (each with its output and the bytes it is charged), then waits
+    /// Queues `batches`, then waits
     /// (timed by `send_time`) while the budget is passed. Returns false when every output is
     /// gone and the producer should stop.
     ///
     /// # Errors
     /// DataFusion's resources-exhausted error when the memory pool refuses the bytes.
-    pub(crate) async fn push(
-        &self,
-        batches: &mut Vec<(usize, RecordBatch, usize)>,
-        send_time: &Time,
-    ) -> Result<bool> {
+    pub(crate) async fn push(&self, batches: &mut Vec<Queued>, send_time: &Time) -> Result<bool> {
         if batches.is_empty() {
             return Ok(self.lock().open > 0);
         }
-        let bytes: usize = batches.iter().map(|(_, _, share)| share).sum();
+        let bytes: usize = batches.iter().map(|q| q.bytes).sum();
         self.reservation.try_grow(bytes)?;
         {
             let mut state = self.lock();
-            for (p, batch, share) in batches.drain(..) {
+            for queued in batches.drain(..) {
+                let p = queued.output;
                 if state.closed[p] {
-                    self.reservation.shrink(share);
+                    self.reservation.shrink(queued.bytes);
                     continue;
                 }
-                state.queues[p].push_back((batch, share));
-                state.held += share;
+                state.held += queued.bytes;
+                state.queues[p].push_back(queued);
                 self.ready[p].notify_one();
             }
         }
@@ -126,15 +133,15 @@ impl Exchange {
         }
     }
 
-    /// Output `p`'s next slice, or why there is none.
+    /// Output `p`'s next batch, or why there is none.
     pub(crate) fn take(&self, p: usize) -> Taken {
         let mut state = self.lock();
-        if let Some((rows, share)) = state.queues[p].pop_front() {
-            state.held -= share;
+        if let Some(queued) = state.queues[p].pop_front() {
+            state.held -= queued.bytes;
             drop(state);
-            self.reservation.shrink(share);
+            self.reservation.shrink(queued.bytes);
             self.room.notify_waiters();
-            return Taken::Rows(rows);
+            return Taken::Rows(queued.rows, queued.whole);
         }
         match (&state.error, state.producers) {
             (Some(e), _) => Taken::Failed(e.clone()),
@@ -157,7 +164,7 @@ impl Exchange {
         }
         state.closed[p] = true;
         state.open -= 1;
-        let freed: usize = state.queues[p].drain(..).map(|(_, share)| share).sum();
+        let freed: usize = state.queues[p].drain(..).map(|q| q.bytes).sum();
         state.held -= freed;
         drop(state);
         self.reservation.shrink(freed);

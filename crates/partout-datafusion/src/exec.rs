@@ -1,6 +1,6 @@
 //! [`PartoutRepartitionExec`]: DataFusion's hash repartitioning, done by partout.
 
-use crate::exchange::{Exchange, Taken};
+use crate::exchange::{Exchange, Queued, Taken};
 use crate::ids::DataFusionIds;
 use arrow_array::RecordBatch;
 use arrow_select::coalesce::BatchCoalescer;
@@ -200,13 +200,19 @@ impl Producer {
                 }
                 for p in 0..self.partitions {
                     let rows = buffers.rows(p);
-                    if rows > 0
-                        && (last || rows >= batch_size || buffers.bytes(p) >= self.target_bytes)
-                    {
+                    let full = rows >= batch_size || buffers.bytes(p) >= self.target_bytes;
+                    if rows > 0 && (last || full) {
                         let batch = buffers.take(p).map_err(external)?;
-                        buffers.release(p);
+                        // The batch goes on; the destination gets new buffers of its size
+                        // (as many rows come next), or none after the last rows.
+                        match last {
+                            true => buffers.release(p),
+                            false => buffers.renew(p),
+                        }
                         // Batches of at most `batch_size` rows (slices sharing the buffers),
-                        // each charged its rows' share of the memory.
+                        // each charged its rows' share of the memory. Full ones are whole:
+                        // outputs pass them on as they are; the rest (a split's tail, the
+                        // last rows) are remainders, gathered at the output.
                         let bytes = batch.get_array_memory_size();
                         let mut charged = 0;
                         for start in (0..rows).step_by(batch_size) {
@@ -216,7 +222,12 @@ impl Producer {
                                 false => bytes * len / rows,
                             };
                             charged += share;
-                            ready.push((p, batch.slice(start, len), share));
+                            ready.push(Queued {
+                                output: p,
+                                rows: batch.slice(start, len),
+                                bytes: share,
+                                whole: len == batch_size || (full && rows < batch_size),
+                            });
                         }
                     }
                 }
@@ -328,11 +339,10 @@ impl ExecutionPlan for PartoutRepartitionExec {
         let schema = self.input.schema();
         let batch_size = context.session_config().batch_size().max(1);
         let output = Output {
-            // Batches of an eighth of the batch size or more (a destination's buffer handed
-            // over at its share of the budget) pass through uncopied; smaller ones (a
-            // producer's last rows) are gathered.
-            coalescer: BatchCoalescer::new(schema.clone(), batch_size)
-                .with_biggest_coalesce_batch_size(Some((batch_size / 8).max(1))),
+            // Remainders (a producer's last rows, the tail of a split) are gathered here into
+            // batches of `batch_size`; whole batches pass by.
+            coalescer: BatchCoalescer::new(schema.clone(), batch_size),
+            ordered: self.input.output_partitioning().partition_count() <= 1,
             run,
             partition,
             done: false,
@@ -370,6 +380,8 @@ impl ExecutionPlan for PartoutRepartitionExec {
 /// One output partition's stream state.
 struct Output {
     coalescer: BatchCoalescer,
+    /// Whether the output keeps its one input's order.
+    ordered: bool,
     run: Arc<Run>,
     partition: usize,
     done: bool,
@@ -389,7 +401,16 @@ impl Output {
                 return None;
             }
             match self.run.exchange.take(self.partition) {
-                Taken::Rows(rows) => {
+                // Rows from one input keep their order (the plan's properties say so): a whole
+                // batch then waits behind gathered remainders.
+                Taken::Rows(rows, true)
+                    if !self.ordered || self.coalescer.get_buffered_rows() == 0 =>
+                {
+                    self.output_rows.add(rows.num_rows());
+                    self.output_batches.add(1);
+                    return Some(Ok(rows));
+                }
+                Taken::Rows(rows, _) => {
                     if let Err(e) = self.coalescer.push_batch(rows) {
                         self.done = true;
                         return Some(Err(e.into()));

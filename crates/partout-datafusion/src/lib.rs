@@ -9,7 +9,7 @@
 //!                    ─► a destination's rows handed over at batch_size rows (or its share of
 //!                       the budget) ─► output queues (a shared byte budget: producers wait
 //!                       when it is full)
-//!  output partition p ◄─ its queue; batches under an eighth of batch_size gathered
+//!  output partition p ◄─ its queue; full batches passed on, remainders gathered
 //! ```
 //!
 //! **Whoever consumes the partitions decides the hash.** DataFusion assumes any two `Hash`

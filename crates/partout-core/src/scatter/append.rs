@@ -123,6 +123,25 @@ impl ColumnBuffer {
         }
     }
 
+    /// Forgets lent buffers, giving itself new empty ones of their sizes in their place: the
+    /// next rows, if they come as many, are appended without growing a buffer (each growth
+    /// copies what the buffer holds).
+    pub(super) fn renew(&mut self) {
+        let [values, data, validity] = std::mem::take(&mut self.lent);
+        for (lent, home) in [
+            (values, &mut self.values),
+            (data, &mut self.data),
+            (validity, &mut self.validity),
+        ] {
+            if let Some(lent) = lent
+                && home.capacity() == 0
+            {
+                // The kernels reserve a little past what they write (copies in whole blocks).
+                *home = MutableBuffer::with_capacity(lent.len() + 64);
+            }
+        }
+    }
+
     /// Forgets lent buffers, and gives up its own if they hold nothing.
     pub(super) fn release(&mut self) {
         self.lent = Default::default();

@@ -444,10 +444,23 @@ impl DestinationBuffers {
     /// If there is no destination `p`.
     pub fn recycle(&mut self, p: usize, batch: RecordBatch) {
         drop(batch);
+        self.rebuffer(p, ColumnBuffer::reclaim);
+    }
+
+    /// Gives destination `p` new buffers as large as those lent to the batch
+    /// [`take`](Self::take) built, which is kept elsewhere: where the batch is handed on rather
+    /// than recycled, the destination's next rows need not grow their buffers from nothing.
+    ///
+    /// # Panics
+    /// If there is no destination `p`.
+    pub fn renew(&mut self, p: usize) {
+        self.rebuffer(p, ColumnBuffer::renew);
+    }
+
+    /// Applies `change` to each of destination `p`'s column buffers and updates the totals.
+    fn rebuffer(&mut self, p: usize, change: fn(&mut ColumnBuffer)) {
         let destination = &mut self.destinations[p];
-        for column in &mut destination.columns {
-            column.reclaim();
-        }
+        destination.columns.iter_mut().for_each(change);
         self.held -= destination.held;
         destination.update();
         self.held += destination.held;
@@ -458,13 +471,7 @@ impl DestinationBuffers {
     /// # Panics
     /// If there is no destination `p`.
     pub fn release(&mut self, p: usize) {
-        let destination = &mut self.destinations[p];
-        for column in &mut destination.columns {
-            column.release();
-        }
-        self.held -= destination.held;
-        destination.update();
-        self.held += destination.held;
+        self.rebuffer(p, ColumnBuffer::release);
     }
 }
 
@@ -542,6 +549,61 @@ mod tests {
         assert_eq!(buffers.held_bytes(), 0);
     }
 
+    /// A batch of `columns`, named `c0`, `c1`, ….
+    fn numbered(columns: &[ArrayRef]) -> RecordBatch {
+        RecordBatch::try_from_iter(
+            columns
+                .iter()
+                .enumerate()
+                .map(|(i, c)| (format!("c{i}"), c.clone())),
+        )
+        .unwrap()
+    }
+
+    /// A destination renewed after a take holds buffers of the taken batch's sizes: the same
+    /// rows again fit without growing them, and the batch handed on keeps its rows.
+    #[test]
+    fn renewed_buffers_take_the_same_rows_without_growing() {
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(Int16Array::from_iter(
+                (0..300).map(|i| (i % 4 != 0).then_some(i)),
+            )),
+            Arc::new(LargeStringArray::from_iter_values(
+                (0..300).map(|i| "xy".repeat(i % 9)),
+            )),
+            Arc::new(StringViewArray::from_iter_values(
+                (0..300).map(|i| "a string longer than twelve bytes".repeat(i % 3)),
+            )),
+            Arc::new(BooleanArray::from_iter((0..300).map(|i| Some(i % 3 == 0)))),
+        ];
+        let batch = numbered(&columns);
+        let ids: Vec<u32> = (0..300u32).map(|i| i % 2).collect();
+        let mut plan = ScatterPlan::new();
+        plan.build(&ids, 2).unwrap();
+        // Each destination's rows, copied by arrow's take: what every batch must hold.
+        let expected: Vec<RecordBatch> = (0..2u32)
+            .map(|p| {
+                let rows: Vec<u32> = (0..300u32).filter(|&r| ids[r as usize] == p).collect();
+                let indices = UInt32Array::from(rows);
+                arrow_select::take::take_record_batch(&batch, &indices).unwrap()
+            })
+            .collect();
+        let mut buffers = DestinationBuffers::try_new(batch.schema(), 2).unwrap();
+        buffers.append(&batch, &plan).unwrap();
+        let first: Vec<RecordBatch> = (0..2).map(|p| buffers.take(p).unwrap()).collect();
+        (0..2).for_each(|p| buffers.renew(p));
+        assert_eq!(buffers.rows(0) + buffers.rows(1), 0);
+        let renewed = buffers.held_bytes();
+        let sizes: usize = first.iter().map(|b| b.get_array_memory_size()).sum();
+        assert!(renewed >= sizes / 2, "{renewed} of {sizes}");
+        buffers.append(&batch, &plan).unwrap();
+        assert_eq!(buffers.held_bytes(), renewed, "a renewed buffer grew");
+        for p in 0..2 {
+            assert_eq!(buffers.take(p).unwrap(), expected[p], "destination {p}");
+            assert_eq!(first[p], expected[p], "the batch handed on is untouched");
+        }
+    }
+
     /// Every kernel of the buffers on a few rows (small enough for Miri): both ways in,
     /// unaligned and sliced inputs, a take in the middle.
     #[test]
@@ -575,13 +637,7 @@ mod tests {
                 })
             }))),
         ];
-        let batch = RecordBatch::try_from_iter(
-            columns
-                .iter()
-                .enumerate()
-                .map(|(i, c)| (format!("c{i}"), c.clone())),
-        )
-        .unwrap();
+        let batch = numbered(&columns);
         let ids: Vec<u32> = (0..23u32).map(|i| (i * 5 + i / 4) % 3).collect();
         let mut plan = ScatterPlan::new();
         plan.build(&ids, 3).unwrap();
