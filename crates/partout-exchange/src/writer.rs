@@ -264,6 +264,50 @@ impl<O: BatchSink> PartitionedWriter<O> {
     /// of the batch is written then); [`WriterError::Encode`] and [`WriterError::Sink`] from a
     /// flush, after which the writer refuses further calls with [`WriterError::Failed`].
     pub fn append(&mut self, batch: &RecordBatch) -> Result<()> {
+        self.check_batch(batch)?;
+        let started = Instant::now();
+        self.ids.compute(batch, &mut self.id_buffer)?;
+        self.metrics.ids_time += started.elapsed();
+        self.append_by_ids(batch)
+    }
+
+    /// Appends the rows of `batch` to the destinations `ids` gives (one per row, each below
+    /// the partition count), as [`append`](Self::append) does with the ids its partitioning
+    /// computes: for partition ids a consumer decides (another engine's hash).
+    ///
+    /// # Errors
+    /// [`WriterError::Partition`] for a batch of another schema, ids not one per row or not
+    /// below the partition count, or a writer that replicates rows with null keys (only
+    /// its own partitioning knows the keys); otherwise as [`append`](Self::append).
+    pub fn append_with_ids(&mut self, batch: &RecordBatch, ids: &[u32]) -> Result<()> {
+        self.check_batch(batch)?;
+        let invalid = |what: String| {
+            Err(WriterError::Partition(
+                partout_core::PartoutError::InvalidArgument(what),
+            ))
+        };
+        if self.options.replicate_nulls_and_any {
+            return invalid("rows replicated by their keys need the writer's own ids".into());
+        }
+        if ids.len() != batch.num_rows() {
+            return invalid(format!(
+                "{} partition ids for a batch of {} rows",
+                ids.len(),
+                batch.num_rows()
+            ));
+        }
+        if let Some(&id) = ids.iter().find(|&&id| id >= self.num_partitions) {
+            return invalid(format!(
+                "partition id {id} of {} partitions",
+                self.num_partitions
+            ));
+        }
+        self.id_buffer.clear();
+        self.id_buffer.extend_from_slice(ids);
+        self.append_by_ids(batch)
+    }
+
+    fn check_batch(&self, batch: &RecordBatch) -> Result<()> {
         if self.failed {
             return Err(WriterError::Failed);
         }
@@ -276,9 +320,11 @@ impl<O: BatchSink> PartitionedWriter<O> {
                 )),
             ));
         }
-        let started = Instant::now();
-        self.ids.compute(batch, &mut self.id_buffer)?;
-        self.metrics.ids_time += started.elapsed();
+        Ok(())
+    }
+
+    /// Appends `batch` by the ids in the id buffer.
+    fn append_by_ids(&mut self, batch: &RecordBatch) -> Result<()> {
         // Rows to replicate: the first row ever, and rows with a null key.
         let key_nulls = self
             .options

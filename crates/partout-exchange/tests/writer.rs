@@ -152,6 +152,66 @@ proptest! {
     }
 }
 
+/// Ids a caller computes (another engine's hash) place rows exactly where the same ids in a
+/// column place them, under either flush; ids that cannot be are refused.
+#[test]
+fn ids_given_by_the_caller_place_rows_as_an_id_column_does() {
+    let types = every_type();
+    for (n, flush) in [(5, Flush::AtTarget), (300, Flush::AllAtLimit)] {
+        let inputs = random_inputs(&types, &[700, 0, 1200], n, u64::from(n));
+        let options = WriterOptions::default()
+            .with_target_bytes(8 << 10)
+            .with_memory_limit(2 << 20)
+            .with_flush(flush)
+            .with_seed(3);
+        let (expected, _) = write_given(&inputs, n, options.clone(), Encoding::default());
+        let mut writer = PartitionedWriter::try_new(
+            inputs[0].0.schema(),
+            Partitioning::round_robin(n),
+            options,
+            Encoding::default(),
+            MemorySink::new(n as usize),
+        )
+        .unwrap();
+        for (batch, ids) in &inputs {
+            writer.append_with_ids(batch, ids).unwrap();
+        }
+        let (sink, metrics) = writer.finish().unwrap();
+        assert_eq!(metrics.rows_in, 1900);
+        let outputs = sink.into_outputs();
+        assert_eq!(outputs, expected.into_outputs(), "{n} destinations");
+        check_outputs(&outputs, &inputs, n);
+    }
+    let (batch, ids) = &random_inputs(&types[..2], &[10], 4, 1)[0];
+    let writer = |options: WriterOptions| {
+        PartitionedWriter::try_new(
+            batch.schema(),
+            Partitioning::round_robin(4),
+            options,
+            Encoding::default(),
+            MemorySink::new(4),
+        )
+        .unwrap()
+    };
+    let mut plain = writer(WriterOptions::default());
+    let err = plain.append_with_ids(batch, &ids[1..]).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("9 partition ids for a batch of 10 rows"),
+        "{err}"
+    );
+    let mut bad = ids.clone();
+    bad[4] = 4;
+    let err = plain.append_with_ids(batch, &bad).unwrap_err();
+    assert!(err.to_string().contains("partition id 4 of 4"), "{err}");
+    // Refused batches leave the writer usable.
+    plain.append_with_ids(batch, ids).unwrap();
+    assert_eq!(plain.finish().unwrap().1.rows_in, 10);
+    let mut replicating = writer(WriterOptions::default().with_replicate_nulls_and_any(true));
+    let err = replicating.append_with_ids(batch, ids).unwrap_err();
+    assert!(err.to_string().contains("replicated"), "{err}");
+}
+
 /// Hash partitioning end to end: every decoded row re-hashes to the destination holding it,
 /// and every input row comes out exactly once.
 #[test]

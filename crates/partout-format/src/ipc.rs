@@ -212,7 +212,7 @@ impl SharedIpcStreams {
 
     /// Appends the end of destination `p`'s stream to `out` (the schema message first, if
     /// it never began), unless `only_begun` and it never began; whether anything was
-    /// appended.
+    /// appended. Destination `p`'s next batch begins a new stream.
     ///
     /// # Panics
     /// If there is no destination `p` (the caller checks).
@@ -224,6 +224,7 @@ impl SharedIpcStreams {
             out.extend_from_slice(&self.schema_message);
         }
         out.extend_from_slice(&self.end);
+        self.started[p] = false;
         true
     }
 

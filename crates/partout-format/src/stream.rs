@@ -290,7 +290,7 @@ impl StreamEncoders {
 
     /// Ends destination `p`'s output into `out`: an IPC stream's end-of-stream marker (a
     /// destination without rows still gets a stream of the schema alone); nothing for Presto
-    /// pages.
+    /// pages. A batch encoded for `p` afterwards begins a new stream (its schema first).
     ///
     /// # Errors
     /// [`FormatError::InvalidArgument`] for a destination out of range; as

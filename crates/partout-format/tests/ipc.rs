@@ -48,7 +48,8 @@ fn every_type_round_trips_under_every_compression() {
 /// The streams of many destinations (`StreamEncoders`, which share one encoder when the schema
 /// has no dictionaries) are, byte for byte, what one encoder per destination writes: for every
 /// type, under every compression, for destinations given batches in turn, one given none
-/// (the schema alone) and one left unended where only begun streams are ended.
+/// (the schema alone) and one left unended where only begun streams are ended; an ended
+/// destination given more rows begins a second stream.
 #[test]
 fn many_destinations_write_what_one_encoder_each_writes() {
     use partout_format::{Encoding, StreamEncoders};
@@ -91,6 +92,14 @@ fn many_destinations_write_what_one_encoder_each_writes() {
         assert!(got[1] == own(&[1, 3]), "{types:?}: destination 1");
         assert!(got[2] == own(&[]), "{types:?}: destination 2");
         assert!(encoders.encode(3, &batches[0], &mut Vec::new()).is_err());
+        // An ended destination given more rows begins a new stream, schema first.
+        let mut again = Vec::new();
+        encoders.encode(0, &batches[3], &mut again).unwrap();
+        assert!(encoders.finish_begun(0, &mut again).unwrap());
+        assert!(
+            again == own(&[3]),
+            "{types:?}: destination 0's second stream"
+        );
     }
 }
 

@@ -1,0 +1,298 @@
+//! The benchmark of partout inside Ballista, against Ballista's own engine in the same run
+//! (its real sort-shuffle writer, not a re-creation), alternating, medians:
+//!
+//! 1. the shuffle write alone: one task of a hash shuffle stage over TPC-H lineitem held in
+//!    memory (2 input partitions, by `l_orderkey`) into 16, 64 and 200 partitions, LZ4, by
+//!    each engine: rows per second and the bytes of the files;
+//! 2. the 22 TPC-H queries (Parquet files) on two clusters on 127.0.0.1, each a scheduler and
+//!    two executors, one with partout's engine and one with Ballista's: per query and total.
+//!
+//! ```text
+//! cargo run --release -p partout-ballista --example bench -- --sf 1 --rounds 3
+//! ```
+
+use ballista::prelude::SessionContextExt;
+use ballista_core::JobId;
+use ballista_core::config::TaskSchedulingPolicy;
+use ballista_core::execution_plans::SortShuffleWriterExec;
+use ballista_core::execution_plans::sort_shuffle::SortShuffleConfig;
+use ballista_core::extension::SessionConfigExt;
+use ballista_executor::execution_engine::{DefaultExecutionEngine, ExecutionEngine};
+use ballista_executor::executor_process::{ExecutorProcessConfig, start_executor_process};
+use ballista_scheduler::cluster::BallistaCluster;
+use ballista_scheduler::config::SchedulerConfig;
+use ballista_scheduler::scheduler_process::{create_scheduler, start_grpc_service_with_listener};
+use ballista_scheduler::scheduler_server::SchedulerServer;
+use clap::Parser;
+use datafusion::datasource::memory::MemorySourceConfig;
+use datafusion::execution::{SessionStateBuilder, TaskContext};
+use datafusion::physical_expr::expressions::Column;
+use datafusion::physical_plan::{ExecutionPlan, Partitioning, PhysicalExpr};
+use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
+use datafusion_proto::protobuf::{LogicalPlanNode, PhysicalPlanNode};
+use partout_ballista::PartoutEngine;
+use partout_datafusion::tpch;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+#[derive(Parser)]
+struct Args {
+    /// TPC-H scale factor.
+    #[arg(long, default_value_t = 1.0)]
+    sf: f64,
+    /// Alternating rounds of each measurement.
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
+    /// Partition counts of the shuffle write alone.
+    #[arg(long, value_delimiter = ',', default_value = "16,64,200")]
+    partitions: Vec<usize>,
+    /// Skip the queries.
+    #[arg(long)]
+    no_queries: bool,
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("a free port")
+        .local_addr()
+        .expect("an address")
+        .port()
+}
+
+/// One shuffle-write task of `input` into `k` partitions by `engine`: seconds, file bytes.
+async fn write_once(
+    engine: &dyn ExecutionEngine,
+    input: Arc<dyn ExecutionPlan>,
+    key: Arc<dyn PhysicalExpr>,
+    k: usize,
+    work_dir: &Path,
+) -> (f64, u64) {
+    let config =
+        SessionConfig::new_with_ballista().set_str("ballista.shuffle.compression.codec", "lz4");
+    let writer = SortShuffleWriterExec::try_new(
+        JobId::from("bench"),
+        1,
+        input,
+        String::new(),
+        Partitioning::Hash(vec![key], k),
+        SortShuffleConfig::new(true, 8192),
+    )
+    .expect("a shuffle writer");
+    let started = Instant::now();
+    let exec = engine
+        .create_query_stage_exec(
+            JobId::from("bench"),
+            1,
+            1,
+            (0..k).collect(),
+            Arc::new(writer),
+            work_dir.to_str().expect("a UTF-8 path"),
+            &config,
+        )
+        .expect("a stage");
+    let context = Arc::new(TaskContext::default().with_session_config(config));
+    exec.execute_query_stage(1, context).await.expect("written");
+    let seconds = started.elapsed().as_secs_f64();
+    let data = work_dir.join("bench/1/1/data.arrow");
+    let bytes = std::fs::metadata(&data).map(|m| m.len()).unwrap_or(0);
+    std::fs::remove_dir_all(work_dir.join("bench")).expect("cleaned");
+    (seconds, bytes)
+}
+
+/// A scheduler and two executors on 127.0.0.1, with partout's engine or Ballista's; the
+/// scheduler's port.
+async fn cluster(partout: bool, work_dir: &Path) -> u16 {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("a port");
+    let port = listener.local_addr().expect("an address").port();
+    let mut config = SchedulerConfig::default()
+        .with_scheduler_policy(TaskSchedulingPolicy::PullStaged)
+        .with_hostname("127.0.0.1")
+        .with_port(port);
+    config.bind_host = "127.0.0.1".into();
+    let state = BallistaCluster::new_from_config(&config)
+        .await
+        .expect("a cluster");
+    let scheduler: SchedulerServer<LogicalPlanNode, PhysicalPlanNode> =
+        create_scheduler(state, Arc::new(config))
+            .await
+            .expect("a scheduler");
+    tokio::spawn(start_grpc_service_with_listener(listener, scheduler));
+    for i in 0..2 {
+        let dir = work_dir.join(format!(
+            "{}-{i}",
+            if partout { "partout" } else { "ballista" }
+        ));
+        std::fs::create_dir_all(&dir).expect("a work dir");
+        let mut executor = ExecutorProcessConfig {
+            bind_host: "127.0.0.1".into(),
+            external_host: Some("127.0.0.1".into()),
+            port: free_port(),
+            grpc_port: free_port(),
+            scheduler_host: "127.0.0.1".into(),
+            scheduler_port: port,
+            task_scheduling_policy: TaskSchedulingPolicy::PullStaged,
+            work_dir: Some(dir.to_str().expect("a UTF-8 path").into()),
+            vcores: 2,
+            ..ExecutorProcessConfig::default()
+        };
+        if partout {
+            executor.override_execution_engine = Some(Arc::new(PartoutEngine::new()));
+        }
+        tokio::spawn(start_executor_process(Arc::new(executor)));
+    }
+    port
+}
+
+#[tokio::main(flavor = "multi_thread")]
+async fn main() {
+    let args = Args::parse();
+    println!(
+        "partout inside Ballista: {}, TPC-H SF {}",
+        tpch::machine(),
+        args.sf
+    );
+    let work = tempfile::tempdir().expect("a scratch directory");
+    let tables = tpch::tables(args.sf, 8192).expect("TPC-H generated");
+
+    let lineitem = tables
+        .iter()
+        .find(|t| t.name == "lineitem")
+        .expect("lineitem");
+    let rows: usize = lineitem.batches.iter().map(|b| b.num_rows()).sum();
+    let mut inputs = vec![Vec::new(); 2];
+    for (i, batch) in lineitem.batches.iter().enumerate() {
+        inputs[i % 2].push(batch.clone());
+    }
+    let input =
+        MemorySourceConfig::try_new_exec(&inputs, lineitem.schema.clone(), None).expect("an input");
+    let key: Arc<dyn PhysicalExpr> = Arc::new(Column::new("l_orderkey", 0));
+    println!(
+        "\n1. The shuffle write alone: {rows} lineitem rows, 2 input partitions, by l_orderkey, LZ4; medians of {} alternating rounds",
+        args.rounds
+    );
+    println!(
+        "{:>10} {:>18} {:>16} {:>7} {:>14} {:>14}",
+        "partitions", "Ballista Mrows/s", "partout Mrows/s", "ratio", "Ballista MiB", "partout MiB"
+    );
+    let ours = PartoutEngine::new();
+    let theirs = DefaultExecutionEngine::new();
+    for &k in &args.partitions {
+        let (mut our_times, mut their_times) = (Vec::new(), Vec::new());
+        let (mut our_bytes, mut their_bytes) = (0, 0);
+        write_once(&ours, input.clone(), key.clone(), k, work.path()).await;
+        write_once(&theirs, input.clone(), key.clone(), k, work.path()).await;
+        for round in 0..args.rounds {
+            for partout in [round % 2 == 0, round % 2 != 0] {
+                let engine: &dyn ExecutionEngine = match partout {
+                    true => &ours,
+                    false => &theirs,
+                };
+                let (seconds, bytes) =
+                    write_once(engine, input.clone(), key.clone(), k, work.path()).await;
+                match partout {
+                    true => (our_times.push(seconds), our_bytes = bytes),
+                    false => (their_times.push(seconds), their_bytes = bytes),
+                };
+            }
+        }
+        let (ours_s, theirs_s) = (median(our_times), median(their_times));
+        println!(
+            "{k:>10} {:>18.1} {:>16.1} {:>6.2}x {:>14.1} {:>14.1}",
+            rows as f64 / theirs_s / 1e6,
+            rows as f64 / ours_s / 1e6,
+            theirs_s / ours_s,
+            their_bytes as f64 / (1 << 20) as f64,
+            our_bytes as f64 / (1 << 20) as f64,
+        );
+    }
+    if args.no_queries {
+        return;
+    }
+
+    let data = work.path().join("tables");
+    std::fs::create_dir_all(&data).expect("a tables directory");
+    for table in &tables {
+        let file = std::fs::File::create(data.join(format!("{}.parquet", table.name)))
+            .expect("a Parquet file");
+        let mut writer = parquet::arrow::ArrowWriter::try_new(file, table.schema.clone(), None)
+            .expect("a Parquet writer");
+        for batch in &table.batches {
+            writer.write(batch).expect("written");
+        }
+        writer.close().expect("closed");
+    }
+    drop(tables);
+    let mut clients = Vec::new();
+    for partout in [false, true] {
+        let port = cluster(partout, work.path()).await;
+        let state = SessionStateBuilder::new()
+            .with_config(SessionConfig::new_with_ballista())
+            .with_default_features()
+            .build();
+        let ctx = SessionContext::remote_with_state(&format!("df://127.0.0.1:{port}"), state)
+            .await
+            .expect("a client");
+        for table in [
+            "nation", "region", "part", "supplier", "partsupp", "customer", "orders", "lineitem",
+        ] {
+            let path = data.join(format!("{table}.parquet"));
+            ctx.register_parquet(
+                table,
+                path.to_str().expect("UTF-8"),
+                ParquetReadOptions::default(),
+            )
+            .await
+            .expect("registered");
+        }
+        clients.push(ctx);
+    }
+    println!(
+        "\n2. TPC-H on two clusters of a scheduler and two executors (2 vcores each), Ballista's engine / partout's; medians of {} alternating rounds (ms)",
+        args.rounds
+    );
+    println!(
+        "{:>5} {:>10} {:>10} {:>7}",
+        "query", "Ballista", "partout", "ratio"
+    );
+    let (mut total_theirs, mut total_ours) = (0.0, 0.0);
+    for (n, sql) in tpch::QUERIES.iter().enumerate() {
+        let mut times = [Vec::new(), Vec::new()];
+        for round in 0..args.rounds + 1 {
+            for which in [round % 2, 1 - round % 2] {
+                let started = Instant::now();
+                clients[which]
+                    .sql(sql)
+                    .await
+                    .expect("planned")
+                    .collect()
+                    .await
+                    .expect("answered");
+                // The first round warms both clusters up.
+                if round > 0 {
+                    times[which].push(started.elapsed().as_secs_f64() * 1e3);
+                }
+            }
+        }
+        let [theirs, ours] = times.map(median);
+        total_theirs += theirs;
+        total_ours += ours;
+        println!(
+            "{:>5} {theirs:>10.1} {ours:>10.1} {:>6.2}x",
+            format!("q{}", n + 1),
+            theirs / ours
+        );
+    }
+    println!(
+        "{:>5} {total_theirs:>10.1} {total_ours:>10.1} {:>6.2}x",
+        "total",
+        total_theirs / total_ours
+    );
+}

@@ -1,0 +1,249 @@
+//! partout's shuffle-write tasks against Ballista's own sort-shuffle writer on the same stage:
+//! read back with Ballista's own reader, every partition holds exactly the rows Ballista's
+//! writer puts there, with the same statistics; under every compression Ballista offers,
+//! with spills (a small memory limit, a memory pool that refuses), and from several input
+//! partitions.
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::Int64Type;
+use arrow_array::{
+    ArrayRef, Decimal128Array, Int64Array, RecordBatch, StringArray, StringViewArray,
+};
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use ballista_core::JobId;
+use ballista_core::execution_plans::SortShuffleWriterExec;
+use ballista_core::execution_plans::sort_shuffle::{
+    ShuffleIndex, SortShuffleConfig, get_index_path, stream_sort_shuffle_partition,
+};
+use ballista_core::extension::SessionConfigExt;
+use ballista_core::serde::protobuf::ShuffleWritePartition;
+use ballista_executor::execution_engine::{DefaultExecutionEngine, ExecutionEngine};
+use datafusion::datasource::memory::MemorySourceConfig;
+use datafusion::execution::TaskContext;
+use datafusion::execution::memory_pool::{GreedyMemoryPool, MemoryPool};
+use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+use datafusion::physical_expr::expressions::Column;
+use datafusion::physical_plan::{ExecutionPlan, Partitioning, PhysicalExpr};
+use datafusion::prelude::SessionConfig;
+use futures::TryStreamExt;
+use partout_ballista::PartoutEngine;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+fn schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("key", DataType::Int64, true),
+        Field::new("name", DataType::Utf8, false),
+        Field::new("view", DataType::Utf8View, true),
+        Field::new("price", DataType::Decimal128(15, 2), false),
+    ]))
+}
+
+/// Rows `start..start + len`: a unique id, a key with repeats and nulls, strings, a decimal.
+fn rows(start: i64, len: i64) -> RecordBatch {
+    let ids = start..start + len;
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(Int64Array::from_iter_values(ids.clone())),
+        Arc::new(Int64Array::from_iter(
+            ids.clone()
+                .map(|i| (i % 13 != 5).then_some((i * 7919) % 4099)),
+        )),
+        Arc::new(StringArray::from_iter_values(
+            ids.clone().map(|i| format!("name-{i}")),
+        )),
+        Arc::new(StringViewArray::from_iter(ids.clone().map(|i| {
+            (i % 7 != 0).then(|| format!("a value long enough to live out of line {i}"))
+        }))),
+        Arc::new(
+            Decimal128Array::from_iter_values(ids.map(|i| i128::from(i) * 101))
+                .with_precision_and_scale(15, 2)
+                .unwrap(),
+        ),
+    ];
+    RecordBatch::try_new(schema(), columns).unwrap()
+}
+
+/// `inputs` input partitions of `batches` batches of `len` rows each.
+fn input(inputs: usize, batches: usize, len: i64) -> Arc<dyn ExecutionPlan> {
+    let mut partitions = vec![Vec::new(); inputs];
+    let mut start = 0;
+    for k in 0..inputs * batches {
+        partitions[k % inputs].push(rows(start, len + (k as i64 % 3)));
+        start += len + (k as i64 % 3);
+    }
+    MemorySourceConfig::try_new_exec(&partitions, schema(), None).unwrap()
+}
+
+fn keys() -> Vec<Arc<dyn PhysicalExpr>> {
+    vec![
+        Arc::new(Column::new("key", 1)) as Arc<dyn PhysicalExpr>,
+        Arc::new(Column::new("name", 2)),
+    ]
+}
+
+/// Runs one shuffle-write task of `input` into `k` partitions with `engine`; its statistics
+/// and data file.
+async fn write(
+    engine: &dyn ExecutionEngine,
+    input: Arc<dyn ExecutionPlan>,
+    k: usize,
+    work_dir: &Path,
+    codec: &str,
+    pool: Arc<dyn MemoryPool>,
+) -> (Vec<ShuffleWritePartition>, PathBuf, usize) {
+    let config =
+        SessionConfig::new_with_ballista().set_str("ballista.shuffle.compression.codec", codec);
+    let job = JobId::from("job-1");
+    let writer = SortShuffleWriterExec::try_new(
+        job.clone(),
+        3,
+        input,
+        String::new(),
+        Partitioning::Hash(keys(), k),
+        SortShuffleConfig::new(true, 8192),
+    )
+    .unwrap();
+    let work_dir = work_dir.to_str().unwrap();
+    let exec = engine
+        .create_query_stage_exec(
+            job,
+            3,
+            7,
+            (0..k).collect(),
+            Arc::new(writer),
+            work_dir,
+            &config,
+        )
+        .unwrap();
+    let runtime = RuntimeEnvBuilder::new()
+        .with_memory_pool(pool)
+        .build_arc()
+        .unwrap();
+    let context = Arc::new(
+        TaskContext::default()
+            .with_session_config(config)
+            .with_runtime(runtime),
+    );
+    let mut stats = exec.execute_query_stage(7, context).await.unwrap();
+    stats.sort_by_key(|s| s.partition_id);
+    let data = Path::new(work_dir).join("job-1/3/7/data.arrow");
+    assert!(data.exists(), "{}", data.display());
+    // The writer's metrics come first, as Ballista's engine reports them.
+    let spills = exec.collect_plan_metrics()[0]
+        .sum_by_name("spill_count")
+        .map_or(0, |v| v.as_usize());
+    (stats, data, spills)
+}
+
+/// Partition `p` of a sort-shuffle data file, read with Ballista's own reader: its rows' ids.
+async fn ids_in(data: &Path, p: usize) -> Vec<i64> {
+    let stream = stream_sort_shuffle_partition(data, &get_index_path(data), p).unwrap();
+    let batches: Vec<RecordBatch> = stream.try_collect().await.unwrap();
+    let mut ids: Vec<i64> = batches
+        .iter()
+        .flat_map(|b| {
+            assert_eq!(b.schema(), schema());
+            b.column(0).as_primitive::<Int64Type>().values().to_vec()
+        })
+        .collect();
+    ids.sort_unstable();
+    ids
+}
+
+fn big_pool() -> Arc<dyn MemoryPool> {
+    Arc::new(GreedyMemoryPool::new(1 << 30))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partout_writes_what_ballistas_writer_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        // (inputs, batches per input, rows per batch, partitions, codec, task memory, pool)
+        (1, 3, 2000, 1, "lz4", None, big_pool()),
+        (3, 4, 1500, 7, "zstd", None, big_pool()),
+        (2, 5, 3000, 64, "none", None, big_pool()),
+        // Spilled: a task memory of 1 MiB (each input's encoded streams spill past 512 KiB).
+        (2, 40, 4000, 16, "lz4", Some(1 << 20), big_pool()),
+        // Spilled: a pool that refuses whatever is asked of it.
+        (
+            2,
+            6,
+            2000,
+            5,
+            "lz4",
+            None,
+            Arc::new(GreedyMemoryPool::new(0)) as Arc<dyn MemoryPool>,
+        ),
+    ];
+    for (case, (inputs, batches, len, k, codec, memory, pool)) in cases.into_iter().enumerate() {
+        let input = input(inputs, batches, len);
+        let ours = PartoutEngine::new();
+        let ours = match memory {
+            Some(bytes) => ours.with_task_memory(bytes),
+            None => ours,
+        };
+        let counters = ours.counters();
+        let (our_stats, our_data, spills) = write(
+            &ours,
+            input.clone(),
+            k,
+            &dir.path().join(format!("ours-{case}")),
+            codec,
+            pool,
+        )
+        .await;
+        assert_eq!(counters.shuffle_tasks.load(Ordering::Relaxed), 1);
+        let (their_stats, their_data, _) = write(
+            &DefaultExecutionEngine::new(),
+            input,
+            k,
+            &dir.path().join(format!("theirs-{case}")),
+            codec,
+            big_pool(),
+        )
+        .await;
+        // The same partitions reported, with the same rows.
+        let rows = |stats: &[ShuffleWritePartition]| -> Vec<(u64, u64)> {
+            stats.iter().map(|s| (s.partition_id, s.num_rows)).collect()
+        };
+        assert_eq!(rows(&our_stats), rows(&their_stats), "case {case}");
+        for s in &our_stats {
+            assert_eq!(s.file_id, Some(7));
+            assert!(s.is_sort_shuffle);
+            assert!(s.num_bytes > 0 && s.num_batches > 0, "case {case}: {s:?}");
+        }
+        let index = ShuffleIndex::read_from_file(&get_index_path(&our_data)).unwrap();
+        assert_eq!(index.partition_count(), k);
+        let mut all = Vec::new();
+        for p in 0..k {
+            let got = ids_in(&our_data, p).await;
+            assert_eq!(
+                got,
+                ids_in(&their_data, p).await,
+                "case {case}, partition {p}"
+            );
+            assert_eq!(index.partition_has_data(p), !got.is_empty());
+            all.extend(got);
+        }
+        all.sort_unstable();
+        let total: u64 = their_stats.iter().map(|s| s.num_rows).sum();
+        assert_eq!(
+            all,
+            (0..total as i64).collect::<Vec<_>>(),
+            "case {case}: every row once"
+        );
+        let spilled = memory.is_some() || case == 4;
+        assert_eq!(spills > 0, spilled, "case {case}: {spills} spills");
+        if spilled {
+            // The spill files are gone; only Ballista's two files remain.
+            let mut names: Vec<String> = std::fs::read_dir(our_data.parent().unwrap())
+                .unwrap()
+                .map(|e| e.unwrap().file_name().into_string().unwrap())
+                .collect();
+            names.sort();
+            assert_eq!(names, ["data.arrow", "data.arrow.index"], "case {case}");
+        }
+    }
+}
