@@ -5,7 +5,10 @@
 //!    memory (2 input partitions, by `l_orderkey`) into 16, 64 and 200 partitions, LZ4, by
 //!    each engine: rows per second and the bytes of the files;
 //! 2. the 22 TPC-H queries (Parquet files) on two clusters on 127.0.0.1, each a scheduler and
-//!    two executors, one with partout's engine and one with Ballista's: per query and total.
+//!    two executors, one with partout's engine and one with Ballista's: per query and total,
+//!    and per hash shuffle stage the writer's own time from the stage's metrics
+//!    (`repart_time` + `write_time`, plus Ballista's `spill_time`, which partout counts inside
+//!    `write_time`), summed over the stage's tasks, with the rows and file bytes written.
 //!
 //! ```text
 //! cargo run --release -p partout-ballista --example bench -- --sf 1 --rounds 3
@@ -17,7 +20,10 @@ use ballista_core::config::TaskSchedulingPolicy;
 use ballista_core::execution_plans::SortShuffleWriterExec;
 use ballista_core::execution_plans::sort_shuffle::SortShuffleConfig;
 use ballista_core::extension::SessionConfigExt;
-use ballista_executor::execution_engine::{DefaultExecutionEngine, ExecutionEngine};
+use ballista_core::serde::protobuf::ShuffleWritePartition;
+use ballista_executor::execution_engine::{
+    DefaultExecutionEngine, ExecutionEngine, QueryStageExecutor,
+};
 use ballista_executor::executor_process::{ExecutorProcessConfig, start_executor_process};
 use ballista_scheduler::cluster::BallistaCluster;
 use ballista_scheduler::config::SchedulerConfig;
@@ -25,15 +31,18 @@ use ballista_scheduler::scheduler_process::{create_scheduler, start_grpc_service
 use ballista_scheduler::scheduler_server::SchedulerServer;
 use clap::Parser;
 use datafusion::datasource::memory::MemorySourceConfig;
+use datafusion::error::Result;
 use datafusion::execution::{SessionStateBuilder, TaskContext};
 use datafusion::physical_expr::expressions::Column;
+use datafusion::physical_plan::metrics::MetricsSet;
 use datafusion::physical_plan::{ExecutionPlan, Partitioning, PhysicalExpr};
 use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
 use datafusion_proto::protobuf::{LogicalPlanNode, PhysicalPlanNode};
 use partout_ballista::PartoutEngine;
 use partout_datafusion::tpch;
-use std::path::Path;
-use std::sync::Arc;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 #[derive(Parser)]
@@ -105,9 +114,144 @@ async fn write_once(
     (seconds, bytes)
 }
 
+/// One hash shuffle-write task, as its stage's metrics and files tell it.
+#[derive(Debug, Clone, Copy, Default)]
+struct TaskWrite {
+    stage: usize,
+    writer_ns: u64,
+    rows: u64,
+    file_bytes: u64,
+}
+
+/// The shuffle-write tasks an engine ran, in the order they ended.
+type Ledger = Arc<Mutex<Vec<TaskWrite>>>;
+
+/// An engine that records every hash shuffle-write task another engine runs.
+struct Metered {
+    inner: Arc<dyn ExecutionEngine>,
+    /// Whether the engine's `write_time` already includes its `spill_time` (partout's does).
+    spill_in_write: bool,
+    ledger: Ledger,
+}
+
+impl ExecutionEngine for Metered {
+    fn create_query_stage_exec(
+        &self,
+        job_id: JobId,
+        stage_id: usize,
+        task_id: usize,
+        global_output_partition_ids: Vec<usize>,
+        plan: Arc<dyn ExecutionPlan>,
+        work_dir: &str,
+        config: &SessionConfig,
+    ) -> Result<Arc<dyn QueryStageExecutor>> {
+        let hash = plan
+            .downcast_ref::<SortShuffleWriterExec>()
+            .is_some_and(|w| matches!(w.shuffle_output_partitioning(), Partitioning::Hash(..)));
+        let dir = Path::new(work_dir)
+            .join(job_id.as_str())
+            .join(stage_id.to_string());
+        let exec = self.inner.create_query_stage_exec(
+            job_id,
+            stage_id,
+            task_id,
+            global_output_partition_ids,
+            plan,
+            work_dir,
+            config,
+        )?;
+        if !hash {
+            return Ok(exec);
+        }
+        Ok(Arc::new(MeteredStage {
+            inner: exec,
+            stage: stage_id,
+            dir,
+            spill_in_write: self.spill_in_write,
+            ledger: self.ledger.clone(),
+        }))
+    }
+}
+
+#[derive(Debug)]
+struct MeteredStage {
+    inner: Arc<dyn QueryStageExecutor>,
+    stage: usize,
+    dir: PathBuf,
+    spill_in_write: bool,
+    ledger: Ledger,
+}
+
+impl std::fmt::Display for MeteredStage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.inner.fmt(f)
+    }
+}
+
+#[async_trait::async_trait]
+impl QueryStageExecutor for MeteredStage {
+    async fn execute_query_stage(
+        &self,
+        task_id: usize,
+        context: Arc<TaskContext>,
+    ) -> Result<Vec<ShuffleWritePartition>> {
+        let written = self.inner.execute_query_stage(task_id, context).await?;
+        let metrics = self.inner.collect_plan_metrics();
+        let time = |name: &str| {
+            metrics
+                .first()
+                .and_then(|m| m.sum_by_name(name))
+                .map_or(0, |v| v.as_usize() as u64)
+        };
+        let mut writer_ns = time("repart_time") + time("write_time");
+        if !self.spill_in_write {
+            writer_ns += time("spill_time");
+        }
+        let mut files: Vec<u64> = written.iter().filter_map(|w| w.file_id).collect();
+        files.sort_unstable();
+        files.dedup();
+        let file_bytes = files
+            .iter()
+            .filter_map(|id| {
+                std::fs::metadata(self.dir.join(id.to_string()).join("data.arrow")).ok()
+            })
+            .map(|m| m.len())
+            .sum();
+        self.ledger.lock().expect("a ledger").push(TaskWrite {
+            stage: self.stage,
+            writer_ns,
+            rows: written.iter().map(|w| w.num_rows).sum(),
+            file_bytes,
+        });
+        Ok(written)
+    }
+
+    fn collect_plan_metrics(&self) -> Vec<MetricsSet> {
+        self.inner.collect_plan_metrics()
+    }
+}
+
+/// One engine's view of a stage over the rounds: writer ms per round, rows, file bytes.
+type StageRuns = (Vec<f64>, u64, u64);
+
+/// Per stage id, Ballista's runs and partout's.
+type QueryStages = BTreeMap<usize, [StageRuns; 2]>;
+
+/// The ledger's tasks summed by stage: writer ms, rows, file bytes.
+fn by_stage(tasks: &[TaskWrite]) -> BTreeMap<usize, (f64, u64, u64)> {
+    let mut stages = BTreeMap::new();
+    for task in tasks {
+        let entry = stages.entry(task.stage).or_insert((0.0, 0, 0));
+        entry.0 += task.writer_ns as f64 / 1e6;
+        entry.1 += task.rows;
+        entry.2 += task.file_bytes;
+    }
+    stages
+}
+
 /// A scheduler and two executors on 127.0.0.1, with partout's engine or Ballista's; the
-/// scheduler's port.
-async fn cluster(partout: bool, work_dir: &Path) -> u16 {
+/// scheduler's port and the ledger of its shuffle writes.
+async fn cluster(partout: bool, work_dir: &Path) -> (u16, Ledger) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("a port");
@@ -125,6 +269,7 @@ async fn cluster(partout: bool, work_dir: &Path) -> u16 {
             .await
             .expect("a scheduler");
     tokio::spawn(start_grpc_service_with_listener(listener, scheduler));
+    let ledger = Ledger::default();
     for i in 0..2 {
         let dir = work_dir.join(format!(
             "{}-{i}",
@@ -143,12 +288,18 @@ async fn cluster(partout: bool, work_dir: &Path) -> u16 {
             vcores: 2,
             ..ExecutorProcessConfig::default()
         };
-        if partout {
-            executor.override_execution_engine = Some(Arc::new(PartoutEngine::new()));
-        }
+        let inner: Arc<dyn ExecutionEngine> = match partout {
+            true => Arc::new(PartoutEngine::new()),
+            false => Arc::new(DefaultExecutionEngine::new()),
+        };
+        executor.override_execution_engine = Some(Arc::new(Metered {
+            inner,
+            spill_in_write: partout,
+            ledger: ledger.clone(),
+        }));
         tokio::spawn(start_executor_process(Arc::new(executor)));
     }
-    port
+    (port, ledger)
 }
 
 #[tokio::main(flavor = "multi_thread")]
@@ -231,8 +382,10 @@ async fn main() {
     }
     drop(tables);
     let mut clients = Vec::new();
+    let mut ledgers = Vec::new();
     for partout in [false, true] {
-        let port = cluster(partout, work.path()).await;
+        let (port, ledger) = cluster(partout, work.path()).await;
+        ledgers.push(ledger);
         let state = SessionStateBuilder::new()
             .with_config(SessionConfig::new_with_ballista())
             .with_default_features()
@@ -263,10 +416,14 @@ async fn main() {
         "query", "Ballista", "partout", "ratio"
     );
     let (mut total_theirs, mut total_ours) = (0.0, 0.0);
+    // Per query and stage, each engine's writer ms per round, and its rows and bytes.
+    let mut stages: Vec<QueryStages> = Vec::new();
     for (n, sql) in tpch::QUERIES.iter().enumerate() {
         let mut times = [Vec::new(), Vec::new()];
+        let mut query_stages = QueryStages::new();
         for round in 0..args.rounds + 1 {
             for which in [round % 2, 1 - round % 2] {
+                ledgers[which].lock().expect("a ledger").clear();
                 let started = Instant::now();
                 clients[which]
                     .sql(sql)
@@ -278,6 +435,12 @@ async fn main() {
                 // The first round warms both clusters up.
                 if round > 0 {
                     times[which].push(started.elapsed().as_secs_f64() * 1e3);
+                    let tasks = std::mem::take(&mut *ledgers[which].lock().expect("a ledger"));
+                    for (stage, (ms, rows, bytes)) in by_stage(&tasks) {
+                        let entry = &mut query_stages.entry(stage).or_default()[which];
+                        entry.0.push(ms);
+                        (entry.1, entry.2) = (rows, bytes);
+                    }
                 }
             }
         }
@@ -289,10 +452,53 @@ async fn main() {
             format!("q{}", n + 1),
             theirs / ours
         );
+        stages.push(query_stages);
     }
     println!(
         "{:>5} {total_theirs:>10.1} {total_ours:>10.1} {:>6.2}x",
         "total",
         total_theirs / total_ours
+    );
+
+    println!(
+        "\n3. The same runs' hash shuffle stages: the writer's own time (repart + write + spill, summed over the stage's tasks; medians), rows and file bytes"
+    );
+    println!(
+        "{:>5} {:>5} {:>10} {:>12} {:>12} {:>7} {:>12} {:>12}",
+        "query",
+        "stage",
+        "rows",
+        "Ballista ms",
+        "partout ms",
+        "ratio",
+        "Ballista MiB",
+        "partout MiB"
+    );
+    let (mut write_theirs, mut write_ours) = (0.0, 0.0);
+    let mut unmatched = 0;
+    for (n, query_stages) in stages.into_iter().enumerate() {
+        for (stage, [theirs, ours]) in query_stages {
+            if theirs.0.is_empty() || ours.0.is_empty() {
+                // Ballista's planner made different stages in the two clusters.
+                unmatched += 1;
+                continue;
+            }
+            let (theirs_ms, ours_ms) = (median(theirs.0), median(ours.0));
+            write_theirs += theirs_ms;
+            write_ours += ours_ms;
+            let mib = |bytes: u64| bytes as f64 / (1 << 20) as f64;
+            println!(
+                "{:>5} {stage:>5} {:>10} {theirs_ms:>12.1} {ours_ms:>12.1} {:>6.2}x {:>12.2} {:>12.2}",
+                format!("q{}", n + 1),
+                ours.1,
+                theirs_ms / ours_ms.max(1e-3),
+                mib(theirs.2),
+                mib(ours.2),
+            );
+        }
+    }
+    println!(
+        "total             {write_theirs:>12.1} {write_ours:>12.1} {:>6.2}x   ({unmatched} stages ran in one cluster only)",
+        write_theirs / write_ours.max(1e-3)
     );
 }
