@@ -141,6 +141,15 @@ impl Sink for Discard {
         Ok(())
     }
 
+    fn write_parts(
+        &mut self,
+        _destination: usize,
+        parts: &[arrow_buffer::Buffer],
+    ) -> std::io::Result<()> {
+        self.bytes += parts.iter().map(|part| part.len()).sum::<usize>();
+        Ok(())
+    }
+
     fn finish(&mut self) -> std::io::Result<()> {
         Ok(())
     }

@@ -7,6 +7,7 @@ use crate::options::WriterOptions;
 use crate::sink::Sink;
 use crate::writer::{BatchSink, PartitionedWriter};
 use arrow_array::RecordBatch;
+use arrow_buffer::Buffer;
 use arrow_schema::SchemaRef;
 use partout_core::ids::Partitioning;
 use partout_format::{Encoding, StreamEncoders};
@@ -16,9 +17,10 @@ use std::time::{Duration, Instant};
 /// [`Encoding`]) and hands the bytes to a [`Sink`].
 #[derive(Debug)]
 pub struct Encoded<S: Sink> {
-    fields: usize,
     encoders: StreamEncoders,
     out: Vec<u8>,
+    /// A flushed batch's message: its header and the batch's own buffers.
+    parts: Vec<Buffer>,
     sink: S,
     sink_time: Duration,
 }
@@ -35,9 +37,9 @@ impl<S: Sink> Encoded<S> {
         sink: S,
     ) -> Result<Self> {
         Ok(Self {
-            fields: schema.fields().len(),
             encoders: StreamEncoders::try_new(schema, destinations, encoding)?,
             out: Vec::new(),
+            parts: Vec::new(),
             sink,
             sink_time: Duration::ZERO,
         })
@@ -75,17 +77,22 @@ impl<S: Sink> BatchSink for Encoded<S> {
                 destinations: self.encoders.len(),
             });
         }
-        // Room for the whole message at once (its buffers, padding and metadata): the encoder
-        // then never grows the buffer, copying what it holds, on the way.
-        // (The buffers' capacity bounds the data; no allocation to ask.)
-        let room = batch.get_array_memory_size() + 64 * (self.fields + 16);
-        self.out.clear();
-        self.out.reserve(room);
-        let mut out = std::mem::take(&mut self.out);
-        let encoded = self.encoders.encode(p, batch, &mut out);
-        self.out = out;
+        // The message as parts that share the batch's buffers: the sink copies each byte
+        // once, from the destination's buffers to where it keeps or writes them.
+        self.parts.clear();
+        let encoded = self.encoders.encode_parts(p, batch, &mut self.parts);
         encoded?;
-        self.write(p)
+        let started = Instant::now();
+        let bytes = self.parts.iter().map(|part| part.len() as u64).sum();
+        let written = self.sink.write_parts(p, &self.parts);
+        // The batch's buffers go back to the writer when the batch is dropped.
+        self.parts.clear();
+        written.map_err(|source| WriterError::Sink {
+            destination: Some(p),
+            source,
+        })?;
+        self.sink_time += started.elapsed();
+        Ok(bytes)
     }
 
     fn finish(&mut self, destination_bytes: &mut [u64]) -> Result<()> {

@@ -19,6 +19,7 @@
 use crate::{FormatError, Result};
 use arrow_array::cast::AsArray;
 use arrow_array::{Array, ArrayRef, RecordBatch};
+use arrow_buffer::Buffer;
 use arrow_ipc::CompressionType;
 use arrow_ipc::reader::StreamReader;
 use arrow_ipc::writer::{IpcWriteOptions, StreamWriter};
@@ -37,6 +38,17 @@ pub enum Compression {
     Lz4Frame,
     /// Zstandard, per buffer.
     Zstd,
+}
+
+/// The IPC writing options of every stream partout writes: arrow-ipc's defaults, with
+/// `compression`.
+fn ipc_options(compression: Compression) -> Result<IpcWriteOptions> {
+    let codec = match compression {
+        Compression::None => None,
+        Compression::Lz4Frame => Some(CompressionType::LZ4_FRAME),
+        Compression::Zstd => Some(CompressionType::ZSTD),
+    };
+    Ok(IpcWriteOptions::default().try_with_compression(codec)?)
 }
 
 /// Encodes one destination's Arrow IPC stream into caller-owned buffers.
@@ -60,13 +72,8 @@ impl IpcStreamEncoder {
     /// # Errors
     /// [`FormatError::Arrow`] when arrow-rs cannot write the schema.
     pub fn try_new(schema: SchemaRef, compression: Compression) -> Result<Self> {
-        let codec = match compression {
-            Compression::None => None,
-            Compression::Lz4Frame => Some(CompressionType::LZ4_FRAME),
-            Compression::Zstd => Some(CompressionType::ZSTD),
-        };
-        let options = IpcWriteOptions::default().try_with_compression(codec)?;
-        let writer = StreamWriter::try_new_with_options(Vec::new(), &schema, options)?;
+        let writer =
+            StreamWriter::try_new_with_options(Vec::new(), &schema, ipc_options(compression)?)?;
         Ok(Self { writer, schema })
     }
 
@@ -77,13 +84,7 @@ impl IpcStreamEncoder {
     /// [`FormatError::InvalidArgument`] for a batch of another schema; [`FormatError::Arrow`]
     /// when arrow-rs cannot encode it.
     pub fn encode(&mut self, batch: &RecordBatch, out: &mut Vec<u8>) -> Result<()> {
-        if batch.schema().fields() != self.schema.fields() {
-            return Err(FormatError::InvalidArgument(format!(
-                "a batch of schema {} for a stream of {}",
-                batch.schema(),
-                self.schema
-            )));
-        }
+        check_fields(batch, &self.schema)?;
         let batch = compact_views(batch)?;
         self.write_into(out, |writer| writer.write(&batch))
     }
@@ -118,14 +119,21 @@ impl IpcStreamEncoder {
 ///
 /// Without dictionaries a stream carries no state from one batch to the next: its bytes are
 /// the schema message, then each batch's message, then the end-of-stream marker, whichever
-/// stream they belong to. So one arrow-ipc writer encodes every destination's batches, and a
+/// stream they belong to. So one arrow-ipc encoder encodes every destination's batches, and a
 /// destination costs a flag (has its stream begun) instead of a writer of its own, whose
 /// buffers would be held for every destination: kilobytes each, beyond any memory limit at
 /// thousands of destinations.
+///
+/// A batch's message comes out as parts ([`encode_parts`](Self::encode_parts)): the message
+/// header, then the batch's own buffers (shared, not copied; compressed copies with a codec),
+/// with padding between them. Written one after the other they are the message, so a sink
+/// copies each byte once, straight from the batch.
 pub(crate) struct SharedIpcStreams {
-    encoder: IpcStreamEncoder,
+    /// Encodes each batch's message as parts; it has emitted its schema message already.
+    encoder: arrow_ipc::writer::StreamEncoder,
+    schema: SchemaRef,
     /// The schema message that begins every stream.
-    schema_message: Vec<u8>,
+    schema_message: Buffer,
     /// The end-of-stream marker.
     end: Vec<u8>,
     started: Vec<bool>,
@@ -134,7 +142,7 @@ pub(crate) struct SharedIpcStreams {
 impl std::fmt::Debug for SharedIpcStreams {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SharedIpcStreams")
-            .field("schema", &self.encoder.schema)
+            .field("schema", &self.schema)
             .field("destinations", &self.started.len())
             .finish_non_exhaustive()
     }
@@ -158,12 +166,12 @@ impl SharedIpcStreams {
         {
             return Ok(None);
         }
-        let mut encoder = IpcStreamEncoder::try_new(schema.clone(), compression)?;
+        let mut writer = IpcStreamEncoder::try_new(schema.clone(), compression)?;
         // The writer wrote the schema message when it was made; a second writer, ended at
         // once, gives the same message and then the marker.
-        let schema_message = std::mem::take(encoder.writer.get_mut());
+        let schema_message = std::mem::take(writer.writer.get_mut());
         let mut ended = Vec::new();
-        IpcStreamEncoder::try_new(schema, compression)?.finish(&mut ended)?;
+        IpcStreamEncoder::try_new(schema.clone(), compression)?.finish(&mut ended)?;
         let end = ended
             .strip_prefix(schema_message.as_slice())
             .ok_or_else(|| {
@@ -172,16 +180,49 @@ impl SharedIpcStreams {
                 )
             })?
             .to_vec();
+        // The same options as the writer's; an empty batch takes the schema message out of
+        // the encoder, which then gives each batch's message alone.
+        let mut encoder = arrow_ipc::writer::StreamEncoder::try_new_with_options(
+            &schema,
+            ipc_options(compression)?,
+        )?;
+        encoder.encode(&RecordBatch::new_empty(schema.clone()))?;
         Ok(Some(Self {
             encoder,
-            schema_message,
+            schema,
+            schema_message: Buffer::from_vec(schema_message),
             end,
             started: vec![false; destinations],
         }))
     }
 
+    /// Adds destination `p`'s next batch (after its stream's schema message, if this is its
+    /// first) to `parts`: what, written in order, is the stream's next bytes.
+    ///
+    /// # Errors
+    /// As [`IpcStreamEncoder::encode`]; `parts` is then as it was.
+    ///
+    /// # Panics
+    /// If there is no destination `p` (the caller checks).
+    pub(crate) fn encode_parts(
+        &mut self,
+        p: usize,
+        batch: &RecordBatch,
+        parts: &mut Vec<Buffer>,
+    ) -> Result<()> {
+        check_fields(batch, &self.schema)?;
+        let batch = compact_views(batch)?;
+        let message = self.encoder.encode(&batch)?;
+        if !self.started[p] {
+            parts.push(self.schema_message.clone());
+            self.started[p] = true;
+        }
+        parts.extend(message);
+        Ok(())
+    }
+
     /// Appends destination `p`'s next batch (after its stream's schema message, if this is
-    /// its first) to `out`.
+    /// its first) to `out`: its [parts](Self::encode_parts), copied.
     ///
     /// # Errors
     /// As [`IpcStreamEncoder::encode`].
@@ -194,20 +235,13 @@ impl SharedIpcStreams {
         batch: &RecordBatch,
         out: &mut Vec<u8>,
     ) -> Result<()> {
-        let len = out.len();
-        if !self.started[p] {
-            out.extend_from_slice(&self.schema_message);
+        let mut parts = Vec::new();
+        self.encode_parts(p, batch, &mut parts)?;
+        out.reserve(parts.iter().map(Buffer::len).sum());
+        for part in &parts {
+            out.extend_from_slice(part);
         }
-        match self.encoder.encode(batch, out) {
-            Ok(()) => {
-                self.started[p] = true;
-                Ok(())
-            }
-            Err(e) => {
-                out.truncate(len);
-                Err(e)
-            }
-        }
+        Ok(())
     }
 
     /// Appends the end of destination `p`'s stream to `out` (the schema message first, if
@@ -221,7 +255,7 @@ impl SharedIpcStreams {
             if only_begun {
                 return false;
             }
-            out.extend_from_slice(&self.schema_message);
+            out.extend_from_slice(self.schema_message.as_slice());
         }
         out.extend_from_slice(&self.end);
         self.started[p] = false;
@@ -232,6 +266,18 @@ impl SharedIpcStreams {
     pub(crate) fn len(&self) -> usize {
         self.started.len()
     }
+}
+
+/// An error unless `batch` has the fields of a stream of `schema`.
+fn check_fields(batch: &RecordBatch, schema: &SchemaRef) -> Result<()> {
+    if batch.schema().fields() == schema.fields() {
+        return Ok(());
+    }
+    Err(FormatError::InvalidArgument(format!(
+        "a batch of schema {} for a stream of {}",
+        batch.schema(),
+        schema
+    )))
 }
 
 /// Whether values of `data_type` hold a dictionary, at any depth.

@@ -14,6 +14,7 @@ use crate::ipc::{Compression, IpcStreamEncoder, SharedIpcStreams};
 use crate::presto::{PageOptions, encode_page};
 use crate::{FormatError, Result};
 use arrow_array::RecordBatch;
+use arrow_buffer::Buffer;
 use arrow_schema::{DataType, Schema, SchemaRef};
 
 /// The bytes each destination receives.
@@ -284,6 +285,32 @@ impl StreamEncoders {
             Streams::Shared(shared) => shared.encode(p, batch, out),
             Streams::Each(encoders) => {
                 Self::each(encoders, p, &self.schema, self.encoding)?.encode(batch, out)
+            }
+        }
+    }
+
+    /// Adds destination `p`'s next batch, encoded (after what begins its stream, if this is
+    /// its first), to `parts`: the bytes, in order, that its output receives next. Arrow IPC
+    /// streams of a schema without dictionaries come as the message's header and the batch's
+    /// own buffers, shared and not copied (compressed copies with a codec), so that a sink
+    /// writing the parts copies each byte once; other encodings come as one part.
+    ///
+    /// # Errors
+    /// As [`encode`](Self::encode); `parts` is then as it was.
+    pub fn encode_parts(
+        &mut self,
+        p: usize,
+        batch: &RecordBatch,
+        parts: &mut Vec<Buffer>,
+    ) -> Result<()> {
+        self.check(p)?;
+        match &mut self.streams {
+            Streams::Shared(shared) => shared.encode_parts(p, batch, parts),
+            Streams::Each(encoders) => {
+                let mut out = Vec::new();
+                Self::each(encoders, p, &self.schema, self.encoding)?.encode(batch, &mut out)?;
+                parts.push(Buffer::from_vec(out));
+                Ok(())
             }
         }
     }

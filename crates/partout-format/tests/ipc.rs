@@ -103,6 +103,54 @@ fn many_destinations_write_what_one_encoder_each_writes() {
     }
 }
 
+/// A batch encoded as parts is, joined, the bytes `encode` appends, for every type under
+/// every compression (dictionaries included, which come as one part); uncompressed, the parts
+/// of a schema without dictionaries share the batch's own value buffers instead of copying
+/// them.
+#[test]
+fn parts_join_into_the_encoded_bytes_and_share_the_batch_buffers() {
+    use arrow_array::Array;
+    use partout_format::{Encoding, StreamEncoders};
+    let mut rng = rng(23);
+    let mut types: Vec<Vec<arrow_schema::DataType>> =
+        every_type().into_iter().map(|t| vec![t]).collect();
+    types.push(every_type());
+    for (i, types) in types.iter().enumerate() {
+        for compression in [COMPRESSIONS[i % 3], Compression::None] {
+            let batches: Vec<RecordBatch> = (0..3)
+                .map(|k| random_batch(types, [50, 0, 9][k], 0.3, false, &mut rng))
+                .collect();
+            let schema = batches[0].schema();
+            let encoding = Encoding::ipc(compression);
+            let mut by_parts = StreamEncoders::try_new(schema.clone(), 2, encoding).unwrap();
+            let mut by_bytes = StreamEncoders::try_new(schema, 2, encoding).unwrap();
+            for (k, batch) in batches.iter().enumerate() {
+                let mut parts = Vec::new();
+                by_parts.encode_parts(k % 2, batch, &mut parts).unwrap();
+                let mut expected = Vec::new();
+                by_bytes.encode(k % 2, batch, &mut expected).unwrap();
+                let joined: Vec<u8> = parts.iter().flat_map(|p| p.as_slice().to_vec()).collect();
+                assert!(joined == expected, "{types:?} {compression:?}: batch {k}");
+            }
+        }
+    }
+    // A fixed-width column, uncompressed: its values go out as the batch's own buffer.
+    let batch = random_batch(&[arrow_schema::DataType::Int64], 1000, 0.0, false, &mut rng);
+    let mut encoders =
+        StreamEncoders::try_new(batch.schema(), 1, Encoding::ipc(Compression::None)).unwrap();
+    let mut parts = Vec::new();
+    encoders.encode_parts(0, &batch, &mut parts).unwrap();
+    let values = batch.column(0).to_data().buffers()[0].clone();
+    assert!(
+        parts
+            .iter()
+            .any(|p| p.as_ptr() == values.as_ptr() && p.len() == values.len()),
+        "the values were copied into {} parts",
+        parts.len()
+    );
+    assert!(encoders.encode_parts(1, &batch, &mut parts).is_err());
+}
+
 #[test]
 fn a_stream_without_batches_still_has_its_schema() {
     let batch = random_batch(&[arrow_schema::DataType::Int32], 0, 0.0, false, &mut rng(1));
