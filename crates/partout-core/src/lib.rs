@@ -25,4 +25,6 @@ pub mod scatter;
 pub use batch::{PartitionedBatch, Partitioner};
 pub use error::{PartoutError, Result};
 pub use plan::ScatterPlan;
-pub use scatter::{DestinationBuffers, ScatterScratch, scatter_column, scatter_columns};
+pub use scatter::{
+    DestinationBuffers, MAX_MERGED, ScatterScratch, scatter_column, scatter_columns,
+};

@@ -28,7 +28,7 @@ use arrow_array::{
 use arrow_buffer::NullBuffer;
 use arrow_schema::{DataType, SchemaRef};
 use partout_core::ids::{PartitionIds, Partitioning};
-use partout_core::{DestinationBuffers, Partitioner, ScatterPlan};
+use partout_core::{DestinationBuffers, MAX_MERGED, Partitioner, ScatterPlan};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -88,6 +88,24 @@ pub trait BatchSink {
     fn sink_time(&self) -> Duration {
         Duration::ZERO
     }
+}
+
+/// A batch held until a few are moved into the destination buffers together (see
+/// [`DestinationBuffers::append_many`]): its columns and its rows' plan.
+#[derive(Debug, Default)]
+struct Pending {
+    columns: Vec<ArrayRef>,
+    plan: ScatterPlan,
+    bytes: usize,
+}
+
+/// How many batches the writer merges into its destination buffers at once for
+/// `destinations` destinations: [`MAX_MERGED`] from 512 destinations, where a batch brings
+/// each destination's column a few rows and reaching its buffer costs more than moving them
+/// (lineitem into 1000 destinations: 12% faster); one below, where merging measured no gain
+/// (64 and 200 destinations).
+fn merged_batches(destinations: usize) -> usize {
+    if destinations >= 512 { MAX_MERGED } else { 1 }
 }
 
 /// Rows of at most this many (after replication) are moved per step, so that replicating
@@ -157,6 +175,14 @@ pub struct PartitionedWriter<O: BatchSink> {
     cursors: Vec<usize>,
     /// Consecutive destinations of a batch handed over, with their rows.
     runs: Vec<(usize, usize)>,
+    /// Batches merged into the buffers at once (1: each batch as it comes).
+    merge: usize,
+    /// Batches held until `merge` of them are, with their plans (reused).
+    pending: Vec<Pending>,
+    pending_len: usize,
+    pending_bytes: usize,
+    /// The most memory one appended batch took.
+    largest_batch: usize,
 }
 
 impl<O: BatchSink> std::fmt::Debug for PartitionedWriter<O> {
@@ -228,6 +254,14 @@ impl<O: BatchSink> PartitionedWriter<O> {
             sorted: Vec::new(),
             cursors: Vec::new(),
             runs: Vec::new(),
+            merge: match (options.strategy, options.flush) {
+                (Strategy::Direct, Flush::AtTarget) => merged_batches(n),
+                _ => 1,
+            },
+            pending: Vec::new(),
+            pending_len: 0,
+            pending_bytes: 0,
+            largest_batch: 0,
             options,
         };
         for p in 0..n {
@@ -251,9 +285,10 @@ impl<O: BatchSink> PartitionedWriter<O> {
         &self.metrics
     }
 
-    /// Bytes of buffer memory held now (of the batches held, with [`Flush::AllAtLimit`]).
+    /// Bytes of buffer memory held now, and of the batches held (with [`Flush::AllAtLimit`],
+    /// or until a few are merged into the buffers at once).
     pub fn held_bytes(&self) -> usize {
-        self.buffers.held_bytes() + self.held_bytes
+        self.buffers.held_bytes() + self.held_bytes + self.pending_bytes
     }
 
     /// Appends the rows of `batch` to their destinations, flushing those that reach their
@@ -358,6 +393,9 @@ impl<O: BatchSink> PartitionedWriter<O> {
         if self.options.flush == Flush::AllAtLimit {
             return self.hold(batch, ids);
         }
+        if self.merge > 1 {
+            return self.append_merged(batch, ids);
+        }
         let ids = ids.unwrap_or(&self.id_buffer);
         let started = Instant::now();
         let before = self.buffers.buffered_bytes();
@@ -374,13 +412,110 @@ impl<O: BatchSink> PartitionedWriter<O> {
         self.metrics.scatter_time += started.elapsed();
         self.metrics.rows_out += batch.num_rows() as u64;
         self.metrics.bytes_in += (self.buffers.buffered_bytes() - before) as u64;
+        self.flush_due()
+    }
+
+    /// Holds `batch` (its columns, and the plan of its rows by `ids`, the writer's id buffer
+    /// when `None`) until `merge` batches
+    /// are held, then moves them into the buffers together and flushes.
+    fn append_merged(&mut self, batch: &RecordBatch, ids: Option<&[u32]>) -> Result<()> {
+        let started = Instant::now();
+        if self.pending.len() == self.pending_len {
+            self.pending.push(Pending::default());
+        }
+        let slot = &mut self.pending[self.pending_len];
+        // Bad ids refuse the batch here, before it is held.
+        slot.plan
+            .build(ids.unwrap_or(&self.id_buffer), self.num_partitions)?;
+        slot.columns.clear();
+        slot.columns.extend(batch.columns().iter().cloned());
+        slot.bytes = batch.get_array_memory_size();
+        self.pending_bytes += slot.bytes;
+        self.largest_batch = self.largest_batch.max(slot.bytes);
+        self.pending_len += 1;
+        self.metrics.rows_out += batch.num_rows() as u64;
+        self.metrics.scatter_time += started.elapsed();
+        self.note_held();
+        // Batches held count against the memory limit: a small limit merges fewer.
+        let fits = 1 + self.options.memory_limit / (8 * self.largest_batch.max(1));
+        if self.pending_len < self.merge.min(fits) {
+            return Ok(());
+        }
+        self.merge_pending()
+    }
+
+    /// Moves the held batches into the buffers, together, and flushes. Any error leaves the
+    /// writer failed: the batches were accepted by earlier calls.
+    fn merge_pending(&mut self) -> Result<()> {
+        if self.pending_len == 0 {
+            return Ok(());
+        }
+        let result = self.merge_held();
+        for pending in &mut self.pending[..self.pending_len] {
+            pending.columns.clear();
+        }
+        self.pending_len = 0;
+        self.pending_bytes = 0;
+        if result.is_err() {
+            self.failed = true;
+        }
+        result
+    }
+
+    fn merge_held(&mut self) -> Result<()> {
+        let started = Instant::now();
+        let before = self.buffers.buffered_bytes();
+        let held = &self.pending[..self.pending_len];
+        let mut inputs = [(held[0].columns.as_slice(), &held[0].plan); MAX_MERGED];
+        for (input, pending) in inputs.iter_mut().zip(held) {
+            *input = (pending.columns.as_slice(), &pending.plan);
+        }
+        let merged = self.buffers.append_columns(&inputs[..held.len()]);
+        self.metrics.scatter_time += started.elapsed();
+        self.metrics.bytes_in += (self.buffers.buffered_bytes() - before) as u64;
+        match merged {
+            // Together they pass what a destination's offsets address: one at a time, with
+            // the flushes between them.
+            Err(partout_core::PartoutError::TooLarge(_)) if held.len() > 1 => {
+                let pending = std::mem::take(&mut self.pending);
+                let mut result = Ok(());
+                for held in &pending[..self.pending_len] {
+                    let before = self.buffers.buffered_bytes();
+                    result = self
+                        .buffers
+                        .append_columns(&[(held.columns.as_slice(), &held.plan)])
+                        .map_err(WriterError::from)
+                        .and_then(|()| {
+                            self.metrics.bytes_in +=
+                                (self.buffers.buffered_bytes() - before) as u64;
+                            self.flush_due()
+                        });
+                    if result.is_err() {
+                        break;
+                    }
+                }
+                self.pending = pending;
+                result
+            }
+            merged => {
+                merged?;
+                self.flush_due()
+            }
+        }
+    }
+
+    /// Flushes the destinations that reached their target, then the largest while the
+    /// buffers and the batches still to be merged pass the memory limit.
+    fn flush_due(&mut self) -> Result<()> {
         self.note_held();
         for p in 0..self.num_partitions as usize {
             if self.buffers.rows(p) > 0 && self.buffers.bytes(p) >= self.targets[p] {
                 self.flush(p, false)?;
             }
         }
-        while self.buffers.held_bytes() > self.options.memory_limit {
+        // Room for the batches held before the next merge.
+        let pending = (self.merge - 1) * self.largest_batch;
+        while self.buffers.held_bytes() + pending > self.options.memory_limit {
             let (largest, bytes) = (0..self.num_partitions as usize)
                 .map(|p| (p, self.buffers.bytes(p)))
                 .max_by_key(|&(_, bytes)| bytes)
@@ -445,7 +580,7 @@ impl<O: BatchSink> PartitionedWriter<O> {
     }
 
     fn note_held(&mut self) {
-        let held = self.buffers.held_bytes() as u64;
+        let held = self.held_bytes() as u64;
         self.metrics.peak_held_bytes = self.metrics.peak_held_bytes.max(held);
     }
 
@@ -609,6 +744,7 @@ impl<O: BatchSink> PartitionedWriter<O> {
         if self.options.flush == Flush::AllAtLimit {
             self.flush_all()?;
         } else {
+            self.merge_pending()?;
             for p in 0..self.num_partitions as usize {
                 if self.buffers.rows(p) > 0 {
                     self.flush(p, true)?;

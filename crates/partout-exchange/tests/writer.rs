@@ -106,6 +106,9 @@ fn all_types_together_up_to_2000_destinations_under_either_flush() {
         (1, Strategy::Direct, Flush::AtTarget),
         (64, Strategy::ScatterThenCopy, Flush::AtTarget),
         (2000, Strategy::Direct, Flush::AtTarget),
+        // Batches merged into the buffers a few at a time (from 512 destinations), and the
+        // rest at the end.
+        (600, Strategy::Direct, Flush::AtTarget),
         (1, Strategy::Direct, Flush::AllAtLimit),
         (2000, Strategy::Direct, Flush::AllAtLimit),
     ] {
@@ -114,10 +117,15 @@ fn all_types_together_up_to_2000_destinations_under_either_flush() {
             .with_memory_limit(4 << 20)
             .with_strategy(strategy)
             .with_flush(flush);
+        let rows: &[usize] = if n == 600 {
+            &[300, 0, 700, 1, 500, 300, 300, 300, 900, 20, 300, 300]
+        } else {
+            &[1000, 2000, 10]
+        };
         round_trip(
             &types,
             n,
-            &[1000, 2000, 10],
+            rows,
             options,
             Compression::Lz4Frame,
             u64::from(n),

@@ -178,6 +178,7 @@ impl<'a> Rows<'a> {
 }
 
 /// What one input column offers every destination, prepared once per batch.
+#[derive(Clone, Copy)]
 pub(super) struct Source<'a> {
     pub(super) array: &'a dyn Array,
     /// The unpacked validity (0/1 byte per row), when the column has nulls.

@@ -23,10 +23,64 @@ use crate::batch::PartitionedBatch;
 use crate::error::{PartoutError, Result};
 use crate::plan::ScatterPlan;
 use arrow_array::cast::AsArray;
-use arrow_array::{Array, RecordBatch, RecordBatchOptions, new_empty_array};
-use arrow_buffer::MutableBuffer;
+use arrow_array::{Array, ArrayRef, RecordBatch, RecordBatchOptions, new_empty_array};
+use arrow_buffer::{Buffer, MutableBuffer};
 use arrow_schema::SchemaRef;
 use std::ops::Range;
+
+/// The most batches [`DestinationBuffers::append_many`] merges in one call.
+pub const MAX_MERGED: usize = 8;
+
+fn too_many(batches: usize) -> PartoutError {
+    PartoutError::InvalidArgument(format!(
+        "{batches} batches appended at once; at most {MAX_MERGED}"
+    ))
+}
+
+/// One batch's values of a column that reach destinations as runs: its fixed-width values or
+/// views in destination order, and for views the data buffers they point into.
+type Run<'a> = (&'a [u8], Option<&'a [Buffer]>);
+
+/// A batch being appended: its columns and rows, where its destinations' rows start, and
+/// their order (none for a batch already laid out destination by destination).
+#[derive(Clone, Copy)]
+struct Input<'a> {
+    columns: &'a [ArrayRef],
+    rows: usize,
+    offsets: &'a [u32],
+    order: Option<Order<'a>>,
+}
+
+impl<'a> Input<'a> {
+    /// A batch's `columns`, moved by `plan`.
+    fn of_plan(columns: &'a [ArrayRef], plan: &'a ScatterPlan) -> Self {
+        Input {
+            columns,
+            rows: plan.offsets().last().map_or(0, |&o| o as usize),
+            offsets: plan.offsets(),
+            order: Some(Order::of_plan(plan)),
+        }
+    }
+}
+
+/// The rows `range` of `input`: by its order, or, for a batch laid out destination by
+/// destination, the range itself (with `identity`, `0, 1, 2, ...` for at least the batch's
+/// rows, for the kernels that read by an order).
+fn rows_of<'a>(input: &Input<'a>, identity: &'a [u32], range: Range<usize>) -> Rows<'a> {
+    match input.order {
+        Some(order) => Rows::Order(order.slice(range)),
+        None => {
+            let n = input.rows;
+            let identity = &identity[..n];
+            debug_assert!(identity.iter().enumerate().all(|(i, &r)| r as usize == i));
+            // SAFETY: `identity` holds `0, 1, 2, ...` for at least `n` entries (the caller's
+            // promise, checked in debug builds above), so each of its first `n` entries is
+            // below `n`.
+            let identity = unsafe { Order::new_unchecked(identity, n) };
+            Rows::Range(range.clone(), identity.slice(range))
+        }
+    }
+}
 
 /// One destination's buffered rows: a buffer per column, and its totals.
 #[derive(Debug, Default)]
@@ -76,11 +130,12 @@ pub struct DestinationBuffers {
     destinations: Vec<Destination>,
     held: usize,
     buffered: usize,
-    unpacked_nulls: Vec<u8>,
-    unpacked_bits: Vec<u8>,
+    /// Per batch of an append: one column's unpacked validity and boolean values.
+    unpacked_nulls: Vec<Vec<u8>>,
+    unpacked_bits: Vec<Vec<u8>>,
     identity: Vec<u32>,
-    /// One column's values gathered by a plan's order.
-    gathered: MutableBuffer,
+    /// Per batch of an append: one column's values gathered by its plan's order.
+    gathered: Vec<MutableBuffer>,
     scratch: ScatterScratch,
 }
 
@@ -122,7 +177,7 @@ impl DestinationBuffers {
             unpacked_nulls: Vec::new(),
             unpacked_bits: Vec::new(),
             identity: Vec::new(),
-            gathered: MutableBuffer::new(0),
+            gathered: Vec::new(),
             scratch,
         })
     }
@@ -174,11 +229,55 @@ impl DestinationBuffers {
     /// when arrow refuses a moved dictionary or nested column. On error nothing is appended:
     /// the buffers are as they were.
     pub fn append(&mut self, batch: &RecordBatch, plan: &ScatterPlan) -> Result<()> {
-        self.check(batch, plan.offsets())?;
-        if batch.num_rows() == 0 {
+        self.append_columns(&[(batch.columns(), plan)])
+    }
+
+    /// Appends the rows of several batches, each by its plan, as [`append`](Self::append)
+    /// does for each in turn, but destination by destination: each destination's column
+    /// receives the rows of every batch at once, so its buffer's end is reached once for all
+    /// of them. At hundreds of destinations a batch brings each destination's column a few
+    /// rows, and reaching a destination's buffers costs more than moving the rows; merging a
+    /// few batches at a time divides that cost among them.
+    ///
+    /// # Errors
+    /// As [`append`](Self::append) for any of the batches, and
+    /// [`PartoutError::InvalidArgument`] for more than [`MAX_MERGED`] batches. On error
+    /// nothing of any batch is appended.
+    pub fn append_many(&mut self, inputs: &[(&RecordBatch, &ScatterPlan)]) -> Result<()> {
+        let Some(&(first, plan)) = inputs.first() else {
             return Ok(());
+        };
+        let mut columns = [(first.columns(), plan); MAX_MERGED];
+        if inputs.len() > MAX_MERGED {
+            return Err(too_many(inputs.len()));
         }
-        self.append_with(batch, plan.offsets(), Some(Order::of_plan(plan)))
+        for (slot, &(batch, plan)) in columns.iter_mut().zip(inputs) {
+            *slot = (batch.columns(), plan);
+        }
+        self.append_columns(&columns[..inputs.len()])
+    }
+
+    /// Appends the rows of batches given by their columns (a caller that keeps batches'
+    /// columns, not the batches), each by its plan, as [`append_many`](Self::append_many)
+    /// does.
+    ///
+    /// # Errors
+    /// As [`append_many`](Self::append_many).
+    pub fn append_columns(&mut self, inputs: &[(&[ArrayRef], &ScatterPlan)]) -> Result<()> {
+        let Some(&(first, plan)) = inputs.first() else {
+            return Ok(());
+        };
+        if inputs.len() > MAX_MERGED {
+            return Err(too_many(inputs.len()));
+        }
+        let mut merged = [Input::of_plan(first, plan); MAX_MERGED];
+        for (slot, &(columns, plan)) in merged.iter_mut().zip(inputs) {
+            *slot = Input::of_plan(columns, plan);
+            self.check(slot)?;
+        }
+        let merged = &merged[..inputs.len()];
+        self.check_room(merged)?;
+        self.append_with(merged)
     }
 
     /// Appends a batch already laid out destination by destination, copying each
@@ -188,14 +287,19 @@ impl DestinationBuffers {
     /// As [`append`](Self::append).
     pub fn append_partitioned(&mut self, partitioned: &PartitionedBatch) -> Result<()> {
         let batch = partitioned.batch();
-        self.check(batch, partitioned.offsets())?;
-        if batch.num_rows() == 0 {
-            return Ok(());
-        }
-        self.append_with(batch, partitioned.offsets(), None)
+        let input = [Input {
+            columns: batch.columns(),
+            rows: batch.num_rows(),
+            offsets: partitioned.offsets(),
+            order: None,
+        }];
+        self.check(&input[0])?;
+        self.check_room(&input)?;
+        self.append_with(&input)
     }
 
-    fn check(&self, batch: &RecordBatch, offsets: &[u32]) -> Result<()> {
+    fn check(&self, input: &Input<'_>) -> Result<()> {
+        let offsets = input.offsets;
         if offsets.len() != self.destinations.len() + 1 {
             return Err(PartoutError::InvalidArgument(format!(
                 "rows planned for {} destinations appended to buffers of {}",
@@ -203,48 +307,62 @@ impl DestinationBuffers {
                 self.destinations.len()
             )));
         }
-        if offsets.last().map_or(0, |&o| o as usize) != batch.num_rows() {
-            return Err(PartoutError::InvalidArgument(format!(
-                "a batch of {} rows does not match a plan of {} rows",
-                batch.num_rows(),
-                offsets.last().copied().unwrap_or(0)
-            )));
-        }
         let fields = self.schema.fields();
-        let matches = batch.num_columns() == fields.len()
-            && batch
-                .columns()
+        let matches = input.columns.len() == fields.len()
+            && input
+                .columns
                 .iter()
                 .zip(fields.iter())
                 .all(|(c, f)| c.data_type() == f.data_type());
         if !matches {
+            let types: Vec<String> = input
+                .columns
+                .iter()
+                .map(|c| c.data_type().to_string())
+                .collect();
             return Err(PartoutError::InvalidArgument(format!(
-                "a batch of schema {} appended to buffers of {}",
-                batch.schema(),
+                "a batch of schema [{}] appended to buffers of {}",
+                types.join(", "),
                 self.schema
             )));
         }
-        self.check_room(batch, offsets)
+        if let Some(column) = input.columns.iter().find(|c| c.len() != input.rows) {
+            return Err(PartoutError::InvalidArgument(format!(
+                "a batch of {} rows does not match a plan of {} rows",
+                column.len(),
+                input.rows
+            )));
+        }
+        Ok(())
     }
 
-    /// Errors unless every destination receiving rows has room for them in its 32-bit offsets
-    /// and view offsets (checked against the whole batch's bytes: a destination cannot receive
-    /// more than that).
-    fn check_room(&self, batch: &RecordBatch, offsets: &[u32]) -> Result<()> {
-        for (c, column) in batch.columns().iter().enumerate() {
-            let (limit, incoming) = match self.kinds[c] {
-                Kind::Bytes32 => {
-                    let o = var_offsets::<i32>(column.as_ref());
-                    (i32::MAX as usize, (o[o.len() - 1] - o[0]) as usize)
-                }
-                Kind::Views => {
-                    let buffers = view_parts(column.as_ref()).1;
-                    (u32::MAX as usize, buffers.iter().map(|b| b.len()).sum())
-                }
+    /// Errors unless every destination receiving rows of `inputs` has room for them in its
+    /// 32-bit offsets and view offsets (checked against the whole batches' bytes: a
+    /// destination cannot receive more than that).
+    fn check_room(&self, inputs: &[Input<'_>]) -> Result<()> {
+        for c in 0..self.kinds.len() {
+            let limit = match self.kinds[c] {
+                Kind::Bytes32 => i32::MAX as usize,
+                Kind::Views => u32::MAX as usize,
                 _ => continue,
             };
+            let incoming: usize = inputs
+                .iter()
+                .map(|input| {
+                    let column = input.columns[c].as_ref();
+                    match self.kinds[c] {
+                        Kind::Bytes32 => {
+                            let o = var_offsets::<i32>(column);
+                            (o[o.len() - 1] - o[0]) as usize
+                        }
+                        _ => view_parts(column).1.iter().map(|b| b.len()).sum(),
+                    }
+                })
+                .sum();
             for (p, destination) in self.destinations.iter().enumerate() {
-                let receives = offsets[p] != offsets[p + 1];
+                let receives = inputs
+                    .iter()
+                    .any(|input| input.offsets[p] != input.offsets[p + 1]);
                 let held = destination.columns[c].data_len();
                 if receives && held + incoming > limit {
                     return Err(PartoutError::TooLarge(format!(
@@ -258,140 +376,133 @@ impl DestinationBuffers {
         Ok(())
     }
 
-    /// Appends every column: by `order` (destination `p` taking `order[offsets[p]..offsets[p +
-    /// 1]]`), or, without one, the contiguous ranges `offsets` names.
-    fn append_with(
-        &mut self,
-        batch: &RecordBatch,
-        offsets: &[u32],
-        order: Option<Order<'_>>,
-    ) -> Result<()> {
-        let n = batch.num_rows();
+    /// Appends every column of every input: by its order (destination `p` taking
+    /// `order[offsets[p]..offsets[p + 1]]`), or, without one, the contiguous ranges `offsets`
+    /// names. Each destination's column receives the inputs' rows one input after the other.
+    fn append_with<'a>(&mut self, inputs: &[Input<'a>]) -> Result<()> {
+        let longest = inputs.iter().map(|i| i.rows).max().unwrap_or(0);
         // Ranges read their validity and boolean values through the identity order.
-        let identity = match order {
-            Some(_) => None,
-            None => {
-                if self.identity.len() < n {
-                    self.identity.clear();
-                    self.identity.extend(0..n as u32);
-                }
-                let identity = &self.identity[..n];
-                debug_assert!(identity.iter().enumerate().all(|(i, &r)| r as usize == i));
-                // SAFETY: `self.identity` holds `0, 1, 2, ...` (filled just above or by an
-                // earlier batch), so each of its first `n` entries is below `n`.
-                Some(unsafe { Order::new_unchecked(identity, n) })
-            }
-        };
-        let rows_of = |range: Range<usize>| match (order, identity) {
-            (Some(order), _) => Rows::Order(order.slice(range)),
-            (None, Some(identity)) => Rows::Range(range.clone(), identity.slice(range)),
-            (None, None) => unreachable!("the identity order is built whenever there is no other"),
-        };
+        if inputs.iter().any(|i| i.order.is_none()) && self.identity.len() < longest {
+            self.identity.clear();
+            self.identity.extend(0..longest as u32);
+        }
+        let identity = self.identity.as_slice();
+        let rows_of = |input: &Input<'a>, range: Range<usize>| rows_of(input, identity, range);
+        let range_of =
+            |input: &Input<'_>, p: usize| input.offsets[p] as usize..input.offsets[p + 1] as usize;
+        let destinations = self.destinations.len();
         // Dictionary and nested columns first: moving their rows is the one step that can fail,
-        // and nothing is appended until it has succeeded for every destination.
+        // and nothing is appended until it has succeeded for every input and destination.
         let mut pieces = Vec::new();
-        for (c, column) in batch.columns().iter().enumerate() {
-            if self.kinds[c] != Kind::Pieces {
-                continue;
-            }
-            for p in 0..self.destinations.len() {
-                let range = offsets[p] as usize..offsets[p + 1] as usize;
-                if !range.is_empty() {
-                    let order = rows_of(range).order();
-                    pieces.push((
-                        p,
-                        c,
-                        scatter_array(column.as_ref(), order, &mut self.scratch)?,
-                    ));
+        for input in inputs {
+            for (c, column) in input.columns.iter().enumerate() {
+                if self.kinds[c] != Kind::Pieces {
+                    continue;
+                }
+                for p in 0..destinations {
+                    let range = range_of(input, p);
+                    if !range.is_empty() {
+                        let order = rows_of(input, range).order();
+                        pieces.push((
+                            p,
+                            c,
+                            scatter_array(column.as_ref(), order, &mut self.scratch)?,
+                        ));
+                    }
                 }
             }
         }
         for (p, c, piece) in pieces {
             push_piece(piece, &mut self.destinations[p].columns[c]);
         }
-        for (c, column) in batch.columns().iter().enumerate() {
+        // Per input: its unpacked validity and boolean values, and its gathered values.
+        let k = inputs.len();
+        if self.gathered.len() < k {
+            self.unpacked_nulls.resize_with(k, Vec::new);
+            self.unpacked_bits.resize_with(k, Vec::new);
+            self.gathered.resize_with(k, || MutableBuffer::new(0));
+        }
+        for c in 0..self.kinds.len() {
             let kind = self.kinds[c];
             if kind == Kind::Pieces {
                 continue;
             }
-            let array = column.as_ref();
-            let nulls = array.nulls().filter(|n| n.null_count() > 0).map(|nulls| {
-                bits::unpack_rows(
-                    nulls.validity(),
-                    nulls.offset(),
-                    n,
-                    &mut self.unpacked_nulls,
-                )
-            });
-            let values_bits = (kind == Kind::Bits).then(|| {
-                let values = array.as_boolean().values();
-                bits::unpack_rows(values.values(), values.offset(), n, &mut self.unpacked_bits)
-            });
-            let source = Source {
-                array,
-                nulls,
-                bits: values_bits,
-            };
-            // Fixed-width values and views by an order: gathered first, in one long loop over
-            // the whole order into reused scratch (the random reads of the source overlap
-            // there), then copied to each destination as a contiguous run.
-            if let Some(width) = kind.run_width() {
-                let values = fixed_bytes(array, width);
-                let gathered = match order {
-                    Some(order) => {
-                        self.gathered.clear();
-                        self.gathered.reserve(n * width);
-                        debug_assert_eq!(order.len(), n);
-                        debug_assert!(self.gathered.capacity() >= n * width);
-                        // SAFETY: room for `n * width` bytes was reserved, and the plan's order
-                        // has `n` rows, each of which `gather_fixed_to` writes `width` bytes
-                        // for, initialising all `n * width`.
-                        unsafe {
-                            fixed::gather_fixed_to(
-                                values,
-                                width,
-                                order,
-                                self.gathered.as_mut_ptr(),
-                            );
-                            self.gathered.set_len(n * width);
+            // Stack arrays, not vectors: an append allocates nothing.
+            let mut sources: [Option<Source<'_>>; MAX_MERGED] = [None; MAX_MERGED];
+            let mut runs: [Option<Run<'_>>; MAX_MERGED] = [None; MAX_MERGED];
+            for (i, ((input, (nulls_scratch, bits_scratch)), gathered)) in inputs
+                .iter()
+                .zip(self.unpacked_nulls.iter_mut().zip(&mut self.unpacked_bits))
+                .zip(&mut self.gathered)
+                .enumerate()
+            {
+                let n = input.rows;
+                let array = input.columns[c].as_ref();
+                let nulls = array.nulls().filter(|n| n.null_count() > 0).map(|nulls| {
+                    bits::unpack_rows(nulls.validity(), nulls.offset(), n, nulls_scratch)
+                });
+                let values_bits = (kind == Kind::Bits).then(|| {
+                    let values = array.as_boolean().values();
+                    bits::unpack_rows(values.values(), values.offset(), n, bits_scratch)
+                });
+                sources[i] = Some(Source {
+                    array,
+                    nulls,
+                    bits: values_bits,
+                });
+                // Fixed-width values and views by an order: gathered first, in one long loop
+                // over the whole order into reused scratch (the random reads of the source
+                // overlap there), then copied to each destination as a contiguous run.
+                runs[i] = kind.run_width().map(|width| {
+                    let values = fixed_bytes(array, width);
+                    let values = match input.order {
+                        Some(order) => {
+                            gathered.clear();
+                            gathered.reserve(n * width);
+                            debug_assert_eq!(order.len(), n);
+                            debug_assert!(gathered.capacity() >= n * width);
+                            // SAFETY: room for `n * width` bytes was reserved, and the plan's
+                            // order has `n` rows, each of which `gather_fixed_to` writes
+                            // `width` bytes for, initialising all `n * width`.
+                            unsafe {
+                                fixed::gather_fixed_to(values, width, order, gathered.as_mut_ptr());
+                                gathered.set_len(n * width);
+                            }
+                            gathered.as_slice()
                         }
-                        self.gathered.as_slice()
-                    }
-                    None => values,
-                };
-                let buffers = (kind == Kind::Views).then(|| view_parts(array).1);
-                for p in 0..self.destinations.len() {
-                    let range = offsets[p] as usize..offsets[p + 1] as usize;
+                        None => values,
+                    };
+                    (values, (kind == Kind::Views).then(|| view_parts(array).1))
+                });
+            }
+            for p in 0..destinations {
+                let destination = &mut self.destinations[p];
+                let mut before = destination.rows;
+                for ((input, source), run) in inputs.iter().zip(&sources).zip(&runs) {
+                    let range = range_of(input, p);
                     if range.is_empty() {
                         continue;
                     }
-                    let destination = &mut self.destinations[p];
+                    let source = source.as_ref().expect("a source for every input");
+                    let received = range.len();
                     let column = &mut destination.columns[c];
-                    append_run(
-                        &gathered[range.start * width..range.end * width],
-                        buffers,
-                        column,
-                    );
-                    append_validity(&source, rows_of(range), destination.rows, column);
+                    match (kind.run_width(), run) {
+                        (Some(width), Some((values, buffers))) => {
+                            append_run(
+                                &values[range.start * width..range.end * width],
+                                *buffers,
+                                column,
+                            );
+                            append_validity(source, rows_of(input, range), before, column);
+                        }
+                        _ => append_column(kind, source, rows_of(input, range), before, column),
+                    }
+                    before += received;
                 }
-                continue;
-            }
-            for (p, destination) in self.destinations.iter_mut().enumerate() {
-                let range = offsets[p] as usize..offsets[p + 1] as usize;
-                if range.is_empty() {
-                    continue;
-                }
-                append_column(
-                    kind,
-                    &source,
-                    rows_of(range),
-                    destination.rows,
-                    &mut destination.columns[c],
-                );
             }
         }
         for (p, destination) in self.destinations.iter_mut().enumerate() {
-            let received = (offsets[p + 1] - offsets[p]) as usize;
+            let received: usize = inputs.iter().map(|input| range_of(input, p).len()).sum();
             if received > 0 {
                 let (bytes, held) = (destination.bytes, destination.held);
                 destination.rows += received;

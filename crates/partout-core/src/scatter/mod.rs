@@ -42,7 +42,7 @@ use arrow_data::{ArrayData, ArrayDataBuilder};
 use arrow_schema::{DataType, UnionMode};
 use std::sync::Arc;
 
-pub use buffers::DestinationBuffers;
+pub use buffers::{DestinationBuffers, MAX_MERGED};
 pub(crate) use order::Order;
 
 /// Reusable buffers for the orders that nested columns derive for their children.

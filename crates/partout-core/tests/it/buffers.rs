@@ -275,3 +275,99 @@ fn recycled_buffers_are_reused() {
     }
     assert_eq!(buffers.held_bytes(), 0);
 }
+
+/// Batches merged into the buffers together (`append_many`, up to `MAX_MERGED` at once, empty
+/// batches among them) leave every destination the rows a batch-by-batch append leaves it,
+/// in input order, for every type; more than `MAX_MERGED` batches at once are refused, and
+/// one refused batch refuses the whole call.
+fn merge_and_check(types: &[DataType], n: u32, groups: &[Vec<usize>], seed: u64) {
+    use partout_core::MAX_MERGED;
+    let mut rng = rng(seed);
+    let schema = random_batch(types, 0, 0.0, false, &mut rng).schema();
+    let mut buffers = DestinationBuffers::try_new(schema, n as usize).unwrap();
+    let mut expected = Expected {
+        pending: vec![Vec::new(); n as usize],
+    };
+    for (g, group) in groups.iter().enumerate() {
+        let batches: Vec<(RecordBatch, ScatterPlan)> = group
+            .iter()
+            .enumerate()
+            .map(|(k, &rows)| {
+                let batch = random_batch(types, rows, [0.0, 0.5, 1.0][k % 3], k % 2 == 1, &mut rng);
+                let ids = random_ids(rows, n, IdPattern::Uniform, &mut rng);
+                let mut plan = ScatterPlan::new();
+                plan.build(&ids, n).unwrap();
+                expected.push(&batch, &ids, n);
+                (batch, plan)
+            })
+            .collect();
+        let inputs: Vec<(&RecordBatch, &ScatterPlan)> =
+            batches.iter().map(|(b, p)| (b, p)).collect();
+        if inputs.len() > MAX_MERGED {
+            let err = buffers.append_many(&inputs).unwrap_err();
+            assert!(matches!(err, PartoutError::InvalidArgument(_)), "{err}");
+            for chunk in inputs.chunks(MAX_MERGED) {
+                buffers.append_many(chunk).unwrap();
+            }
+        } else {
+            buffers.append_many(&inputs).unwrap();
+        }
+        let total: usize = (0..n as usize).map(|p| buffers.bytes(p)).sum();
+        assert_eq!(buffers.buffered_bytes(), total);
+        if g % 2 == 1 {
+            expected.check_take(&mut buffers, g % n as usize);
+        }
+    }
+    // A batch whose plan is for other destinations refuses the call it is in, whole.
+    let held = buffers.buffered_bytes();
+    let batch = random_batch(types, 10, 0.5, false, &mut rng);
+    let mut good = ScatterPlan::new();
+    good.build(&random_ids(10, n, IdPattern::Uniform, &mut rng), n)
+        .unwrap();
+    let mut bad = ScatterPlan::new();
+    bad.build(&[0; 10], n + 1).unwrap();
+    assert!(
+        buffers
+            .append_many(&[(&batch, &good), (&batch, &bad)])
+            .is_err()
+    );
+    assert_eq!(buffers.buffered_bytes(), held);
+    for p in 0..n as usize {
+        expected.check_take(&mut buffers, p);
+    }
+}
+
+#[test]
+fn every_type_merges_batches_as_it_appends_them() {
+    for (i, data_type) in every_type().into_iter().enumerate() {
+        let groups = vec![
+            vec![200, 0, 31],
+            vec![1],
+            vec![50; 8],
+            vec![7; 9],
+            vec![300, 300],
+        ];
+        merge_and_check(
+            std::slice::from_ref(&data_type),
+            [3, 700][i % 2],
+            &groups,
+            i as u64,
+        );
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(32))]
+
+    #[test]
+    fn random_merges_equal_the_reference(
+        type_picks in prop::collection::vec(0usize..64, 1..4),
+        n in 1u32..1200,
+        groups in prop::collection::vec(prop::collection::vec(0usize..300, 1..10), 1..5),
+        seed in any::<u64>(),
+    ) {
+        let all = every_type();
+        let types: Vec<DataType> = type_picks.iter().map(|&i| all[i % all.len()].clone()).collect();
+        merge_and_check(&types, n, &groups, seed);
+    }
+}
