@@ -1,0 +1,152 @@
+"""partout.partition against what Python users do today to split a table into N hash buckets,
+in one process, on TPC-H lineitem held in memory as a pyarrow Table, contenders alternating
+round after round; medians and ratios (the fastest peer's time over partout's).
+
+Contenders, all keyed on l_orderkey:
+- partout: ``partout.partition(table, n, by="l_orderkey", as_dict=True)``;
+- polars: ``(pl.col(key).hash(seed=0) % n)`` as a column, then ``partition_by(as_dict=True)``;
+- ray recipe: Ray Data's hash-partition kernel re-created with polars and numpy (no Ray
+  needed): polars ``hash_rows(seed=0) % n``, ``np.bincount``, one stable argsort, one pyarrow
+  ``take``, then zero-copy slices, as a dict without the empty buckets;
+- pyarrow take: bucket ids from polars' hash, then one ``take`` per bucket.
+
+Every contender's buckets are checked once: every row once, the same row count per key.
+
+    bench/python_partition.py [--sf 1] [--rounds 5] [--partitions 64,200]
+
+Uses bench/.venv (made by bench/e2e.sh, or here) with pyarrow, polars, numpy, tpchgen-cli
+and the partout wheel (built here with maturin when missing).
+"""
+import argparse
+import os
+import pathlib
+import platform
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+VENV = ROOT / "bench/.venv"
+
+
+def ensure_environment() -> None:
+    """Runs this script again inside bench/.venv with what it needs installed."""
+    python = VENV / "bin/python"
+    if pathlib.Path(sys.prefix).resolve() == VENV.resolve():
+        return
+    if not python.exists():
+        subprocess.check_call([sys.executable, "-m", "venv", str(VENV)])
+    pip = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    subprocess.check_call(pip + ["pyarrow==26.0.1", "polars==2.1.0", "numpy", "tpchgen-cli==4.0.0", "maturin==1.16.0"])
+    wheels = ROOT / "target/wheels"
+    subprocess.check_call(
+        [str(VENV / "bin/maturin"), "build", "--release", "--quiet", "-m",
+         str(ROOT / "crates/partout-python/Cargo.toml"), "-o", str(wheels)]
+    )
+    subprocess.check_call(pip + ["--force-reinstall", "--no-deps", *map(str, wheels.glob("partout-*.whl"))])
+    os.execv(str(python), [str(python), __file__, *sys.argv[1:]])
+
+
+def lineitem(sf: float):
+    import pyarrow.parquet as pq
+
+    path = ROOT / f"target/bench-data/lineitem-sf{sf:g}.parquet"
+    if not path.exists():
+        gen = path.parent / f".gen-sf{sf:g}"
+        gen.mkdir(parents=True, exist_ok=True)
+        subprocess.check_call([str(VENV / "bin/tpchgen-cli"), "parquet", "-s", str(sf),
+                               "--tables", "lineitem", "--output-dir", str(gen), "--quiet"])
+        (gen / "lineitem.parquet").rename(path)
+    table = pq.read_table(path)
+    # tpchgen writes Utf8View columns; pyarrow's take has no kernel for them, so every
+    # contender gets plain strings, as most pyarrow tables hold them.
+    import pyarrow as pa
+
+    plain = pa.schema([f.with_type(pa.string() if f.type == pa.string_view() else f.type) for f in table.schema])
+    return table.cast(plain)
+
+
+def contenders(n: int):
+    import numpy as np
+    import polars as pl
+    import pyarrow as pa
+
+    import partout
+
+    key = "l_orderkey"
+
+    def run_partout(table):
+        return partout.partition(table, n, by=key, as_dict=True)
+
+    def run_polars(table):
+        frame = pl.from_arrow(table, rechunk=False)
+        frame = frame.with_columns((pl.col(key).hash(seed=0) % n).alias("_p"))
+        return frame.partition_by("_p", as_dict=True, include_key=False)
+
+    def run_ray(table):
+        frame = pl.from_arrow(table.select([key]), rechunk=False)
+        ids = (frame.hash_rows(seed=0) % n).to_numpy()
+        counts = np.bincount(ids, minlength=n)
+        order = np.argsort(ids, kind="stable")
+        taken = table.take(pa.array(order))
+        out, start = {}, 0
+        for p, count in enumerate(counts):
+            if count:
+                out[p] = taken.slice(start, count)
+            start += count
+        return out
+
+    def run_take(table):
+        frame = pl.from_arrow(table.select([key]), rechunk=False)
+        ids = (frame.hash_rows(seed=0) % n).to_numpy()
+        out = {}
+        for p in range(n):
+            rows = np.flatnonzero(ids == p)
+            if len(rows):
+                out[p] = table.take(pa.array(rows))
+        return out
+
+    return [("partout", run_partout), ("polars partition_by", run_polars),
+            ("ray recipe", run_ray), ("pyarrow take per bucket", run_take)]
+
+
+def rows_of(buckets) -> int:
+    return sum(getattr(b, "num_rows", None) or b.height for b in buckets.values())
+
+
+def main() -> None:
+    ensure_environment()
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sf", type=float, default=1.0)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--partitions", default="64,200")
+    args = parser.parse_args()
+    table = lineitem(args.sf)
+    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), platform.processor())
+    print(f"lineitem SF {args.sf:g}: {table.num_rows} rows, {table.nbytes / 2**20:.0f} MiB in memory; "
+          f"{cpu}, {os.cpu_count()} cores; medians of {args.rounds} alternating rounds")
+    for n in [int(p) for p in args.partitions.split(",")]:
+        runs = contenders(n)
+        for name, run in runs:
+            got = rows_of(run(table))
+            assert got == table.num_rows, f"{name} returned {got} rows of {table.num_rows}"
+        times = {name: [] for name, _ in runs}
+        for r in range(args.rounds):
+            for i in range(len(runs)):
+                name, run = runs[(i + r) % len(runs)]
+                start = time.perf_counter()
+                run(table)
+                times[name].append(time.perf_counter() - start)
+        medians = {name: statistics.median(t) for name, t in times.items()}
+        ours = medians["partout"]
+        fastest = min(t for name, t in medians.items() if name != "partout")
+        print(f"\n{n} partitions")
+        print(f"{'contender':<26} {'median s':>9} {'vs partout':>11}")
+        for name, t in medians.items():
+            print(f"{name:<26} {t:>9.3f} {t / ours:>10.2f}x")
+        print(f"fastest peer / partout: {fastest / ours:.2f}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,91 @@
+"""partout: partition Arrow data by key, zero-copy.
+
+Any object exporting the Arrow PyCapsule interface (``__arrow_c_array__`` or
+``__arrow_c_stream__``) is accepted as data: a pyarrow Table, RecordBatch or
+RecordBatchReader, a polars DataFrame, a DuckDB relation. A stream is read batch by batch,
+never collected first, and the GIL is released while partout works.
+
+>>> import pyarrow as pa, partout
+>>> table = pa.table({"k": [1, 2, 3, 4], "v": ["a", "b", "c", "d"]})
+>>> parts = partout.partition(table, 2, by="k")
+>>> sum(t.num_rows for t in parts)
+4
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Literal, Sequence, overload
+
+from . import _partout, errors
+from .errors import (
+    CorruptInputError,
+    InvalidArgumentError,
+    PartoutError,
+    PartoutIOError,
+    SchemaMismatchError,
+    UnsupportedTypeError,
+)
+
+if TYPE_CHECKING:
+    import pyarrow
+
+__version__: str = _partout.__version__
+
+Scheme = Literal["hash", "spark", "round_robin", "range"]
+
+
+@overload
+def partition(
+    data: Any,
+    n: int,
+    *,
+    by: str | Sequence[str] | None = ...,
+    scheme: Scheme = ...,
+    as_dict: Literal[False] = ...,
+) -> list[pyarrow.Table]: ...
+@overload
+def partition(
+    data: Any,
+    n: int,
+    *,
+    by: str | Sequence[str] | None = ...,
+    scheme: Scheme = ...,
+    as_dict: Literal[True],
+) -> dict[int, pyarrow.Table]: ...
+def partition(
+    data: Any,
+    n: int,
+    *,
+    by: str | Sequence[str] | None = None,
+    scheme: Scheme = "hash",
+    as_dict: bool = False,
+) -> list[pyarrow.Table] | dict[int, pyarrow.Table]:
+    """Split ``data`` into ``n`` tables by the destination of each row.
+
+    ``scheme``: ``"hash"`` (partout's fast hash of the ``by`` columns), ``"spark"`` (Spark's
+    Murmur3 ``pmod(hash(by), n)``: Spark's bucket ids), ``"round_robin"`` (rows dealt in
+    turn; no ``by``) or ``"range"`` (key ranges, ascending, split points sampled from the
+    first batch). Rows keep their input order within a destination.
+
+    Returns ``n`` tables, empty ones included, or with ``as_dict=True`` a dict from
+    destination to table without the empty ones (as polars' ``partition_by`` and Ray do).
+    The tables are zero-copy slices of the batches partout laid out by destination.
+    """
+    tables = _partout.partition(data, n, by=by, scheme=scheme)
+    if as_dict:
+        return {p: t for p, t in enumerate(tables) if t.num_rows > 0}
+    return tables
+
+
+def partition_ids(
+    data: Any,
+    n: int,
+    *,
+    by: str | Sequence[str] | None = None,
+    scheme: Scheme = "hash",
+) -> pyarrow.UInt32Array:
+    """Each row's destination (``0 <= id < n``) under ``scheme``, in input order."""
+    return _partout.partition_ids(data, n, by=by, scheme=scheme)
+
+
+__all__ = ["partition", "partition_ids", *errors.__all__]

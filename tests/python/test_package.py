@@ -1,0 +1,228 @@
+"""The `partout` Python package (crates/partout-python), as a user calls it: every row in its
+partition once, values and nulls intact, input order kept within a partition, for every
+type partout moves; the inputs Python users hold (pyarrow tables, batches and readers,
+polars, DuckDB); Spark's own bucket ids; and errors raised by kind."""
+import csv
+import datetime
+import decimal
+import json
+import pathlib
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+import partout
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+SPARK_VECTORS = ROOT / "crates/partout-core/tests/data/spark_hash_vectors.csv"
+
+
+def every_type_table(rows: int = 600) -> pa.Table:
+    """A key column and a column of every type partout moves, a third of each column null."""
+
+    def nulled(values):
+        return [None if i % 3 == 1 else v for i, v in enumerate(values)]
+
+    ints = list(range(rows))
+    words = [("w%d" % (i * 7919 % 1000)) * (1 + i % 5) for i in ints]
+    columns = {
+        "k": pa.array([i * 2654435761 % 1000 for i in ints], pa.int64()),
+        "i8": pa.array(nulled([i % 100 - 50 for i in ints]), pa.int8()),
+        "u16": pa.array(nulled([i % 60000 for i in ints]), pa.uint16()),
+        "i32": pa.array(nulled(ints), pa.int32()),
+        "u64": pa.array(nulled([i * 3 for i in ints]), pa.uint64()),
+        "f32": pa.array(nulled([i / 3 for i in ints]), pa.float32()),
+        "f64": pa.array(nulled([i / 7 for i in ints]), pa.float64()),
+        "bool": pa.array(nulled([i % 2 == 0 for i in ints]), pa.bool_()),
+        "utf8": pa.array(nulled(words), pa.string()),
+        "large_utf8": pa.array(nulled(words), pa.large_string()),
+        "utf8_view": pa.array(nulled(words), pa.string_view()),
+        "binary": pa.array(nulled([w.encode() for w in words]), pa.binary()),
+        "large_binary": pa.array(nulled([w.encode() for w in words]), pa.large_binary()),
+        "binary_view": pa.array(nulled([w.encode() for w in words]), pa.binary_view()),
+        "fixed": pa.array(nulled([i.to_bytes(4, "little") for i in ints]), pa.binary(4)),
+        "dec128": pa.array(nulled([decimal.Decimal(i) / 100 for i in ints]), pa.decimal128(12, 2)),
+        "dec256": pa.array(nulled([decimal.Decimal(i) / 10 for i in ints]), pa.decimal256(40, 1)),
+        "date32": pa.array(nulled([datetime.date(2020, 1, 1) + datetime.timedelta(i) for i in ints])),
+        "date64": pa.array(nulled([i * 86_400_000 for i in ints]), pa.date64()),
+        "ts": pa.array(nulled([i * 1_000_003 for i in ints]), pa.timestamp("us", tz="UTC")),
+        "time64": pa.array(nulled([i * 1000 for i in ints]), pa.time64("us")),
+        "duration": pa.array(nulled([i for i in ints]), pa.duration("ms")),
+        "list": pa.array(nulled([[i, i + 1][: i % 3] for i in ints]), pa.list_(pa.int32())),
+        "large_list": pa.array(nulled([[w] * (i % 3) for i, w in enumerate(words)]), pa.large_list(pa.string())),
+        "fixed_list": pa.array(nulled([[i, -i] for i in ints]), pa.list_(pa.int16(), 2)),
+        "struct": pa.array(
+            nulled([{"a": i, "b": w} for i, w in enumerate(words)]),
+            pa.struct([("a", pa.int64()), ("b", pa.string())]),
+        ),
+        "map": pa.array(nulled([[(w, i)] for i, w in enumerate(words)]), pa.map_(pa.string(), pa.int64())),
+        "dict": pa.array(nulled(["red", "green", "blue"][i % 3] for i in ints)).dictionary_encode(),
+        "null": pa.nulls(rows),
+    }
+    return pa.table(columns)
+
+
+def comparable(table: pa.Table) -> pa.Table:
+    """The table with view columns cast to their plain types: pyarrow filters neither."""
+    plain = {pa.string_view(): pa.string(), pa.binary_view(): pa.binary()}
+    schema = pa.schema([f.with_type(plain.get(f.type, f.type)) for f in table.schema])
+    return table.cast(schema)
+
+
+def check_partitioned(table: pa.Table, parts, ids, n: int) -> None:
+    """`parts` holds exactly the rows `ids` sends to each destination, in input order, every
+    value and null intact: against pyarrow's own filter of the table."""
+    ids = ids.to_pylist() if isinstance(ids, pa.Array) else list(ids)
+    assert len(ids) == table.num_rows
+    assert len(parts) == n
+    assert all(0 <= i < n for i in ids)
+    assert sum(p.num_rows for p in parts) == table.num_rows
+    id_array = pa.array(ids, pa.uint32())
+    plain = comparable(table)
+    for p, part in enumerate(parts):
+        assert part.schema == table.schema
+        expected = plain.filter(pc.equal(id_array, p))
+        assert part.num_rows == expected.num_rows, f"destination {p}"
+        assert comparable(part).equals(expected), f"destination {p}'s rows differ"
+
+
+@pytest.mark.parametrize("scheme", ["hash", "spark", "round_robin", "range"])
+def test_every_type_lands_in_its_partition_once_in_order(scheme):
+    table = every_type_table()
+    by = None if scheme == "round_robin" else "k"
+    for n in [1, 3, 64]:
+        ids = partout.partition_ids(table, n, by=by, scheme=scheme)
+        assert ids.type == pa.uint32()
+        parts = partout.partition(table, n, by=by, scheme=scheme)
+        check_partitioned(table, parts, ids, n)
+
+
+def test_equal_keys_share_a_partition_across_batches():
+    keys = [i % 37 for i in range(5000)]
+    reader = pa.RecordBatchReader.from_batches(
+        pa.schema([("k", pa.int64())]),
+        [pa.record_batch([pa.array(keys[i : i + 700], pa.int64())], names=["k"]) for i in range(0, 5000, 700)],
+    )
+    ids = partout.partition_ids(reader, 16, by="k").to_pylist()
+    first = {}
+    for key, p in zip(keys, ids):
+        assert first.setdefault(key, p) == p, f"key {key} in partitions {first[key]} and {p}"
+    assert len(set(ids)) > 4, "37 keys all hashed into a few of 16 partitions"
+
+
+def test_round_robin_deals_rows_in_turn_across_batches():
+    table = pa.table({"v": list(range(100))})
+    ids = partout.partition_ids(table.to_reader(max_chunksize=7), 4, scheme="round_robin")
+    assert ids.to_pylist() == [i % 4 for i in range(100)]
+
+
+def test_range_ids_ascend_with_the_key():
+    keys = [(i * 7919) % 10_007 for i in range(3000)]
+    table = pa.table({"k": pa.array(keys, pa.int64())})
+    ids = partout.partition_ids(table, 8, by="k", scheme="range").to_pylist()
+    pairs = sorted(zip(keys, ids))
+    assert [p for _, p in pairs] == sorted(p for _, p in pairs)
+    assert len(set(ids)) == 8
+
+
+def test_spark_ids_are_sparks_own_bucket_ids():
+    types = {"int": pa.int32(), "bigint": pa.int64(), "string": pa.string()}
+    vectors = {name: ([], []) for name in types}
+    with SPARK_VECTORS.open(newline="") as f:
+        for row in csv.DictReader(f):
+            if row["type"] not in types:
+                continue
+            text = row["value_repr"]
+            if text == "null":
+                value = None
+            elif row["type"] == "string":
+                value = json.loads(text)
+            else:
+                value = int(text)
+            vectors[row["type"]][0].append(value)
+            vectors[row["type"]][1].append(int(row["pmod7"]))
+    for name, (values, buckets) in vectors.items():
+        assert len(values) >= 9, name
+        table = pa.table({"k": pa.array(values, types[name])})
+        ids = partout.partition_ids(table, 7, by="k", scheme="spark").to_pylist()
+        assert ids == buckets, f"Spark's pmod(hash(k), 7) for {name}"
+
+
+def test_sliced_empty_and_extreme_counts():
+    table = every_type_table(300)
+    sliced = table.slice(37, 150)
+    ids = partout.partition_ids(sliced, 5, by="k")
+    check_partitioned(sliced, partout.partition(sliced, 5, by="k"), ids, 5)
+    empty = table.slice(0, 0)
+    parts = partout.partition(empty, 4, by="k")
+    assert [p.num_rows for p in parts] == [0, 0, 0, 0]
+    assert all(p.schema == table.schema for p in parts)
+    assert partout.partition(empty, 4, by="k", as_dict=True) == {}
+    for n in [1, 2048]:
+        ids = partout.partition_ids(table, n, by="k")
+        check_partitioned(table, partout.partition(table, n, by="k"), ids, n)
+    as_dict = partout.partition(table, 2048, by="k", as_dict=True)
+    assert sum(t.num_rows for t in as_dict.values()) == table.num_rows
+    assert all(t.num_rows > 0 for t in as_dict.values())
+
+
+def test_batches_and_generator_backed_readers_are_read_batch_by_batch():
+    table = every_type_table(500)
+    expected = partout.partition_ids(table, 6, by="k").to_pylist()
+    batch = table.combine_chunks().to_batches()[0]
+    assert partout.partition_ids(batch, 6, by="k").to_pylist() == expected
+    produced = []
+
+    def batches():
+        for b in table.to_batches(max_chunksize=64):
+            produced.append(b.num_rows)
+            yield b
+
+    reader = pa.RecordBatchReader.from_batches(table.schema, batches())
+    parts = partout.partition(reader, 6, by="k")
+    assert sum(produced) == table.num_rows and len(produced) == 8
+    check_partitioned(table, parts, expected, 6)
+
+
+def test_polars_and_duckdb_inputs_partition_as_their_arrow_table():
+    import duckdb
+    import polars as pl
+
+    table = pa.table({"k": pa.array([i * 31 % 97 for i in range(2000)], pa.int64()), "v": pa.array(range(2000), pa.int64())})
+    expected = partout.partition_ids(table, 9, by="k").to_pylist()
+    frame = pl.from_arrow(table)
+    assert partout.partition_ids(frame, 9, by="k").to_pylist() == expected
+    parts = partout.partition(frame, 9, by="k")
+    check_partitioned(table, [pa.table(p) for p in parts], expected, 9)
+    relation = duckdb.connect().from_arrow(table)
+    assert sorted(partout.partition_ids(relation, 9, by="k").to_pylist()) == sorted(expected)
+    by_key = {}
+    for part_id, part in enumerate(partout.partition(relation, 9, by="k")):
+        for key in part.column("k").to_pylist():
+            by_key[key] = part_id
+    assert all(by_key[k] == p for k, p in zip(table.column("k").to_pylist(), expected))
+
+
+def test_errors_are_raised_by_kind():
+    table = pa.table({"k": [1, 2, 3], "l": pa.array([[1], [2], []], pa.list_(pa.int64()))})
+    with pytest.raises(partout.InvalidArgumentError, match="at least 1"):
+        partout.partition(table, 0, by="k")
+    with pytest.raises(partout.InvalidArgumentError, match="unknown scheme"):
+        partout.partition(table, 2, by="k", scheme="modulo")
+    with pytest.raises(partout.InvalidArgumentError, match="no key columns"):
+        partout.partition(table, 2, by="k", scheme="round_robin")
+    with pytest.raises(partout.InvalidArgumentError, match="needs key columns"):
+        partout.partition_ids(table, 2)
+    with pytest.raises(partout.SchemaMismatchError, match="no column \"x\""):
+        partout.partition(table, 2, by=["k", "x"])
+    with pytest.raises(partout.UnsupportedTypeError):
+        partout.partition(table, 2, by="l")
+    with pytest.raises(partout.InvalidArgumentError, match="no rows"):
+        partout.partition(table.slice(0, 0), 2, by="k", scheme="range")
+    # Every class is a PartoutError, and the standard error it stands for.
+    assert issubclass(partout.InvalidArgumentError, (partout.PartoutError, ValueError))
+    assert issubclass(partout.UnsupportedTypeError, TypeError)
+    assert issubclass(partout.PartoutIOError, OSError)
+    with pytest.raises(partout.InvalidArgumentError, match="Arrow PyCapsule"):
+        partout.partition([1, 2, 3], 2, by="k")
