@@ -226,3 +226,94 @@ def test_errors_are_raised_by_kind():
     assert issubclass(partout.PartoutIOError, OSError)
     with pytest.raises(partout.InvalidArgumentError, match="Arrow PyCapsule"):
         partout.partition([1, 2, 3], 2, by="k")
+
+
+def lineitem_like(rows: int) -> pa.Table:
+    return pa.table(
+        {
+            "k": pa.array([(i * 2654435761) % 100_003 for i in range(rows)], pa.int64()),
+            "v": pa.array([f"value {i}" for i in range(rows)], pa.string()),
+            "x": pa.array([i / 3 for i in range(rows)], pa.float64()),
+        }
+    )
+
+
+@pytest.mark.parametrize("fmt,layout", [("parquet", "files"), ("ipc", "files"), ("ipc", "shuffle"), ("presto", "files")])
+def test_repartition_round_trips_and_returns_its_manifest(tmp_path, fmt, layout):
+    import pyarrow.parquet as pq
+
+    table = lineitem_like(20_000)
+    source = tmp_path / "in.parquet"
+    pq.write_table(table, source, row_group_size=3000)
+    out = tmp_path / "out"
+    manifest = partout.repartition(source, out, 5, by="k", format=fmt, layout=layout, threads=2, memory_limit="8MiB")
+    assert manifest["input_rows"] == table.num_rows
+    assert manifest == json.loads((out / "_manifest.json").read_text())
+    expected = partout.partition_ids(table, 5, by="k").to_pylist()
+    counts = [expected.count(p) for p in range(5)]
+    got = []
+    for p in range(5):
+        if layout == "shuffle":
+            part = partout.read(out, destination=p)
+        elif fmt == "parquet":
+            part = pq.read_table(out / f"part-{p:05}.parquet")
+        elif fmt == "ipc":
+            part = partout.read(out / f"part-{p:05}.arrows")
+        else:
+            path = out / f"part-{p:05}.presto"
+            part = partout.read(path, schema=table.schema) if path.exists() else table.slice(0, 0)
+        assert part.num_rows == counts[p], f"destination {p}"
+        assert set(partout.partition_ids(part, 5, by="k").to_pylist()) <= {p}
+        got.extend(part.column("v").to_pylist())
+    assert sorted(got) == sorted(table.column("v").to_pylist())
+    with pytest.raises(partout.PartoutIOError, match="not empty|exists"):
+        partout.repartition(source, out, 5, by="k", format=fmt, layout=layout)
+    again = partout.repartition([source], out, 5, by="k", format=fmt, layout=layout, overwrite=True)
+    assert again["input_rows"] == table.num_rows
+
+
+def test_a_keyboard_interrupt_stops_repartition_and_leaves_no_output(tmp_path):
+    import signal
+
+    import pyarrow.parquet as pq
+
+    source = tmp_path / "in.parquet"
+    pq.write_table(lineitem_like(600_000), source, row_group_size=20_000)
+    out = tmp_path / "out"
+
+    def interrupt(*_):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    signal.setitimer(signal.ITIMER_REAL, 0.2)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            # Thousands of Parquet files on one thread: seconds, past the alarm.
+            partout.repartition(source, out, 3000, by="k", threads=1, memory_limit="64MiB")
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert not out.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.parquet"], "the run left files behind"
+
+
+def test_file_errors_are_raised_by_kind(tmp_path):
+    bogus = tmp_path / "bogus.parquet"
+    bogus.write_bytes(b"PAR1 this is not a parquet file PAR1")
+    with pytest.raises(partout.CorruptInputError, match="bogus.parquet"):
+        partout.repartition(bogus, tmp_path / "out", 2, by="k")
+    with pytest.raises(partout.PartoutIOError):
+        partout.repartition(tmp_path / "missing.parquet", tmp_path / "out", 2, by="k")
+    with pytest.raises(partout.InvalidArgumentError, match="format"):
+        partout.repartition(bogus, tmp_path / "out", 2, by="k", format="csv")
+    stream = tmp_path / "damaged.arrows"
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, lineitem_like(10).schema) as writer:
+        writer.write_table(lineitem_like(10))
+    stream.write_bytes(sink.getvalue().to_pybytes()[:-40])
+    with pytest.raises(partout.CorruptInputError, match="damaged.arrows"):
+        partout.read(stream)
+    with pytest.raises(partout.PartoutIOError):
+        partout.read(tmp_path / "nothing.arrows")
+    with pytest.raises(partout.CorruptInputError):
+        partout.read(stream, schema=lineitem_like(1).schema)

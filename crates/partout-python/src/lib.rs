@@ -18,11 +18,19 @@ use arrow_array::{RecordBatch, RecordBatchReader, UInt32Array};
 use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef};
 use partout_core::ids::{PartitionIds, Partitioning, RangeBounds};
 use partout_core::{Partitioner, PartoutError};
+use partout_format::ipc::decode_stream;
+use partout_format::presto::decode_pages;
+use partout_io::{IoError, read_shuffle_index};
+use partout_job::{Job, JobError, JobOptions, Progress, parse_bytes};
 use pyo3::prelude::*;
 use pyo3::types::PyString;
 use pyo3_arrow::input::AnyRecordBatch;
-use pyo3_arrow::{PyArray, PyTable};
+use pyo3_arrow::{PyArray, PySchema, PyTable};
+use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::RecvTimeoutError;
+use std::time::Duration;
 
 /// What can go wrong, by the kind of `partout.errors` class it is raised as.
 #[derive(Debug)]
@@ -33,8 +41,12 @@ enum Error {
     UnsupportedType(String),
     /// Data whose schema does not fit the call (a missing key, batches of two schemas).
     SchemaMismatch(String),
-    /// The input could not be read.
+    /// The input could not be read, or the job failed otherwise.
     Input(String),
+    /// Bytes that are not what they claim to be.
+    Corrupt(String),
+    /// A file could not be read or written.
+    Io(String),
 }
 
 impl From<PartoutError> for Error {
@@ -61,6 +73,8 @@ impl Error {
             Error::UnsupportedType(m) => ("UnsupportedTypeError", m),
             Error::SchemaMismatch(m) => ("SchemaMismatchError", m),
             Error::Input(m) => ("PartoutError", m),
+            Error::Corrupt(m) => ("CorruptInputError", m),
+            Error::Io(m) => ("PartoutIOError", m),
         };
         match py
             .import("partout.errors")
@@ -287,11 +301,239 @@ fn partition_ids<'py>(
         .call1((array.into_pyobject(py)?,))
 }
 
+/// The Python exception for a failed job, by kind.
+fn job_error(error: JobError) -> Error {
+    let message = error.to_string();
+    match error {
+        JobError::InvalidOption(_) => Error::InvalidArgument(message),
+        JobError::OutputNotEmpty(_) | JobError::Io { .. } => Error::Io(message),
+        JobError::Input(IoError::File { cause, .. }) => {
+            if cause.is_some_and(|c| c.downcast_ref::<std::io::Error>().is_some()) {
+                Error::Io(message)
+            } else {
+                Error::Corrupt(message)
+            }
+        }
+        JobError::Input(IoError::Inputs(_)) => Error::SchemaMismatch(message),
+        _ => Error::Input(message),
+    }
+}
+
+/// Cancels a running job when asked.
+struct Cancel(Arc<AtomicBool>);
+
+impl Progress for Cancel {
+    fn cancelled(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// repartition(inputs, output, n, *, by=None, scheme="hash", format="parquet",
+/// compression=None, layout="files", threads=None, memory_limit=None, overwrite=False) -> dict
+///
+/// The `partout repartition` job: every Parquet, Arrow IPC and CSV file of `inputs` into `n`
+/// destinations under `output`. Returns the manifest. The GIL is released while it runs;
+/// Ctrl-C (or any signal handler raising) cancels it, and it leaves no output.
+#[pyfunction]
+#[pyo3(signature = (inputs, output, n, *, by=None, scheme="hash", format="parquet",
+    compression=None, layout="files", threads=None, memory_limit=None, overwrite=false))]
+#[allow(clippy::too_many_arguments)]
+fn repartition<'py>(
+    py: Python<'py>,
+    inputs: &Bound<'py, PyAny>,
+    output: PathBuf,
+    n: u32,
+    by: Option<&Bound<'py, PyAny>>,
+    scheme: &str,
+    format: &str,
+    compression: Option<&str>,
+    layout: &str,
+    threads: Option<usize>,
+    memory_limit: Option<&Bound<'py, PyAny>>,
+    overwrite: bool,
+) -> PyResult<Bound<'py, PyAny>> {
+    let inputs: Vec<PathBuf> = match inputs.extract::<PathBuf>() {
+        Ok(one) => vec![one],
+        Err(_) => inputs.extract()?,
+    };
+    let keys = key_names(by)?;
+    let memory_limit: Option<u64> = match memory_limit {
+        None => None,
+        Some(limit) => Some(match limit.extract::<u64>() {
+            Ok(bytes) => bytes,
+            Err(_) => {
+                let text: String = limit.extract()?;
+                parse_bytes(&text).map_err(|e| Error::InvalidArgument(e).into_py(py))?
+            }
+        }),
+    };
+    let options = || -> Result<JobOptions> {
+        let parse = |what: &str, text: &str, err: String| {
+            Error::InvalidArgument(format!("{what} {text:?}: {err}"))
+        };
+        let scheme = match scheme {
+            "round_robin" => "round-robin",
+            other => other,
+        };
+        let mut options = JobOptions::new(inputs, output, n)
+            .with_keys(keys)
+            .with_scheme(scheme.parse().map_err(|e| parse("scheme", scheme, e))?)
+            .with_format(format.parse().map_err(|e| parse("format", format, e))?)
+            .with_layout(layout.parse().map_err(|e| parse("layout", layout, e))?)
+            .with_overwrite(overwrite);
+        if let Some(text) = compression {
+            options =
+                options.with_compression(text.parse().map_err(|e| parse("compression", text, e))?);
+        }
+        if let Some(threads) = threads {
+            options = options.with_threads(threads);
+        }
+        if let Some(bytes) = memory_limit {
+            options = options.with_memory_limit(bytes);
+        }
+        Ok(options)
+    };
+    let options = options().map_err(|e| e.into_py(py))?;
+    let cancel = Arc::new(AtomicBool::new(false));
+    let (done, result) = std::sync::mpsc::channel();
+    let job = {
+        let cancel = Cancel(cancel.clone());
+        std::thread::spawn(move || {
+            let report = Job::try_new(options).and_then(|job| job.run(&cancel));
+            let _ = done.send(report);
+        })
+    };
+    // Wait without the GIL, taking it back now and then to run Python's signal handlers.
+    // (The receiver moves into each wait and back: it is not `Sync`.)
+    let mut result = result;
+    let report = loop {
+        let (back, waited) = py.detach(move || {
+            let waited = result.recv_timeout(Duration::from_millis(50));
+            (result, waited)
+        });
+        result = back;
+        match waited {
+            Ok(report) => break report,
+            Err(RecvTimeoutError::Timeout) => {
+                if let Err(interrupt) = py.check_signals() {
+                    cancel.store(true, Ordering::Relaxed);
+                    // The job stops at its next check and removes what it wrote.
+                    py.detach(move || {
+                        let _ = result.recv();
+                        let _ = job.join();
+                    });
+                    return Err(interrupt);
+                }
+            }
+            Err(RecvTimeoutError::Disconnected) => {
+                return Err(
+                    Error::Input("the job's thread ended without a result".into()).into_py(py),
+                );
+            }
+        }
+    };
+    let _ = job.join();
+    let report = report.map_err(|e| job_error(e).into_py(py))?;
+    let json = serde_json::to_string(&report.manifest)
+        .map_err(|e| Error::Input(format!("the manifest: {e}")).into_py(py))?;
+    py.import("json")?.getattr("loads")?.call1((json,))
+}
+
+/// read(path, *, schema=None, destination=None) -> pyarrow.Table
+///
+/// One of partout's outputs as a table: an Arrow IPC stream file; a file of Presto pages, given
+/// the `schema` they were written with; or, given `destination`, that destination's rows of a
+/// shuffle layout directory (every worker's ranges of it, read through the indexes).
+#[pyfunction]
+#[pyo3(signature = (path, *, schema=None, destination=None))]
+fn read<'py>(
+    py: Python<'py>,
+    path: PathBuf,
+    schema: Option<PySchema>,
+    destination: Option<u32>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let schema = schema.map(|s| s.into_inner());
+    let run = || -> Result<(SchemaRef, Vec<RecordBatch>)> {
+        let streams = match destination {
+            None => vec![std::fs::read(&path).map_err(|e| io(&path, e))?],
+            Some(p) => shuffle_pieces(&path, p)?,
+        };
+        let mut found: Option<SchemaRef> = schema.clone();
+        let mut batches = Vec::new();
+        for bytes in streams {
+            let decoded = match &schema {
+                Some(schema) => decode_pages(&bytes, schema),
+                None => decode_stream(&bytes).map(|(schema, batches)| {
+                    found.get_or_insert(schema);
+                    batches
+                }),
+            };
+            batches
+                .extend(decoded.map_err(|e| Error::Corrupt(format!("{}: {e}", path.display())))?);
+        }
+        let schema = found.ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "{}: destination {} has no rows and no stream to take a schema from",
+                path.display(),
+                destination.unwrap_or(0)
+            ))
+        })?;
+        Ok((schema, batches))
+    };
+    let (schema, batches) = py.detach(run).map_err(|e| e.into_py(py))?;
+    PyTable::try_new(batches, schema)?.into_pyarrow(py)
+}
+
+fn io(path: &std::path::Path, e: std::io::Error) -> Error {
+    Error::Io(format!("{}: {e}", path.display()))
+}
+
+/// Destination `p`'s bytes in a shuffle layout directory: per worker (`shuffle-*.index`), its
+/// ranges of `p` concatenated (one stream each).
+fn shuffle_pieces(dir: &std::path::Path, p: u32) -> Result<Vec<Vec<u8>>> {
+    let mut indexes: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| io(dir, e))?
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|path| path.extension().is_some_and(|e| e == "index"))
+        .collect();
+    indexes.sort();
+    if indexes.is_empty() {
+        return Err(Error::InvalidArgument(format!(
+            "{}: no shuffle index (shuffle-*.index) to read destination {p} from",
+            dir.display()
+        )));
+    }
+    let mut pieces = Vec::new();
+    for index in indexes {
+        let data_path = index.with_extension("data");
+        let data = std::fs::read(&data_path).map_err(|e| io(&data_path, e))?;
+        let (destinations, ranges) = read_shuffle_index(&index, data.len() as u64)
+            .map_err(|e| Error::Corrupt(e.to_string()))?;
+        if p >= destinations {
+            return Err(Error::InvalidArgument(format!(
+                "destination {p} of a shuffle of {destinations} destinations"
+            )));
+        }
+        let mut bytes = Vec::new();
+        for range in ranges.iter().filter(|r| r.destination == p) {
+            bytes.extend_from_slice(
+                &data[range.offset as usize..(range.offset + range.len) as usize],
+            );
+        }
+        if !bytes.is_empty() {
+            pieces.push(bytes);
+        }
+    }
+    Ok(pieces)
+}
+
 /// The native module: `partout._partout`.
 #[pymodule]
 fn _partout(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(partition, module)?)?;
     module.add_function(wrap_pyfunction!(partition_ids, module)?)?;
+    module.add_function(wrap_pyfunction!(repartition, module)?)?;
+    module.add_function(wrap_pyfunction!(read, module)?)?;
     module.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

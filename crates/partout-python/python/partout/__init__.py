@@ -14,6 +14,7 @@ never collected first, and the GIL is released while partout works.
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any, Literal, Sequence, overload
 
 from . import _partout, errors
@@ -88,4 +89,57 @@ def partition_ids(
     return _partout.partition_ids(data, n, by=by, scheme=scheme)
 
 
-__all__ = ["partition", "partition_ids", *errors.__all__]
+def repartition(
+    inputs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+    output: str | os.PathLike[str],
+    n: int,
+    *,
+    by: str | Sequence[str] | None = None,
+    scheme: Scheme = "hash",
+    format: Literal["parquet", "ipc", "presto"] = "parquet",
+    compression: Literal["none", "snappy", "lz4", "zstd"] | None = None,
+    layout: Literal["files", "shuffle"] = "files",
+    threads: int | None = None,
+    memory_limit: int | str | None = None,
+    overwrite: bool = False,
+) -> dict[str, Any]:
+    """The ``partout repartition`` job: every Parquet, Arrow IPC and CSV file of ``inputs``
+    (files or directories) into ``n`` destinations under ``output``, in parallel, within
+    ``memory_limit`` (bytes, or a size such as ``"256MiB"``; default 256 MiB).
+
+    ``format``: Parquet files (Snappy unless ``compression`` says otherwise), Arrow IPC
+    streams or Presto pages; ``layout="shuffle"`` writes one data file and index per worker
+    instead of a file per destination (IPC and Presto). Returns the manifest
+    (``_manifest.json``) as a dict. The GIL is released while it runs; Ctrl-C stops it and
+    leaves no output (the output is written in a hidden directory renamed into place at the
+    end).
+    """
+    return _partout.repartition(
+        inputs,
+        output,
+        n,
+        by=by,
+        scheme=scheme,
+        format=format,
+        compression=compression,
+        layout=layout,
+        threads=threads,
+        memory_limit=memory_limit,
+        overwrite=overwrite,
+    )
+
+
+def read(
+    path: str | os.PathLike[str],
+    *,
+    schema: Any = None,
+    destination: int | None = None,
+) -> pyarrow.Table:
+    """One of partout's outputs as a table: an Arrow IPC stream file (``.arrows``); a file of
+    Presto pages (``.presto``) given the ``schema`` it was written with (anything exporting
+    ``__arrow_c_schema__``, such as a ``pyarrow.Schema``); or, given ``destination``, that
+    destination's rows of a ``layout="shuffle"`` output directory."""
+    return _partout.read(path, schema=schema, destination=destination)
+
+
+__all__ = ["partition", "partition_ids", "repartition", "read", *errors.__all__]

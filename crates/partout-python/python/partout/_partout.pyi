@@ -1,3 +1,4 @@
+import os
 from typing import Any, Sequence
 
 import pyarrow
@@ -10,3 +11,20 @@ def partition(
 def partition_ids(
     data: Any, n: int, *, by: str | Sequence[str] | None = None, scheme: str = "hash"
 ) -> pyarrow.UInt32Array: ...
+def repartition(
+    inputs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+    output: str | os.PathLike[str],
+    n: int,
+    *,
+    by: str | Sequence[str] | None = None,
+    scheme: str = "hash",
+    format: str = "parquet",
+    compression: str | None = None,
+    layout: str = "files",
+    threads: int | None = None,
+    memory_limit: int | str | None = None,
+    overwrite: bool = False,
+) -> dict[str, Any]: ...
+def read(
+    path: str | os.PathLike[str], *, schema: Any = None, destination: int | None = None
+) -> pyarrow.Table: ...
