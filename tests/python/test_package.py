@@ -317,3 +317,59 @@ def test_file_errors_are_raised_by_kind(tmp_path):
         partout.read(tmp_path / "nothing.arrows")
     with pytest.raises(partout.CorruptInputError):
         partout.read(stream, schema=lineitem_like(1).schema)
+
+
+@pytest.mark.parametrize("compression", ["none", "lz4", "zstd"])
+def test_the_writer_gives_each_destination_its_stream(compression):
+    table = lineitem_like(30_000)
+    ids = partout.partition_ids(table, 7, by="k").to_pylist()
+    writer = partout.PartitionedWriter(table.schema, 7, by="k", compression=compression, target_bytes=16_384)
+    for batch in table.to_batches(max_chunksize=4096):
+        writer.write(batch)
+    writer.write(table.slice(0, 0))
+    assert writer.rows == table.num_rows
+    outputs = writer.finish()
+    assert len(outputs) == 7
+    for p, stream in enumerate(outputs):
+        with pa.ipc.open_stream(stream) as reader:
+            got = reader.read_all()
+        expected = table.filter(pc.equal(pa.array(ids, pa.uint32()), p))
+        assert got.equals(expected), f"destination {p}"
+    with pytest.raises(partout.InvalidArgumentError, match="finished"):
+        writer.write(table)
+
+
+def test_the_writer_into_a_directory_as_a_context_manager(tmp_path):
+    table = lineitem_like(5_000)
+    with partout.PartitionedWriter(table.schema, 4, scheme="round_robin", format="presto",
+                                   compression="lz4", directory=tmp_path / "out") as writer:
+        writer.write(table.to_reader(max_chunksize=999))
+    assert writer.outputs is None
+    files = sorted((tmp_path / "out").iterdir())
+    assert [f.name for f in files] == [f"part-{p:05}.presto" for p in range(4)]
+    rows = [partout.read(f, schema=table.schema) for f in files]
+    assert [t.num_rows for t in rows] == [1250] * 4
+    assert rows[1].column("v").to_pylist()[:2] == ["value 1", "value 5"]
+    # An exception inside the block leaves no files behind.
+    with pytest.raises(RuntimeError):
+        with partout.PartitionedWriter(table.schema, 4, by="k", directory=tmp_path / "failed") as writer:
+            writer.write(table)
+            raise RuntimeError("stop")
+    assert list((tmp_path / "failed").iterdir()) == []
+
+
+def test_writer_errors_are_raised_by_kind():
+    table = lineitem_like(10)
+    with pytest.raises(partout.InvalidArgumentError, match="range"):
+        partout.PartitionedWriter(table.schema, 3, by="k", scheme="range")
+    with pytest.raises(partout.InvalidArgumentError, match="ZSTD"):
+        partout.PartitionedWriter(table.schema, 3, by="k", format="presto", compression="zstd")
+    with pytest.raises(partout.UnsupportedTypeError):
+        partout.PartitionedWriter(pa.schema([("u", pa.uint64())]), 3, scheme="round_robin", format="presto")
+    with pytest.raises(partout.SchemaMismatchError):
+        partout.PartitionedWriter(table.schema, 3, by="nope")
+    writer = partout.PartitionedWriter(table.schema, 3, by="k")
+    with pytest.raises(partout.SchemaMismatchError):
+        writer.write(pa.table({"k": [1, 2]}))
+    with pytest.raises(partout.InvalidArgumentError, match="at least 1"):
+        partout.PartitionedWriter(table.schema, 0, by="k")

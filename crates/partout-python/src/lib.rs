@@ -18,12 +18,17 @@ use arrow_array::{RecordBatch, RecordBatchReader, UInt32Array};
 use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef};
 use partout_core::ids::{PartitionIds, Partitioning, RangeBounds};
 use partout_core::{Partitioner, PartoutError};
-use partout_format::ipc::decode_stream;
+use partout_exchange::{
+    Encoded, FileSink, MemorySink, PartitionedWriter as ExchangeWriter, Sink, WriterError,
+    WriterOptions,
+};
+use partout_format::ipc::{Compression, decode_stream};
 use partout_format::presto::decode_pages;
+use partout_format::{Encoding, FormatError, OutputFormat};
 use partout_io::{IoError, read_shuffle_index};
 use partout_job::{Job, JobError, JobOptions, Progress, parse_bytes};
 use pyo3::prelude::*;
-use pyo3::types::PyString;
+use pyo3::types::{PyBytes, PyString};
 use pyo3_arrow::input::AnyRecordBatch;
 use pyo3_arrow::{PyArray, PySchema, PyTable};
 use std::path::PathBuf;
@@ -527,6 +532,215 @@ fn shuffle_pieces(dir: &std::path::Path, p: u32) -> Result<Vec<Vec<u8>>> {
     Ok(pieces)
 }
 
+/// The Python exception for a writer's error, by kind.
+fn writer_error(error: WriterError) -> Error {
+    match error {
+        WriterError::Partition(e) => Error::from(e),
+        WriterError::InvalidOption(_) | WriterError::NoSuchDestination { .. } => {
+            Error::InvalidArgument(error.to_string())
+        }
+        WriterError::Encode(FormatError::InvalidArgument(_)) => {
+            Error::UnsupportedType(error.to_string())
+        }
+        WriterError::Sink { .. } => Error::Io(error.to_string()),
+        other => Error::Input(other.to_string()),
+    }
+}
+
+/// Where a Python writer's bytes go: kept in memory, or one file per destination.
+#[derive(Debug)]
+enum Output {
+    Memory(MemorySink),
+    Files(FileSink),
+}
+
+impl Sink for Output {
+    fn write(&mut self, destination: usize, bytes: &[u8]) -> std::io::Result<()> {
+        match self {
+            Output::Memory(sink) => sink.write(destination, bytes),
+            Output::Files(sink) => sink.write(destination, bytes),
+        }
+    }
+
+    fn write_parts(
+        &mut self,
+        destination: usize,
+        parts: &[arrow_buffer::Buffer],
+    ) -> std::io::Result<()> {
+        match self {
+            Output::Memory(sink) => sink.write_parts(destination, parts),
+            Output::Files(sink) => sink.write_parts(destination, parts),
+        }
+    }
+
+    fn finish(&mut self) -> std::io::Result<()> {
+        match self {
+            Output::Memory(sink) => sink.finish(),
+            Output::Files(sink) => sink.finish(),
+        }
+    }
+}
+
+/// PartitionedWriter(schema, n, *, by=None, scheme="hash", format="ipc", compression=None,
+/// memory_limit=None, target_bytes=None, directory=None)
+///
+/// partout's partitioned writer: batches written to it are partitioned by `scheme` and each
+/// destination's rows buffered and flushed, as an Arrow IPC stream or Presto pages, within
+/// `memory_limit` bytes. `finish()` gives each destination's bytes, or, with `directory`,
+/// writes one file per destination there (`part-00000.arrows` or `.presto`, renamed into
+/// place only when finished).
+#[pyclass(module = "partout._partout")]
+struct PartitionedWriter {
+    writer: Option<ExchangeWriter<Encoded<Output>>>,
+    directory: bool,
+}
+
+#[pymethods]
+impl PartitionedWriter {
+    #[new]
+    #[pyo3(signature = (schema, n, *, by=None, scheme="hash", format="ipc", compression=None,
+        memory_limit=None, target_bytes=None, directory=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        schema: PySchema,
+        n: u32,
+        by: Option<&Bound<'_, PyAny>>,
+        scheme: &str,
+        format: &str,
+        compression: Option<&str>,
+        memory_limit: Option<usize>,
+        target_bytes: Option<usize>,
+        directory: Option<PathBuf>,
+    ) -> PyResult<Self> {
+        let schema = schema.into_inner();
+        let by = key_names(by)?;
+        let make = || -> Result<Self> {
+            let scheme = Scheme::parse(scheme)?;
+            if scheme == Scheme::Range {
+                return Err(Error::InvalidArgument(
+                    "a writer cannot sample range split points before its data: use \
+                     partition or repartition for range partitioning"
+                        .into(),
+                ));
+            }
+            let keys = key_columns(&schema, &by, scheme)?;
+            let partitioning = partitioning(scheme, keys, n.max(1), None)?;
+            let compression = match compression.unwrap_or("none") {
+                "none" => Compression::None,
+                "lz4" => Compression::Lz4Frame,
+                "zstd" => Compression::Zstd,
+                other => {
+                    return Err(Error::InvalidArgument(format!(
+                        "unknown compression {other:?}: expected \"none\", \"lz4\" or \"zstd\""
+                    )));
+                }
+            };
+            let (encoding, extension) = match format {
+                "ipc" => (Encoding::ipc(compression), "arrows"),
+                "presto" => (
+                    Encoding::try_new(OutputFormat::Presto, compression)
+                        .map_err(|e| Error::InvalidArgument(e.to_string()))?,
+                    "presto",
+                ),
+                other => {
+                    return Err(Error::InvalidArgument(format!(
+                        "unknown format {other:?}: expected \"ipc\" or \"presto\""
+                    )));
+                }
+            };
+            let mut options = WriterOptions::default();
+            if let Some(bytes) = memory_limit {
+                options = options.with_memory_limit(bytes);
+            }
+            if let Some(bytes) = target_bytes {
+                options = options.with_target_bytes(bytes);
+            }
+            if n == 0 {
+                return Err(Error::InvalidArgument(
+                    "the partition count must be at least 1, got 0".into(),
+                ));
+            }
+            let output = match &directory {
+                None => Output::Memory(MemorySink::new(n as usize)),
+                Some(dir) => Output::Files(
+                    FileSink::try_new(dir, extension, n as usize).map_err(|e| io(dir, e))?,
+                ),
+            };
+            let writer = ExchangeWriter::try_new(schema, partitioning, options, encoding, output)
+                .map_err(writer_error)?;
+            Ok(Self {
+                writer: Some(writer),
+                directory: directory.is_some(),
+            })
+        };
+        make().map_err(|e| e.into_py(py))
+    }
+
+    /// Partitions and buffers every batch of `data` (anything exporting the Arrow PyCapsule
+    /// interface, of the writer's schema), flushing destinations as they fill.
+    fn write(&mut self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<()> {
+        let data = arrow_data(py, data)?;
+        let Some(writer) = self.writer.as_mut() else {
+            return Err(Error::InvalidArgument("the writer is finished".into()).into_py(py));
+        };
+        let reader = data.into_reader()?;
+        py.detach(|| -> Result<()> {
+            for batch in reader {
+                let batch = batch?;
+                if batch.schema_ref().fields() != writer.schema().fields() {
+                    return Err(Error::SchemaMismatch(format!(
+                        "a batch of schema {} for a writer of {}",
+                        batch.schema(),
+                        writer.schema()
+                    )));
+                }
+                writer.append(&batch).map_err(writer_error)?;
+            }
+            Ok(())
+        })
+        .map_err(|e| e.into_py(py))
+    }
+
+    /// Flushes every destination and ends its output. Returns each destination's bytes (a
+    /// list of `bytes`, one per destination), or, for a writer into a directory, `None` once
+    /// the files are in place.
+    fn finish<'py>(&mut self, py: Python<'py>) -> PyResult<Option<Vec<Bound<'py, PyBytes>>>> {
+        let Some(writer) = self.writer.take() else {
+            return Err(Error::InvalidArgument("the writer is finished".into()).into_py(py));
+        };
+        let (output, _) = py
+            .detach(|| writer.finish())
+            .map_err(|e| writer_error(e).into_py(py))?;
+        Ok(match output {
+            Output::Memory(sink) => Some(
+                sink.into_outputs()
+                    .iter()
+                    .map(|bytes| PyBytes::new(py, bytes))
+                    .collect(),
+            ),
+            Output::Files(_) => None,
+        })
+    }
+
+    /// Rows written so far.
+    #[getter]
+    fn rows(&self) -> u64 {
+        self.writer.as_ref().map_or(0, |w| w.metrics().rows_in)
+    }
+
+    /// Whether the writer writes files into a directory.
+    #[getter]
+    fn writes_files(&self) -> bool {
+        self.directory
+    }
+
+    /// Drops what is unfinished: a writer into a directory leaves no files behind.
+    fn abort(&mut self) {
+        self.writer = None;
+    }
+}
+
 /// The native module: `partout._partout`.
 #[pymodule]
 fn _partout(module: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -534,6 +748,7 @@ fn _partout(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(partition_ids, module)?)?;
     module.add_function(wrap_pyfunction!(repartition, module)?)?;
     module.add_function(wrap_pyfunction!(read, module)?)?;
+    module.add_class::<PartitionedWriter>()?;
     module.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

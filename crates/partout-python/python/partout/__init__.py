@@ -142,4 +142,76 @@ def read(
     return _partout.read(path, schema=schema, destination=destination)
 
 
-__all__ = ["partition", "partition_ids", "repartition", "read", *errors.__all__]
+class PartitionedWriter:
+    """partout's partitioned writer: batches written to it are partitioned by ``scheme``
+    (``"hash"``, ``"spark"`` or ``"round_robin"``) and each destination's rows buffered and
+    flushed as an Arrow IPC stream (``format="ipc"``, compression ``"none"``, ``"lz4"`` or
+    ``"zstd"``) or as Presto pages (``format="presto"``, ``"none"`` or ``"lz4"``), within
+    ``memory_limit`` bytes (default 64 MiB), each flush about ``target_bytes``.
+
+    ``finish()`` returns each destination's bytes, a list of ``n`` ``bytes``; with
+    ``directory``, it writes ``part-00000.arrows`` (or ``.presto``) ... there instead, renamed
+    into place only when finished, and returns ``None``. As a context manager it finishes on
+    a clean exit (the bytes are then in ``outputs``) and, on an exception, leaves no files.
+    """
+
+    def __init__(
+        self,
+        schema: Any,
+        n: int,
+        *,
+        by: str | Sequence[str] | None = None,
+        scheme: Literal["hash", "spark", "round_robin"] = "hash",
+        format: Literal["ipc", "presto"] = "ipc",
+        compression: Literal["none", "lz4", "zstd"] | None = None,
+        memory_limit: int | None = None,
+        target_bytes: int | None = None,
+        directory: str | os.PathLike[str] | None = None,
+    ) -> None:
+        self._writer = _partout.PartitionedWriter(
+            schema,
+            n,
+            by=by,
+            scheme=scheme,
+            format=format,
+            compression=compression,
+            memory_limit=memory_limit,
+            target_bytes=target_bytes,
+            directory=directory,
+        )
+        self.outputs: list[bytes] | None = None
+
+    def write(self, data: Any) -> None:
+        """Partitions every batch of ``data`` (anything exporting the Arrow PyCapsule
+        interface, of the writer's schema) into the destinations' buffers."""
+        self._writer.write(data)
+
+    def finish(self) -> list[bytes] | None:
+        """Flushes and ends every destination's output: their bytes, or ``None`` for a
+        writer into a directory (its files are then in place)."""
+        self.outputs = self._writer.finish()
+        return self.outputs
+
+    @property
+    def rows(self) -> int:
+        """Rows written so far."""
+        return self._writer.rows
+
+    def __enter__(self) -> PartitionedWriter:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is None:
+            self.finish()
+        else:
+            self._writer.abort()
+
+
+__all__ = [
+    "partition",
+    "partition_ids",
+    "repartition",
+    "read",
+    "PartitionedWriter",
+    *errors.__all__,
+]

@@ -28,3 +28,25 @@ def repartition(
 def read(
     path: str | os.PathLike[str], *, schema: Any = None, destination: int | None = None
 ) -> pyarrow.Table: ...
+
+class PartitionedWriter:
+    def __init__(
+        self,
+        schema: Any,
+        n: int,
+        *,
+        by: str | Sequence[str] | None = None,
+        scheme: str = "hash",
+        format: str = "ipc",
+        compression: str | None = None,
+        memory_limit: int | None = None,
+        target_bytes: int | None = None,
+        directory: str | os.PathLike[str] | None = None,
+    ) -> None: ...
+    def write(self, data: Any) -> None: ...
+    def finish(self) -> list[bytes] | None: ...
+    @property
+    def rows(self) -> int: ...
+    @property
+    def writes_files(self) -> bool: ...
+    def abort(self) -> None: ...
