@@ -373,3 +373,24 @@ def test_writer_errors_are_raised_by_kind():
         writer.write(pa.table({"k": [1, 2]}))
     with pytest.raises(partout.InvalidArgumentError, match="at least 1"):
         partout.PartitionedWriter(table.schema, 0, by="k")
+
+
+def test_a_gibibyte_table_is_partitioned_without_copying_the_input():
+    """The input is read through the C data interface, not copied: partitioning a 1 GiB table
+    raises the process's peak memory by about one copy of it (the partitioned output), not
+    two."""
+    import resource
+
+    rows = 1 << 27  # 1 GiB of int64 values, resident (filled, not lazily zeroed)
+    values = pa.py_buffer(bytearray(b"\x07") * (8 * rows))
+    keys = pa.Int64Array.from_buffers(pa.int64(), rows, [None, values])
+    # In chunks of 1Mi rows, as tables come: each batch's ids and plan are small.
+    table = pa.table({"k": pa.chunked_array([keys.slice(i, 1 << 20) for i in range(0, rows, 1 << 20)])})
+    assert table.nbytes == 1 << 30
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    parts = partout.partition(table, 4, by="k")
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    assert sum(p.num_rows for p in parts) == rows
+    grew = peak - before
+    assert grew < 1.5 * (1 << 30), f"peak memory grew by {grew / 2**30:.2f} GiB for a 1 GiB input"
+    del parts
