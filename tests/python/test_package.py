@@ -246,9 +246,15 @@ def test_repartition_round_trips_and_returns_its_manifest(tmp_path, fmt, layout)
     source = tmp_path / "in.parquet"
     pq.write_table(table, source, row_group_size=3000)
     out = tmp_path / "out"
-    manifest = partout.repartition(source, out, 5, by="k", format=fmt, layout=layout, threads=2, memory_limit="8MiB")
+    calls = []
+    manifest = partout.repartition(
+        source, out, 5, by="k", format=fmt, layout=layout, threads=2, memory_limit="8MiB",
+        progress=lambda done, total: calls.append((done, total)),
+    )
     assert manifest["input_rows"] == table.num_rows
     assert manifest == json.loads((out / "_manifest.json").read_text())
+    assert calls and calls[-1] == (table.num_rows, table.num_rows), calls[-3:]
+    assert all(a[0] <= b[0] for a, b in zip(calls, calls[1:])), "progress went backwards"
     expected = partout.partition_ids(table, 5, by="k").to_pylist()
     counts = [expected.count(p) for p in range(5)]
     got = []
@@ -295,6 +301,21 @@ def test_a_keyboard_interrupt_stops_repartition_and_leaves_no_output(tmp_path):
         signal.signal(signal.SIGALRM, previous)
     assert not out.exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.parquet"], "the run left files behind"
+
+
+def test_an_exception_in_progress_stops_repartition_and_leaves_no_output(tmp_path):
+    import pyarrow.parquet as pq
+
+    source = tmp_path / "in.parquet"
+    pq.write_table(lineitem_like(600_000), source, row_group_size=20_000)
+
+    def progress(done, total):
+        assert total == 600_000
+        raise RuntimeError(f"stop at {done}")
+
+    with pytest.raises(RuntimeError, match="stop at"):
+        partout.repartition(source, tmp_path / "out", 3000, by="k", threads=1, progress=progress)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.parquet"]
 
 
 def test_file_errors_are_raised_by_kind(tmp_path):

@@ -33,7 +33,7 @@ use pyo3_arrow::input::AnyRecordBatch;
 use pyo3_arrow::{PyArray, PySchema, PyTable};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::RecvTimeoutError;
 use std::time::Duration;
 
@@ -324,24 +324,48 @@ fn job_error(error: JobError) -> Error {
     }
 }
 
-/// Cancels a running job when asked.
-struct Cancel(Arc<AtomicBool>);
+/// What the waiting thread sees of a running job, and how it cancels it.
+#[derive(Default)]
+struct Watch {
+    cancel: AtomicBool,
+    /// The inputs' rows, where their metadata tells (`u64::MAX` until known or when not).
+    total: AtomicU64,
+    rows: AtomicU64,
+}
 
-impl Progress for Cancel {
+/// Shares a [`Watch`] with the job.
+struct Watched(Arc<Watch>);
+
+impl Progress for Watched {
+    fn start(&self, rows: Option<u64>) {
+        self.0
+            .total
+            .store(rows.unwrap_or(u64::MAX), Ordering::Relaxed);
+    }
+
+    fn advance(&self, rows: u64, _bytes: u64) {
+        self.0.rows.fetch_add(rows, Ordering::Relaxed);
+    }
+
     fn cancelled(&self) -> bool {
-        self.0.load(Ordering::Relaxed)
+        self.0.cancel.load(Ordering::Relaxed)
     }
 }
 
 /// repartition(inputs, output, n, *, by=None, scheme="hash", format="parquet",
-/// compression=None, layout="files", threads=None, memory_limit=None, overwrite=False) -> dict
+/// compression=None, layout="files", threads=None, memory_limit=None, overwrite=False,
+/// progress=None) -> dict
 ///
 /// The `partout repartition` job: every Parquet, Arrow IPC and CSV file of `inputs` into `n`
 /// destinations under `output`. Returns the manifest. The GIL is released while it runs;
-/// Ctrl-C (or any signal handler raising) cancels it, and it leaves no output.
+/// Ctrl-C (or any signal handler raising) cancels it, and it leaves no output. `progress`, a
+/// callable, is called about every 50 ms and at the end with the rows partitioned so far and
+/// the inputs' rows (`None` when their metadata does not tell); an exception it raises
+/// cancels the job.
 #[pyfunction]
 #[pyo3(signature = (inputs, output, n, *, by=None, scheme="hash", format="parquet",
-    compression=None, layout="files", threads=None, memory_limit=None, overwrite=false))]
+    compression=None, layout="files", threads=None, memory_limit=None, overwrite=false,
+    progress=None))]
 #[allow(clippy::too_many_arguments)]
 fn repartition<'py>(
     py: Python<'py>,
@@ -356,6 +380,7 @@ fn repartition<'py>(
     threads: Option<usize>,
     memory_limit: Option<&Bound<'py, PyAny>>,
     overwrite: bool,
+    progress: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let inputs: Vec<PathBuf> = match inputs.extract::<PathBuf>() {
         Ok(one) => vec![one],
@@ -399,14 +424,25 @@ fn repartition<'py>(
         Ok(options)
     };
     let options = options().map_err(|e| e.into_py(py))?;
-    let cancel = Arc::new(AtomicBool::new(false));
+    let watch = Arc::new(Watch::default());
+    watch.total.store(u64::MAX, Ordering::Relaxed);
     let (done, result) = std::sync::mpsc::channel();
     let job = {
-        let cancel = Cancel(cancel.clone());
+        let watched = Watched(watch.clone());
         std::thread::spawn(move || {
-            let report = Job::try_new(options).and_then(|job| job.run(&cancel));
+            let report = Job::try_new(options).and_then(|job| job.run(&watched));
             let _ = done.send(report);
         })
+    };
+    let report_progress = || -> PyResult<()> {
+        let Some(progress) = progress else {
+            return Ok(());
+        };
+        let total = watch.total.load(Ordering::Relaxed);
+        let total = (total != u64::MAX).then_some(total);
+        progress
+            .call1((watch.rows.load(Ordering::Relaxed), total))
+            .map(drop)
     };
     // Wait without the GIL, taking it back now and then to run Python's signal handlers.
     // (The receiver moves into each wait and back: it is not `Sync`.)
@@ -420,8 +456,9 @@ fn repartition<'py>(
         match waited {
             Ok(report) => break report,
             Err(RecvTimeoutError::Timeout) => {
-                if let Err(interrupt) = py.check_signals() {
-                    cancel.store(true, Ordering::Relaxed);
+                let checked = py.check_signals().and_then(|()| report_progress());
+                if let Err(interrupt) = checked {
+                    watch.cancel.store(true, Ordering::Relaxed);
                     // The job stops at its next check and removes what it wrote.
                     py.detach(move || {
                         let _ = result.recv();
@@ -439,6 +476,7 @@ fn repartition<'py>(
     };
     let _ = job.join();
     let report = report.map_err(|e| job_error(e).into_py(py))?;
+    report_progress()?;
     let json = serde_json::to_string(&report.manifest)
         .map_err(|e| Error::Input(format!("the manifest: {e}")).into_py(py))?;
     py.import("json")?.getattr("loads")?.call1((json,))

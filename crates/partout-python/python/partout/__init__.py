@@ -15,7 +15,7 @@ never collected first, and the GIL is released while partout works.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, Literal, Sequence, overload
+from typing import TYPE_CHECKING, Any, Callable, Literal, Sequence, overload
 
 from . import _partout, errors
 from .errors import (
@@ -102,6 +102,7 @@ def repartition(
     threads: int | None = None,
     memory_limit: int | str | None = None,
     overwrite: bool = False,
+    progress: Callable[[int, int | None], object] | None = None,
 ) -> dict[str, Any]:
     """The ``partout repartition`` job: every Parquet, Arrow IPC and CSV file of ``inputs``
     (files or directories) into ``n`` destinations under ``output``, in parallel, within
@@ -112,7 +113,9 @@ def repartition(
     instead of a file per destination (IPC and Presto). Returns the manifest
     (``_manifest.json``) as a dict. The GIL is released while it runs; Ctrl-C stops it and
     leaves no output (the output is written in a hidden directory renamed into place at the
-    end).
+    end). ``progress``, if given, is called about every 50 ms and at the end with the rows
+    partitioned so far and the inputs' rows (``None`` when their metadata does not tell); an
+    exception it raises stops the job the same way.
     """
     return _partout.repartition(
         inputs,
@@ -126,6 +129,7 @@ def repartition(
         threads=threads,
         memory_limit=memory_limit,
         overwrite=overwrite,
+        progress=progress,
     )
 
 

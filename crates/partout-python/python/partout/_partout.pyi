@@ -1,5 +1,5 @@
 import os
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import pyarrow
 
@@ -24,6 +24,7 @@ def repartition(
     threads: int | None = None,
     memory_limit: int | str | None = None,
     overwrite: bool = False,
+    progress: Callable[[int, int | None], object] | None = None,
 ) -> dict[str, Any]: ...
 def read(
     path: str | os.PathLike[str], *, schema: Any = None, destination: int | None = None
