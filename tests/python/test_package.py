@@ -272,6 +272,9 @@ def test_repartition_round_trips_and_returns_its_manifest(tmp_path, fmt, layout)
         assert set(partout.partition_ids(part, 5, by="k").to_pylist()) <= {p}
         got.extend(part.column("v").to_pylist())
     assert sorted(got) == sorted(table.column("v").to_pylist())
+    if layout == "shuffle":
+        with pytest.raises(partout.InvalidArgumentError, match="no destination 9"):
+            partout.read(out, destination=9)
     with pytest.raises(partout.PartoutIOError, match="not empty|exists"):
         partout.repartition(source, out, 5, by="k", format=fmt, layout=layout)
     again = partout.repartition([source], out, 5, by="k", format=fmt, layout=layout, overwrite=True)

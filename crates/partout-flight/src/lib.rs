@@ -25,7 +25,7 @@ use arrow_ipc::writer::IpcWriteOptions;
 use arrow_schema::SchemaRef;
 use futures::stream::{self, BoxStream, StreamExt, TryStreamExt};
 use partout_format::ipc::decode_stream;
-use partout_io::read_shuffle_index;
+use partout_io::read_shuffle_destination;
 use partout_job::{Format, Layout, Manifest};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -101,16 +101,12 @@ impl Exchange {
             Layout::Shuffle => {
                 let mut streams = Vec::new();
                 for files in self.manifest.shuffle_files.iter().flatten() {
-                    let data = read(&self.dir.join(&files.data))?;
-                    let (_, ranges) =
-                        read_shuffle_index(&self.dir.join(&files.index), data.len() as u64)
-                            .map_err(|e| e.to_string())?;
-                    let mut bytes = Vec::new();
-                    for range in ranges.iter().filter(|r| r.destination == p) {
-                        bytes.extend_from_slice(
-                            &data[range.offset as usize..(range.offset + range.len) as usize],
-                        );
-                    }
+                    let bytes = read_shuffle_destination(
+                        &self.dir.join(&files.data),
+                        &self.dir.join(&files.index),
+                        p,
+                    )
+                    .map_err(|e| e.to_string())?;
                     if !bytes.is_empty() {
                         streams.push(bytes);
                     }

@@ -31,7 +31,7 @@ mod staged;
 pub use frames::{Frame, FrameReader, Frames, plan_frames, plan_frames_by};
 pub use outputs::{
     DestinationFile, DestinationFiles, FilesHandle, SHUFFLE_INDEX_MAGIC, ShuffleFile, ShuffleRange,
-    parse_shuffle_index, read_shuffle_index,
+    parse_shuffle_index, read_shuffle_destination, read_shuffle_index,
 };
 pub use runs::{RunOptions, SortedRuns};
 pub use staged::{ParquetOptions, StagedParquet};

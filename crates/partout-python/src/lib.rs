@@ -25,7 +25,7 @@ use partout_exchange::{
 use partout_format::ipc::{Compression, decode_stream};
 use partout_format::presto::decode_pages;
 use partout_format::{Encoding, FormatError, OutputFormat};
-use partout_io::{IoError, read_shuffle_index};
+use partout_io::{IoError, read_shuffle_destination};
 use partout_job::{Job, JobError, JobOptions, Progress, parse_bytes};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString};
@@ -548,21 +548,15 @@ fn shuffle_pieces(dir: &std::path::Path, p: u32) -> Result<Vec<Vec<u8>>> {
     }
     let mut pieces = Vec::new();
     for index in indexes {
-        let data_path = index.with_extension("data");
-        let data = std::fs::read(&data_path).map_err(|e| io(&data_path, e))?;
-        let (destinations, ranges) = read_shuffle_index(&index, data.len() as u64)
-            .map_err(|e| Error::Corrupt(e.to_string()))?;
-        if p >= destinations {
-            return Err(Error::InvalidArgument(format!(
-                "destination {p} of a shuffle of {destinations} destinations"
-            )));
-        }
-        let mut bytes = Vec::new();
-        for range in ranges.iter().filter(|r| r.destination == p) {
-            bytes.extend_from_slice(
-                &data[range.offset as usize..(range.offset + range.len) as usize],
-            );
-        }
+        let bytes = read_shuffle_destination(&index.with_extension("data"), &index, p).map_err(
+            |e| match e {
+                IoError::File { cause: Some(_), .. } => Error::Io(e.to_string()),
+                other if other.to_string().contains("no destination") => {
+                    Error::InvalidArgument(other.to_string())
+                }
+                other => Error::Corrupt(other.to_string()),
+            },
+        )?;
         if !bytes.is_empty() {
             pieces.push(bytes);
         }
