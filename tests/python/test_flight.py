@@ -1,4 +1,4 @@
-"""pyarrow.flight reads a finished repartition output that partout-serve (crates/partout-flight)
+"""pyarrow.flight reads a finished repartition output that `partout serve` (crates/partout-flight)
 serves on 127.0.0.1: every destination's rows once, in its destination, values intact, each
 batch numbered in its app_metadata; resuming from a sequence gives exactly the rest; an
 unknown exchange is a clear error. The server is stopped at the end, and every call is bounded
@@ -15,7 +15,7 @@ import pytest
 
 import partout
 
-SERVE = os.environ.get("PARTOUT_SERVE_BIN", "target/debug/partout-serve")
+PARTOUT = os.environ.get("PARTOUT_BIN", "target/release/partout")
 
 
 @pytest.fixture
@@ -35,7 +35,7 @@ def served(tmp_path):
         partout.repartition(tmp_path / "in.parquet", out, 6, by="k", format="ipc", layout=layout, threads=2)
         outputs[layout] = out
     server = subprocess.Popen(
-        [SERVE, "--flight", "127.0.0.1:0", *[f"--exchange={name}={path}" for name, path in outputs.items()]],
+        [PARTOUT, "serve", "--flight", "127.0.0.1:0", *[f"{name}={path}" for name, path in outputs.items()]],
         stdout=subprocess.PIPE,
         text=True,
     )

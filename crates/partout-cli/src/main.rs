@@ -49,6 +49,10 @@ enum Command {
         /// The file: Presto pages back to back, or a `.index` file.
         file: std::path::PathBuf,
     },
+    /// Serve finished output directories (Arrow IPC or Presto pages) over Arrow Flight and
+    /// Presto's worker exchange protocol, and live exchanges made through Flight; prints each
+    /// address it listens on, then serves until interrupted.
+    Serve(partout_flight::serve::ServeOptions),
     /// Run a benchmark suite: ours beside the baseline, in the same run.
     Bench {
         #[command(subcommand)]
@@ -169,6 +173,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Demo(options) => demo::run(&options),
         Command::Inspect { file } => inspect(&file),
         Command::Repartition(options) => repartition::run(&options),
+        Command::Serve(options) => partout_flight::serve::run(options).map_err(anyhow::Error::msg),
         Command::Bench { suite } => match suite {
             Suite::Scatter(options) => scatter::run(&options),
             Suite::Ids(options) => ids::run(&options),

@@ -3,136 +3,35 @@
 //! layouts; a consumer resuming from a sequence number gets exactly the rest; unknown
 //! exchanges, destinations and tickets are clear Flight errors. Every call is bounded in time.
 
+mod common;
+
 use arrow_array::cast::AsArray;
 use arrow_array::types::Int64Type;
-use arrow_array::{ArrayRef, Int64Array, RecordBatch};
-use arrow_flight::decode::DecodedPayload;
-use arrow_flight::{FlightClient, FlightDescriptor, Ticket};
+use arrow_flight::{FlightDescriptor, Ticket};
+use common::{DESTINATIONS, ROWS, fetch, input, repartition};
 use futures::TryStreamExt;
 use partout_core::ids::{PartitionIds, Partitioning};
-use partout_flight::{DestinationTicket, OutputService};
-use partout_job::{Format, Job, JobOptions, Layout};
-use partout_testkit::{random_batch, rng};
+use partout_flight::Exchanges;
+use partout_job::{Format, Layout};
 use std::collections::BTreeSet;
-use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
-
-const DESTINATIONS: u32 = 5;
-const ROWS: usize = 20_000;
-
-/// An input of `ROWS` rows (a key, a unique id, and columns of several types) written as an
-/// Arrow IPC file; the batch itself.
-fn input(dir: &Path) -> RecordBatch {
-    use arrow_schema::DataType;
-    let extra = random_batch(
-        &[DataType::Utf8, DataType::Float64, DataType::Utf8View],
-        ROWS,
-        0.2,
-        false,
-        &mut rng(3),
-    );
-    let mut columns: Vec<(String, ArrayRef)> = vec![
-        (
-            "k".into(),
-            Arc::new(Int64Array::from_iter_values(
-                (0..ROWS as i64).map(|i| i * 7919 % 1009),
-            )),
-        ),
-        (
-            "id".into(),
-            Arc::new(Int64Array::from_iter_values(0..ROWS as i64)),
-        ),
-    ];
-    for (i, column) in extra.columns().iter().enumerate() {
-        columns.push((format!("c{i}"), column.clone()));
-    }
-    let batch = RecordBatch::try_from_iter(columns).unwrap();
-    let file = std::fs::File::create(dir.join("input.arrow")).unwrap();
-    let mut writer = arrow_ipc::writer::FileWriter::try_new(file, &batch.schema()).unwrap();
-    for start in (0..ROWS).step_by(3000) {
-        writer
-            .write(&batch.slice(start, 3000.min(ROWS - start)))
-            .unwrap();
-    }
-    writer.finish().unwrap();
-    batch
-}
-
-fn repartition(dir: &Path, layout: Layout) -> std::path::PathBuf {
-    let out = dir.join(format!("out-{layout}"));
-    let options = JobOptions::new([dir.join("input.arrow")], &out, DESTINATIONS)
-        .with_keys(["k"])
-        .with_format(Format::Ipc)
-        .with_layout(layout)
-        .with_threads(2);
-    Job::try_new(options).unwrap().run(&()).unwrap();
-    out
-}
-
-/// Serves `service` on a free port of 127.0.0.1; a client of it.
-async fn serve(service: OutputService) -> FlightClient {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(
-        tonic::transport::Server::builder()
-            .add_service(service.into_server())
-            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
-    );
-    let channel = tonic::transport::Channel::from_shared(format!("http://{addr}"))
-        .unwrap()
-        .connect_timeout(Duration::from_secs(5))
-        .timeout(Duration::from_secs(30))
-        .connect()
-        .await
-        .unwrap();
-    FlightClient::new(channel)
-}
-
-/// Destination `p`'s batches from `from` on, with the sequence numbers they came with.
-async fn fetch(
-    client: &mut FlightClient,
-    exchange: &str,
-    p: u32,
-    from: u64,
-) -> Result<Vec<(u64, RecordBatch)>, arrow_flight::error::FlightError> {
-    let ticket = DestinationTicket {
-        exchange: exchange.into(),
-        destination: p,
-        from_sequence: from,
-    };
-    let mut decoder = client.do_get(ticket.to_ticket()).await?.into_inner();
-    let mut out = Vec::new();
-    while let Some(data) = decoder.try_next().await? {
-        if let DecodedPayload::RecordBatch(batch) = data.payload {
-            let sequence = std::str::from_utf8(&data.inner.app_metadata)
-                .unwrap()
-                .parse()
-                .unwrap();
-            out.push((sequence, batch));
-        }
-    }
-    Ok(out)
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn served_outputs_give_every_row_once_in_its_destination_and_resume_exactly() {
     tokio::time::timeout(Duration::from_secs(120), async {
         let dir = tempfile::tempdir().unwrap();
         let batch = input(dir.path());
-        let files = repartition(dir.path(), Layout::Files);
-        let shuffle = repartition(dir.path(), Layout::Shuffle);
-        let service = OutputService::new()
-            .serve_directory("files", &files)
-            .unwrap()
-            .serve_directory("shuffle", &shuffle)
-            .unwrap();
-        assert!(
-            OutputService::new()
-                .serve_directory("x", dir.path())
-                .is_err()
-        );
-        let mut client = serve(service).await;
+        let files = repartition(dir.path(), Format::Ipc, Layout::Files);
+        let shuffle = repartition(dir.path(), Format::Ipc, Layout::Shuffle);
+        let exchanges = Exchanges::new();
+        exchanges.add_directory("files", &files).unwrap();
+        exchanges.add_directory("shuffle", &shuffle).unwrap();
+        let err = exchanges.add_directory("x", dir.path()).unwrap_err();
+        assert!(err.to_string().contains("not found"), "{err}");
+        let err = exchanges.add_directory("files", &files).unwrap_err();
+        assert!(err.to_string().contains("served already"), "{err}");
+        let servers = common::serve(exchanges).await;
+        let mut client = common::client(&servers).await;
         let mut ids =
             PartitionIds::try_new(Partitioning::hash(vec![0], DESTINATIONS), &batch.schema())
                 .unwrap();
@@ -171,10 +70,15 @@ async fn served_outputs_give_every_row_once_in_its_destination_and_resume_exactl
                         assert_eq!((s1, b1), (s2, b2));
                     }
                 }
-                let past = fetch(&mut client, exchange, p, got.len() as u64 + 5)
+                let at_end = fetch(&mut client, exchange, p, got.len() as u64)
                     .await
                     .unwrap();
-                assert!(past.is_empty());
+                assert!(at_end.is_empty());
+                let err = fetch(&mut client, exchange, p, got.len() as u64 + 5)
+                    .await
+                    .unwrap_err()
+                    .to_string();
+                assert!(err.contains("past the destination's last batch"), "{err}");
             }
             assert_eq!(seen.len(), ROWS, "{exchange}: rows lost");
         }
@@ -208,6 +112,85 @@ async fn served_outputs_give_every_row_once_in_its_destination_and_resume_exactl
             .map(|e| e.to_string())
             .unwrap_or_default();
         assert!(err.contains("a ticket is JSON"), "{err}");
+    })
+    .await
+    .expect("the test finished within its time bound");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn damaged_output_files_give_errors_not_streams() {
+    tokio::time::timeout(Duration::from_secs(120), async {
+        let dir = tempfile::tempdir().unwrap();
+        input(dir.path());
+        let exchanges = Exchanges::new();
+        let mut damaged = Vec::new();
+        for (format, layout) in [
+            (Format::Ipc, Layout::Shuffle),
+            (Format::Ipc, Layout::Files),
+            (Format::Presto, Layout::Shuffle),
+        ] {
+            let out = repartition(dir.path(), format, layout);
+            // Every output file's bytes after the first 4 kB (the first stream's schema, which
+            // serving reads first) replaced by others of the same length (the index still fits
+            // the data): headers, lengths and bodies are garbage.
+            for entry in std::fs::read_dir(&out).unwrap() {
+                let path = entry.unwrap().path();
+                let name = path.file_name().unwrap().to_string_lossy().into_owned();
+                if name.ends_with(".index") || name.starts_with('_') {
+                    continue;
+                }
+                let mut bytes = std::fs::read(&path).unwrap();
+                let mut state = 0x9e37_79b9_u32;
+                for b in bytes.iter_mut().skip(4096) {
+                    state ^= state << 13;
+                    state ^= state >> 17;
+                    state ^= state << 5;
+                    *b = state as u8;
+                }
+                std::fs::write(&path, bytes).unwrap();
+            }
+            let name = format!("{format}-{layout}");
+            if let Err(e) = exchanges.add_directory(&name, &out) {
+                // The first stream's schema damaged too: refused at once, naming the file.
+                assert!(e.to_string().contains(&*out.to_string_lossy()), "{e}");
+                continue;
+            }
+            damaged.push((name, format));
+        }
+        let servers = common::serve(exchanges).await;
+        let mut client = common::client(&servers).await;
+        let http = reqwest::Client::new();
+        let base = format!("http://{}", servers.presto.unwrap());
+        for (name, format) in damaged {
+            for p in 0..DESTINATIONS {
+                if format == Format::Ipc {
+                    // Damaged headers are the server's error; damaged bodies, the decoder's.
+                    let err = fetch(&mut client, &name, p, 0)
+                        .await
+                        .unwrap_err()
+                        .to_string();
+                    assert!(
+                        err.contains("unreadable output") || err.contains("rror decoding"),
+                        "{name} {p}: {err}"
+                    );
+                }
+                let reply = http
+                    .get(format!("{base}/v1/task/{name}/results/{p}/0"))
+                    .timeout(Duration::from_secs(30))
+                    .send()
+                    .await
+                    .unwrap();
+                let status = reply.status();
+                let text = reply.text().await.unwrap();
+                // Presto pages are checked (header and checksum) before they are served; an
+                // IPC body's damage shows when it is converted to pages.
+                assert_eq!(status, 500, "{name} {p}: {text}");
+                assert!(
+                    text.contains("unreadable output") || text.contains("rror decoding"),
+                    "{name} {p}: {text}"
+                );
+            }
+        }
     })
     .await
     .expect("the test finished within its time bound");

@@ -42,7 +42,10 @@ pub enum Compression {
 
 /// The IPC writing options of every stream partout writes: arrow-ipc's defaults, with
 /// `compression`.
-fn ipc_options(compression: Compression) -> Result<IpcWriteOptions> {
+///
+/// # Errors
+/// When arrow-ipc was built without the codec.
+pub fn ipc_options(compression: Compression) -> Result<IpcWriteOptions> {
     let codec = match compression {
         Compression::None => None,
         Compression::Lz4Frame => Some(CompressionType::LZ4_FRAME),

@@ -114,6 +114,15 @@ impl Encoding {
         self.compression
     }
 
+    /// How Presto pages of this encoding are written: checksummed, with LZ4 bodies when the
+    /// compression is LZ4.
+    pub fn page_options(&self) -> PageOptions {
+        PageOptions {
+            checksum: true,
+            lz4: self.compression == Compression::Lz4Frame,
+        }
+    }
+
     /// Checks that every column of `schema` can be encoded.
     ///
     /// # Errors
@@ -162,10 +171,7 @@ impl StreamEncoder {
                 schema,
                 encoding.compression,
             )?)),
-            OutputFormat::Presto => Stream::Presto(PageOptions {
-                checksum: true,
-                lz4: encoding.compression == Compression::Lz4Frame,
-            }),
+            OutputFormat::Presto => Stream::Presto(encoding.page_options()),
         }))
     }
 

@@ -56,6 +56,23 @@ pub use inspect::{BlockInfo, PageInfo, inspect_pages};
 
 use crate::FormatError;
 
+/// Checks the one page `bytes` holds, without decoding its body: a header whose sizes fit
+/// the bytes, known markers, and the checksum when the page carries one. Its rows.
+///
+/// # Errors
+/// [`FormatError::Corrupt`] naming what does not hold, or bytes left after the page.
+pub fn check_page(bytes: &[u8]) -> crate::Result<usize> {
+    let header = page::Header::read(bytes, 0)?;
+    if HEADER_SIZE + header.size != bytes.len() {
+        return Err(corrupt(format!(
+            "{} bytes after a page of {}",
+            bytes.len() - HEADER_SIZE - header.size,
+            HEADER_SIZE + header.size
+        )));
+    }
+    Ok(header.rows)
+}
+
 /// Bytes before a page's body.
 pub const HEADER_SIZE: usize = 21;
 

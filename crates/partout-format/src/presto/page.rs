@@ -33,10 +33,20 @@ pub(super) struct Page<'b> {
     body: Cow<'b, [u8]>,
 }
 
-impl<'b> Page<'b> {
-    /// Reads the page at byte `at` of `bytes`: its header, checked against its body, and the
-    /// body, decompressed.
-    pub(super) fn open(bytes: &'b [u8], at: usize) -> Result<Self> {
+/// A page's header, checked against the bytes that follow it and its checksum.
+pub(super) struct Header<'b> {
+    pub rows: usize,
+    pub markers: u8,
+    pub uncompressed: usize,
+    pub size: usize,
+    /// The body as sent.
+    pub sent: &'b [u8],
+}
+
+impl<'b> Header<'b> {
+    /// Reads the header of the page at byte `at` of `bytes` and checks it: sizes that fit,
+    /// known markers, and the checksum, if the page has one.
+    pub(super) fn read(bytes: &'b [u8], at: usize) -> Result<Self> {
         let Some(h) = bytes.get(at..at + HEADER_SIZE) else {
             return Err(corrupt(format!(
                 "a page header at byte {at} needs {HEADER_SIZE} bytes, {} remain",
@@ -87,6 +97,27 @@ impl<'b> Page<'b> {
                 "checksum mismatch in the page at byte {at}: the header says {stored:#x}, the body gives {expected:#x}"
             )));
         }
+        Ok(Self {
+            rows,
+            markers,
+            uncompressed,
+            size,
+            sent,
+        })
+    }
+}
+
+impl<'b> Page<'b> {
+    /// Reads the page at byte `at` of `bytes`: its header, checked against its body, and the
+    /// body, decompressed.
+    pub(super) fn open(bytes: &'b [u8], at: usize) -> Result<Self> {
+        let Header {
+            rows,
+            markers,
+            uncompressed,
+            size,
+            sent,
+        } = Header::read(bytes, at)?;
         let body = if markers & COMPRESSED == 0 {
             if uncompressed != size {
                 return Err(corrupt(format!(

@@ -1,0 +1,463 @@
+//! [`FinishedOutput`]: a `repartition` output directory served straight from its files. A
+//! destination's messages are read one at a time through the shuffle index (or from its own
+//! file), never the whole destination at once.
+
+use crate::error::{ExchangeError, Result};
+use crate::message::Message;
+use arrow_flight::FlightData;
+use arrow_schema::SchemaRef;
+use bytes::Bytes;
+use partout_format::presto::HEADER_SIZE;
+use partout_io::read_shuffle_index;
+use partout_job::{Format, Layout, Manifest};
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{self, BufReader, Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// One stream of a destination: byte ranges of one file, concatenated.
+#[derive(Debug, Clone)]
+struct Segment {
+    path: PathBuf,
+    ranges: Vec<(u64, u64)>,
+}
+
+/// A finished output directory (its manifest read, its schema known for Arrow IPC).
+#[derive(Debug)]
+pub struct FinishedOutput {
+    dir: PathBuf,
+    manifest: Manifest,
+    schema: Option<SchemaRef>,
+}
+
+impl FinishedOutput {
+    /// The finished `repartition` output in `dir` (Arrow IPC or Presto pages, files or shuffle
+    /// layout).
+    ///
+    /// # Errors
+    /// [`ExchangeError::NotFound`] without a readable manifest; [`ExchangeError::InvalidArgument`]
+    /// for a Parquet output; [`ExchangeError::Corrupt`] when no stream's schema can be read.
+    pub fn open(dir: impl AsRef<Path>) -> Result<Self> {
+        let dir = dir.as_ref().to_path_buf();
+        let manifest = Manifest::read(&dir)
+            .map_err(|e| ExchangeError::NotFound(format!("{}: {e}", dir.display())))?;
+        if manifest.format == Format::Parquet {
+            return Err(ExchangeError::InvalidArgument(format!(
+                "{}: a Parquet output; the exchange serves Arrow IPC and Presto outputs",
+                dir.display()
+            )));
+        }
+        let mut output = Self {
+            dir,
+            manifest,
+            schema: None,
+        };
+        if output.manifest.format == Format::Ipc {
+            for p in 0..output.manifest.partitions {
+                if let Some(schema) = output.cursor(p)?.ipc_schema()? {
+                    output.schema = Some(schema);
+                    break;
+                }
+            }
+            if output.schema.is_none() {
+                return Err(ExchangeError::Corrupt(format!(
+                    "{}: no destination holds a stream",
+                    output.dir.display()
+                )));
+            }
+        }
+        Ok(output)
+    }
+
+    /// The manifest.
+    pub fn manifest(&self) -> &Manifest {
+        &self.manifest
+    }
+
+    /// The schema: known for Arrow IPC outputs (Presto pages do not carry theirs).
+    pub fn schema(&self) -> Option<&SchemaRef> {
+        self.schema.as_ref()
+    }
+
+    /// Destinations.
+    pub fn partitions(&self) -> u32 {
+        self.manifest.partitions
+    }
+
+    /// Destination `p`'s streams.
+    fn segments(&self, p: u32) -> Result<Vec<Segment>> {
+        let corrupt = |e: String| ExchangeError::Corrupt(e);
+        match self.manifest.layout {
+            Layout::Files => {
+                let entry =
+                    self.manifest.destinations.get(p as usize).ok_or_else(|| {
+                        corrupt(format!("no destination {p} in the manifest's list"))
+                    })?;
+                let Some(name) = entry.file.name() else {
+                    return Ok(Vec::new());
+                };
+                let path = self.dir.join(name);
+                let len = std::fs::metadata(&path)
+                    .map_err(|e| corrupt(format!("{}: {e}", path.display())))?
+                    .len();
+                Ok(vec![Segment {
+                    path,
+                    ranges: vec![(0, len)],
+                }])
+            }
+            Layout::Shuffle => {
+                let mut segments = Vec::new();
+                for files in self.manifest.shuffle_files.iter().flatten() {
+                    let data = self.dir.join(&files.data);
+                    let len = std::fs::metadata(&data)
+                        .map_err(|e| corrupt(format!("{}: {e}", data.display())))?
+                        .len();
+                    let (destinations, ranges) =
+                        read_shuffle_index(&self.dir.join(&files.index), len)
+                            .map_err(|e| corrupt(e.to_string()))?;
+                    if p >= destinations {
+                        return Err(corrupt(format!(
+                            "{}: {destinations} destinations, the manifest says {}",
+                            files.index,
+                            self.partitions()
+                        )));
+                    }
+                    let ranges: Vec<_> = ranges
+                        .iter()
+                        .filter(|r| r.destination == p && r.len > 0)
+                        .map(|r| (r.offset, r.len))
+                        .collect();
+                    if !ranges.is_empty() {
+                        segments.push(Segment { path: data, ranges });
+                    }
+                }
+                Ok(segments)
+            }
+        }
+    }
+
+    /// A reader of destination `p`'s messages, from the first.
+    ///
+    /// # Errors
+    /// [`ExchangeError::NotFound`] for a destination out of range; [`ExchangeError::Corrupt`]
+    /// when its files or index cannot be read.
+    pub fn cursor(&self, p: u32) -> Result<FileCursor> {
+        if p >= self.partitions() {
+            return Err(ExchangeError::NotFound(format!(
+                "no destination {p} of {} destinations",
+                self.partitions()
+            )));
+        }
+        Ok(FileCursor {
+            format: self.manifest.format,
+            segments: self.segments(p)?.into(),
+            reader: None,
+            dictionaries: BTreeMap::new(),
+            schema: None,
+        })
+    }
+}
+
+/// Reads a segment's ranges in order as one byte stream.
+struct RangeReader {
+    file: BufReader<File>,
+    path: PathBuf,
+    ranges: std::collections::VecDeque<(u64, u64)>,
+    /// Bytes left in the current range.
+    left: u64,
+    /// Bytes left in all ranges.
+    remaining: u64,
+}
+
+impl RangeReader {
+    fn open(segment: Segment) -> Result<Self> {
+        let file = File::open(&segment.path)
+            .map_err(|e| ExchangeError::Corrupt(format!("{}: {e}", segment.path.display())))?;
+        Ok(Self {
+            file: BufReader::with_capacity(1 << 16, file),
+            path: segment.path,
+            remaining: segment.ranges.iter().map(|r| r.1).sum(),
+            ranges: segment.ranges.into(),
+            left: 0,
+        })
+    }
+
+    /// Makes the current range one with bytes left; false at the end.
+    fn next_range(&mut self) -> io::Result<bool> {
+        while self.left == 0 {
+            let Some((offset, len)) = self.ranges.pop_front() else {
+                return Ok(false);
+            };
+            self.file.seek(SeekFrom::Start(offset))?;
+            self.left = len;
+        }
+        Ok(true)
+    }
+
+    /// Skips `n` bytes.
+    fn skip(&mut self, mut n: u64) -> io::Result<()> {
+        while n > 0 {
+            if !self.next_range()? {
+                return Err(io::ErrorKind::UnexpectedEof.into());
+            }
+            let step = n.min(self.left);
+            self.file.seek_relative(step as i64)?;
+            self.left -= step;
+            self.remaining -= step;
+            n -= step;
+        }
+        Ok(())
+    }
+
+    /// `n` bytes, checked against what the ranges hold before anything is allocated.
+    fn take(&mut self, n: u64, what: &str) -> Result<Vec<u8>> {
+        if n > self.remaining {
+            return Err(self.corrupt(format!(
+                "{what} of {n} bytes with {} bytes left",
+                self.remaining
+            )));
+        }
+        let mut out = vec![0; n as usize];
+        self.read_exact(&mut out)
+            .map_err(|e| self.corrupt(format!("{what}: {e}")))?;
+        Ok(out)
+    }
+
+    fn corrupt(&self, what: String) -> ExchangeError {
+        ExchangeError::Corrupt(format!("{}: {what}", self.path.display()))
+    }
+}
+
+impl Read for RangeReader {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if buf.is_empty() || !self.next_range()? {
+            return Ok(0);
+        }
+        let want = buf.len().min(self.left as usize);
+        let got = self.file.read(&mut buf[..want])?;
+        if got == 0 {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        self.left -= got as u64;
+        self.remaining -= got as u64;
+        Ok(got)
+    }
+}
+
+/// One IPC message as read from a stream.
+enum IpcRead {
+    Schema(SchemaRef),
+    Dictionary {
+        id: i64,
+        delta: bool,
+        data: FlightData,
+    },
+    Batch {
+        data: FlightData,
+        rows: u64,
+    },
+    End,
+}
+
+/// Reads one destination's messages in order, one at a time: IPC record batches (each with
+/// the dictionaries in force) or Presto pages.
+pub struct FileCursor {
+    format: Format,
+    segments: std::collections::VecDeque<Segment>,
+    reader: Option<RangeReader>,
+    /// Dictionary messages in force: per id, the last replacement and its deltas.
+    dictionaries: BTreeMap<i64, Vec<FlightData>>,
+    schema: Option<SchemaRef>,
+}
+
+impl FileCursor {
+    /// The reader of the current segment, the next one opened when it is done; `None` at the
+    /// end.
+    fn reader(&mut self) -> Result<Option<&mut RangeReader>> {
+        loop {
+            if self.reader.as_ref().is_some_and(|r| r.remaining > 0) {
+                return Ok(self.reader.as_mut());
+            }
+            match self.segments.pop_front() {
+                Some(segment) => {
+                    self.reader = Some(RangeReader::open(segment)?);
+                    self.dictionaries.clear();
+                }
+                None => return Ok(None),
+            }
+        }
+    }
+
+    /// The schema of the first IPC stream, read from its first message.
+    fn ipc_schema(&mut self) -> Result<Option<SchemaRef>> {
+        let Some(reader) = self.reader()? else {
+            return Ok(None);
+        };
+        match read_ipc(reader, false)? {
+            IpcRead::Schema(schema) => Ok(Some(schema)),
+            _ => Err(reader.corrupt("an IPC stream that does not begin with its schema".into())),
+        }
+    }
+
+    /// The next message; `None` after the last.
+    ///
+    /// # Errors
+    /// [`ExchangeError::Corrupt`] naming the file, for bytes that are not what they should be.
+    pub fn next_message(&mut self) -> Result<Option<Message>> {
+        self.advance(false)
+    }
+
+    /// Skips `n` messages (reading only IPC headers and dictionaries); false when there were
+    /// fewer.
+    ///
+    /// # Errors
+    /// As [`next_message`](Self::next_message).
+    pub fn skip(&mut self, n: u64) -> Result<bool> {
+        for _ in 0..n {
+            if self.advance(true)?.is_none() && self.reader.is_none() {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// The next message, or with `skip` its place passed over (then `Some` is never given,
+    /// and the end shows as `reader` being `None`).
+    fn advance(&mut self, skip: bool) -> Result<Option<Message>> {
+        loop {
+            let format = self.format;
+            let Some(reader) = self.reader()? else {
+                self.reader = None;
+                return Ok(None);
+            };
+            if format == Format::Presto {
+                let header = reader.take(HEADER_SIZE as u64, "a Presto page header")?;
+                let size = i32::from_le_bytes(header[9..13].try_into().expect("4 bytes"));
+                if size < 0 {
+                    return Err(reader.corrupt(format!("a Presto page of {size} bytes")));
+                }
+                if skip {
+                    reader
+                        .skip(size as u64)
+                        .map_err(|e| reader.corrupt(format!("a Presto page body: {e}")))?;
+                    return Ok(None);
+                }
+                let mut page = header;
+                page.extend(reader.take(size as u64, "a Presto page body")?);
+                let path = reader.path.clone();
+                return Message::page(Bytes::from(page))
+                    .map(Some)
+                    .map_err(|e| e.context(path.display()));
+            }
+            let read = read_ipc(reader, skip)?;
+            match read {
+                IpcRead::Schema(schema) => {
+                    if let Some(known) = &self.schema
+                        && known.fields() != schema.fields()
+                    {
+                        let reader = self.reader.as_ref().expect("a message was just read");
+                        return Err(reader.corrupt("a stream of another schema".into()));
+                    }
+                    self.schema = Some(schema);
+                }
+                IpcRead::Dictionary { id, delta, data } => {
+                    let list = self.dictionaries.entry(id).or_default();
+                    if !delta {
+                        list.clear();
+                    }
+                    list.push(data);
+                }
+                IpcRead::Batch { data, rows } => {
+                    if skip {
+                        return Ok(None);
+                    }
+                    return Ok(Some(Message::Ipc {
+                        dictionaries: self.dictionaries.values().flatten().cloned().collect(),
+                        batch: data,
+                        rows,
+                    }));
+                }
+                IpcRead::End => {
+                    // The end-of-stream marker: what follows in this segment, if anything, is
+                    // another stream.
+                    self.dictionaries.clear();
+                }
+            }
+        }
+    }
+}
+
+/// Reads one IPC message (its body passed over for a record batch with `skip`).
+fn read_ipc(reader: &mut RangeReader, skip: bool) -> Result<IpcRead> {
+    let word = reader.take(4, "an IPC message length")?;
+    let mut len = u32::from_le_bytes(word.try_into().expect("4 bytes"));
+    if len == u32::MAX {
+        // The continuation marker; the length follows.
+        let word = reader.take(4, "an IPC message length")?;
+        len = u32::from_le_bytes(word.try_into().expect("4 bytes"));
+    }
+    if len == 0 {
+        return Ok(IpcRead::End);
+    }
+    let header = reader.take(u64::from(len), "an IPC message header")?;
+    let message = arrow_ipc::root_as_message(&header)
+        .map_err(|e| reader.corrupt(format!("an IPC message header: {e}")))?;
+    let body_len = u64::try_from(message.bodyLength())
+        .map_err(|_| reader.corrupt(format!("an IPC body of {} bytes", message.bodyLength())))?;
+    match message.header_type() {
+        arrow_ipc::MessageHeader::Schema => {
+            let schema = message
+                .header_as_schema()
+                .map(arrow_ipc::convert::fb_to_schema)
+                .ok_or_else(|| reader.corrupt("a schema message without a schema".into()))?;
+            reader
+                .skip(body_len)
+                .map_err(|e| reader.corrupt(e.to_string()))?;
+            Ok(IpcRead::Schema(Arc::new(schema)))
+        }
+        arrow_ipc::MessageHeader::DictionaryBatch => {
+            let dictionary = message
+                .header_as_dictionary_batch()
+                .ok_or_else(|| reader.corrupt("an empty dictionary message".into()))?;
+            let (id, delta) = (dictionary.id(), dictionary.isDelta());
+            let body = reader.take(body_len, "an IPC dictionary body")?;
+            Ok(IpcRead::Dictionary {
+                id,
+                delta,
+                data: flight_data(header, body),
+            })
+        }
+        arrow_ipc::MessageHeader::RecordBatch => {
+            let rows = message
+                .header_as_record_batch()
+                .map(|b| b.length())
+                .ok_or_else(|| reader.corrupt("an empty record batch message".into()))?;
+            let rows = u64::try_from(rows)
+                .map_err(|_| reader.corrupt(format!("a record batch of {rows} rows")))?;
+            if skip {
+                reader
+                    .skip(body_len)
+                    .map_err(|e| reader.corrupt(e.to_string()))?;
+                return Ok(IpcRead::Batch {
+                    data: FlightData::default(),
+                    rows,
+                });
+            }
+            let body = reader.take(body_len, "an IPC record batch body")?;
+            Ok(IpcRead::Batch {
+                data: flight_data(header, body),
+                rows,
+            })
+        }
+        other => Err(reader.corrupt(format!("an IPC message of kind {other:?}"))),
+    }
+}
+
+fn flight_data(header: Vec<u8>, body: Vec<u8>) -> FlightData {
+    FlightData {
+        data_header: header.into(),
+        data_body: body.into(),
+        ..Default::default()
+    }
+}

@@ -1,0 +1,579 @@
+//! [`ExchangeService`]: the exchanges over Arrow Flight.
+//!
+//! ```text
+//!  DoGet(ticket {exchange, destination, from_sequence, auto_ack})
+//!      ─► schema, [dictionaries] batch[from_sequence], …   (app_metadata: the batch's sequence)
+//!  DoAction "create" {exchange, partitions, producers, budget_bytes, format, compression}
+//!  DoPut(descriptor [exchange]) ─► one producer: each batch's app_metadata names its destination
+//!  DoAction "ack" {exchange, destination, from_sequence} ─► frees the batches before it
+//!  DoAction "cancel" {exchange} ─► consumers and producers get CANCELLED
+//!  ListFlights / GetFlightInfo ─► per destination: rows, bytes, complete, its ticket
+//! ```
+
+use crate::error::{ExchangeError, Result};
+use crate::exchanges::{Exchange, Exchanges};
+use crate::live::{LiveExchange, LiveOptions};
+use crate::message::Message;
+use arrow_flight::decode::{DecodedPayload, FlightDataDecoder};
+use arrow_flight::error::FlightError;
+use arrow_flight::flight_service_server::{FlightService, FlightServiceServer};
+use arrow_flight::{
+    Action, ActionType, Criteria, Empty, FlightData, FlightDescriptor, FlightEndpoint, FlightInfo,
+    HandshakeRequest, HandshakeResponse, PollInfo, PutResult, SchemaAsIpc, SchemaResult, Ticket,
+};
+use arrow_ipc::writer::IpcWriteOptions;
+use futures::stream::{self, BoxStream, StreamExt};
+use partout_format::ipc::Compression;
+use partout_format::{Encoding, OutputFormat};
+use serde::{Deserialize, Serialize};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status, Streaming};
+
+/// What a `DoGet` ticket holds (as JSON): which destination of which exchange, from which
+/// batch on. The `ack` action takes the same: it frees the batches before `from_sequence`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DestinationTicket {
+    /// The exchange's name.
+    pub exchange: String,
+    /// The destination.
+    pub destination: u32,
+    /// The first batch wanted: 0 for all, or one past the last batch received. On a live
+    /// exchange, asking from a sequence acknowledges every batch before it.
+    #[serde(default)]
+    pub from_sequence: u64,
+    /// Live exchanges: free each batch once it is handed to the stream, without waiting for
+    /// an `ack` (a consumer that reconnects can then resume only from what is still held).
+    #[serde(default)]
+    pub auto_ack: bool,
+}
+
+impl DestinationTicket {
+    /// Destination `destination` of `exchange`, from the first batch.
+    pub fn new(exchange: impl Into<String>, destination: u32) -> Self {
+        Self {
+            exchange: exchange.into(),
+            destination,
+            from_sequence: 0,
+            auto_ack: false,
+        }
+    }
+
+    /// From batch `sequence` on.
+    pub fn from_sequence(mut self, sequence: u64) -> Self {
+        self.from_sequence = sequence;
+        self
+    }
+
+    /// The ticket's bytes.
+    pub fn to_ticket(&self) -> Ticket {
+        Ticket::new(serde_json::to_vec(self).expect("a ticket serializes"))
+    }
+
+    fn parse(bytes: &[u8]) -> Result<Self> {
+        serde_json::from_slice(bytes).map_err(|e| {
+            ExchangeError::InvalidArgument(format!(
+                "a ticket is JSON {{\"exchange\": NAME, \"destination\": N, \"from_sequence\": N}}: {e}"
+            ))
+        })
+    }
+}
+
+/// The `create` action's body (JSON): a live exchange fed through `DoPut`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CreateRequest {
+    /// Its name.
+    pub exchange: String,
+    /// Destinations.
+    pub partitions: u32,
+    /// Producers (`DoPut` streams) that will feed it.
+    pub producers: usize,
+    /// The most bytes its queues hold (default 64 MiB).
+    #[serde(default)]
+    pub budget_bytes: Option<usize>,
+    /// `ipc` (default) or `presto`: how its batches are held.
+    #[serde(default)]
+    pub format: Option<String>,
+    /// `none` (default), `lz4` or `zstd` (IPC only).
+    #[serde(default)]
+    pub compression: Option<String>,
+}
+
+impl CreateRequest {
+    fn options(&self) -> Result<LiveOptions> {
+        let format = match self.format.as_deref().unwrap_or("ipc") {
+            "ipc" | "arrow" => OutputFormat::ArrowIpc,
+            "presto" => OutputFormat::Presto,
+            other => {
+                return Err(ExchangeError::InvalidArgument(format!(
+                    "format {other:?}: expected \"ipc\" or \"presto\""
+                )));
+            }
+        };
+        let compression = match self.compression.as_deref().unwrap_or("none") {
+            "none" => Compression::None,
+            "lz4" => Compression::Lz4Frame,
+            "zstd" => Compression::Zstd,
+            other => {
+                return Err(ExchangeError::InvalidArgument(format!(
+                    "compression {other:?}: expected \"none\", \"lz4\" or \"zstd\""
+                )));
+            }
+        };
+        let mut options = LiveOptions::new(self.partitions, self.producers)
+            .with_encoding(Encoding::try_new(format, compression)?);
+        if let Some(budget) = self.budget_bytes {
+            options = options.with_budget(budget);
+        }
+        Ok(options)
+    }
+}
+
+/// The `cancel` action's body (JSON).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CancelRequest {
+    /// The exchange to end.
+    pub exchange: String,
+}
+
+/// Bytes of a live destination's messages one wait gathers for a stream.
+const FETCH_BYTES: usize = 4 << 20;
+
+/// The Flight service of a set of [`Exchanges`].
+#[derive(Debug, Clone, Default)]
+pub struct ExchangeService {
+    exchanges: Exchanges,
+}
+
+impl ExchangeService {
+    /// A service of `exchanges` (shared: exchanges added later are served too).
+    pub fn new(exchanges: Exchanges) -> Self {
+        Self { exchanges }
+    }
+
+    /// The exchanges.
+    pub fn exchanges(&self) -> &Exchanges {
+        &self.exchanges
+    }
+
+    /// The tonic service.
+    pub fn into_server(self) -> FlightServiceServer<Self> {
+        FlightServiceServer::new(self)
+    }
+
+    fn info(&self, name: &str, exchange: &Exchange, p: u32) -> Result<FlightInfo> {
+        exchange.check(name, p)?;
+        let (schema, rows, bytes, complete) = match exchange {
+            Exchange::Live(live) => {
+                let status = live.status(p)?;
+                let schema = live.encoder().map(|e| e.schema().clone());
+                (schema, status.rows, status.bytes, status.complete)
+            }
+            Exchange::Finished(finished) => {
+                let entry = &finished.manifest().destinations[p as usize];
+                (finished.schema().cloned(), entry.rows, entry.bytes, true)
+            }
+        };
+        let mut info = FlightInfo::new();
+        if let Some(schema) = schema {
+            info = info.try_with_schema(&schema)?;
+        }
+        let metadata = serde_json::json!({"complete": complete, "rows": rows, "bytes": bytes});
+        Ok(info
+            .with_descriptor(FlightDescriptor::new_path(vec![
+                name.to_string(),
+                p.to_string(),
+            ]))
+            .with_endpoint(
+                FlightEndpoint::new().with_ticket(DestinationTicket::new(name, p).to_ticket()),
+            )
+            .with_total_records(rows as i64)
+            .with_total_bytes(bytes as i64)
+            .with_app_metadata(metadata.to_string().into_bytes()))
+    }
+
+    fn do_action_sync(&self, action: &Action) -> Result<Vec<u8>> {
+        let body = &action.body;
+        match action.r#type.as_str() {
+            "create" => {
+                let request: CreateRequest = json(body, "create")?;
+                let live = LiveExchange::try_new(None, request.options()?)?;
+                self.exchanges.add_live(&request.exchange, live)?;
+                Ok(Vec::new())
+            }
+            "ack" => {
+                let ticket = DestinationTicket::parse(body)?;
+                let exchange = self.exchanges.get(&ticket.exchange)?;
+                exchange.check(&ticket.exchange, ticket.destination)?;
+                if let Exchange::Live(live) = exchange {
+                    live.ack(ticket.destination, ticket.from_sequence)?;
+                }
+                Ok(Vec::new())
+            }
+            "cancel" => {
+                let request: CancelRequest = json(body, "cancel")?;
+                match self.exchanges.get(&request.exchange)? {
+                    Exchange::Live(live) => {
+                        live.cancel("cancelled by a client");
+                        Ok(Vec::new())
+                    }
+                    Exchange::Finished(_) => Err(ExchangeError::InvalidArgument(format!(
+                        "exchange {:?} is a finished output: nothing to cancel",
+                        request.exchange
+                    ))),
+                }
+            }
+            other => Err(ExchangeError::InvalidArgument(format!(
+                "no action {other:?}: the actions are create, ack and cancel"
+            ))),
+        }
+    }
+}
+
+fn json<T: serde::de::DeserializeOwned>(body: &[u8], action: &str) -> Result<T> {
+    serde_json::from_slice(body)
+        .map_err(|e| ExchangeError::InvalidArgument(format!("the {action} action's body: {e}")))
+}
+
+/// The exchange and destination a descriptor's path names: `[exchange, destination]`.
+fn descriptor_path(descriptor: &FlightDescriptor) -> Result<(String, u32)> {
+    match descriptor.path.as_slice() {
+        [name, p] => p.parse().map(|p| (name.clone(), p)).map_err(|_| {
+            ExchangeError::InvalidArgument(format!("{p:?} is not a destination number"))
+        }),
+        _ => Err(ExchangeError::InvalidArgument(
+            "a descriptor's path is [exchange, destination]".into(),
+        )),
+    }
+}
+
+/// `data` numbered as batch `sequence`.
+fn numbered(data: FlightData, sequence: u64) -> FlightData {
+    data.with_app_metadata(sequence.to_string().into_bytes())
+}
+
+/// Sends `message`'s dictionaries and its batch, numbered `sequence`; false when the
+/// consumer has gone.
+async fn send(
+    tx: &mpsc::Sender<Result<FlightData, Status>>,
+    message: Message,
+    sequence: u64,
+) -> bool {
+    let Message::Ipc {
+        dictionaries,
+        batch,
+        ..
+    } = message
+    else {
+        unreachable!("converted to IPC before sending");
+    };
+    for dictionary in dictionaries {
+        if tx.send(Ok(dictionary)).await.is_err() {
+            return false;
+        }
+    }
+    tx.send(Ok(numbered(batch, sequence))).await.is_ok()
+}
+
+/// Streams live destination `ticket.destination` into `tx`.
+async fn stream_live(
+    live: std::sync::Arc<LiveExchange>,
+    ticket: DestinationTicket,
+    tx: mpsc::Sender<Result<FlightData, Status>>,
+) -> Result<()> {
+    let p = ticket.destination;
+    let encoder = live.wait_encoder().await?;
+    if tx.send(Ok(encoder.schema_message())).await.is_err() {
+        return Ok(());
+    }
+    let mut next = ticket.from_sequence;
+    loop {
+        let fetched = live.fetch(p, next, FETCH_BYTES, None).await?;
+        for message in fetched.messages {
+            let message = encoder.to_ipc(message)?;
+            if !send(&tx, message, next).await {
+                return Ok(());
+            }
+            next += 1;
+            if ticket.auto_ack {
+                live.ack(p, next)?;
+            }
+        }
+        if fetched.complete {
+            return Ok(());
+        }
+    }
+}
+
+#[tonic::async_trait]
+impl FlightService for ExchangeService {
+    type HandshakeStream = BoxStream<'static, Result<HandshakeResponse, Status>>;
+    type ListFlightsStream = BoxStream<'static, Result<FlightInfo, Status>>;
+    type DoGetStream = BoxStream<'static, Result<FlightData, Status>>;
+    type DoPutStream = BoxStream<'static, Result<PutResult, Status>>;
+    type DoActionStream = BoxStream<'static, Result<arrow_flight::Result, Status>>;
+    type ListActionsStream = BoxStream<'static, Result<ActionType, Status>>;
+    type DoExchangeStream = BoxStream<'static, Result<FlightData, Status>>;
+
+    async fn do_get(
+        &self,
+        request: Request<Ticket>,
+    ) -> Result<Response<Self::DoGetStream>, Status> {
+        let ticket = DestinationTicket::parse(&request.get_ref().ticket)?;
+        let exchange = self.exchanges.get(&ticket.exchange)?;
+        exchange.check(&ticket.exchange, ticket.destination)?;
+        let (tx, rx) = mpsc::channel(8);
+        match exchange {
+            Exchange::Live(live) => {
+                if ticket.from_sequence > 0 {
+                    live.ack(ticket.destination, ticket.from_sequence)?;
+                }
+                tokio::spawn(async move {
+                    let context = format!("destination {}", ticket.destination);
+                    if let Err(e) = stream_live(live, ticket, tx.clone()).await {
+                        let _ = tx.send(Err(e.context(context).into())).await;
+                    }
+                });
+            }
+            Exchange::Finished(finished) => {
+                let schema = finished.schema().cloned().ok_or_else(|| {
+                    ExchangeError::InvalidArgument(format!(
+                        "exchange {:?} holds Presto pages, which carry no schema: read it over Presto's protocol",
+                        ticket.exchange
+                    ))
+                })?;
+                tokio::task::spawn_blocking(move || {
+                    let run = || -> Result<()> {
+                        let mut cursor = finished.cursor(ticket.destination)?;
+                        if !cursor.skip(ticket.from_sequence)? {
+                            return Err(ExchangeError::InvalidArgument(format!(
+                                "from_sequence {} is past the destination's last batch",
+                                ticket.from_sequence
+                            )));
+                        }
+                        let options = IpcWriteOptions::default();
+                        let schema = SchemaAsIpc::new(&schema, &options).into();
+                        if tx.blocking_send(Ok(schema)).is_err() {
+                            return Ok(());
+                        }
+                        let mut sequence = ticket.from_sequence;
+                        while let Some(message) = cursor.next_message()? {
+                            let Message::Ipc {
+                                dictionaries,
+                                batch,
+                                ..
+                            } = message
+                            else {
+                                unreachable!("an IPC output's cursor gives IPC messages");
+                            };
+                            for data in dictionaries.into_iter().chain([numbered(batch, sequence)])
+                            {
+                                if tx.blocking_send(Ok(data)).is_err() {
+                                    return Ok(());
+                                }
+                            }
+                            sequence += 1;
+                        }
+                        Ok(())
+                    };
+                    if let Err(e) = run() {
+                        let context = format!("destination {}", ticket.destination);
+                        let _ = tx.blocking_send(Err(e.context(context).into()));
+                    }
+                });
+            }
+        }
+        Ok(Response::new(ReceiverStream::new(rx).boxed()))
+    }
+
+    async fn do_put(
+        &self,
+        request: Request<Streaming<FlightData>>,
+    ) -> Result<Response<Self::DoPutStream>, Status> {
+        let mut input = request.into_inner();
+        let first = input
+            .message()
+            .await?
+            .ok_or_else(|| Status::invalid_argument("an empty DoPut stream"))?;
+        let name = match first.flight_descriptor.as_ref().map(|d| d.path.as_slice()) {
+            Some([name]) => name.clone(),
+            _ => {
+                return Err(Status::invalid_argument(
+                    "a DoPut's descriptor is the path [exchange]",
+                ));
+            }
+        };
+        let live = match self.exchanges.get(&name)? {
+            Exchange::Live(live) => live,
+            Exchange::Finished(_) => {
+                return Err(Status::invalid_argument(format!(
+                    "exchange {name:?} is a finished output: it takes no batches"
+                )));
+            }
+        };
+        let producer = live.producer()?;
+        let data = stream::once(async { Ok(first) })
+            .chain(input)
+            .map(|r| r.map_err(FlightError::from));
+        let mut decoder = FlightDataDecoder::new(data);
+        let handle = tokio::runtime::Handle::current();
+        // Producers wait for room in the queues: the stream is read on a blocking thread, and
+        // while it waits the client's sends wait too (HTTP/2 flow control).
+        let summary = tokio::task::spawn_blocking(move || {
+            let (mut rows, mut batches) = (0u64, 0u64);
+            loop {
+                let decoded = match handle.block_on(decoder.next()) {
+                    None => break,
+                    Some(Ok(decoded)) => decoded,
+                    Some(Err(e)) => {
+                        let why = format!("a producer's DoPut stream failed: {e}");
+                        producer.fail(why.clone());
+                        return Err(ExchangeError::Failed(why));
+                    }
+                };
+                let pushed = match decoded.payload {
+                    DecodedPayload::None => Ok(()),
+                    DecodedPayload::Schema(schema) => producer.set_schema(schema).map(drop),
+                    DecodedPayload::RecordBatch(batch) => {
+                        let tag = std::str::from_utf8(&decoded.inner.app_metadata)
+                            .ok()
+                            .and_then(|t| t.trim().parse::<u32>().ok());
+                        match tag {
+                            None => Err(ExchangeError::InvalidArgument(
+                                "each DoPut batch's app_metadata is its destination number (decimal)"
+                                    .into(),
+                            )),
+                            Some(p) => {
+                                rows += batch.num_rows() as u64;
+                                batches += 1;
+                                producer.push_batch(p, &batch)
+                            }
+                        }
+                    }
+                };
+                if let Err(e) = pushed {
+                    // A producer sending what cannot be delivered fails the exchange: its
+                    // consumers would otherwise miss rows.
+                    producer.fail(format!("a producer sent a batch that was refused: {e}"));
+                    return Err(e);
+                }
+            }
+            producer.finish();
+            Ok((rows, batches))
+        })
+        .await
+        .map_err(|e| Status::internal(e.to_string()))??;
+        let result = PutResult {
+            app_metadata: serde_json::json!({"rows": summary.0, "batches": summary.1})
+                .to_string()
+                .into_bytes()
+                .into(),
+        };
+        Ok(Response::new(stream::iter([Ok(result)]).boxed()))
+    }
+
+    async fn list_flights(
+        &self,
+        _: Request<Criteria>,
+    ) -> Result<Response<Self::ListFlightsStream>, Status> {
+        let mut infos = Vec::new();
+        for (name, exchange) in self.exchanges.all() {
+            for p in 0..exchange.partitions() {
+                infos.push(self.info(&name, &exchange, p).map_err(Status::from));
+            }
+        }
+        Ok(Response::new(stream::iter(infos).boxed()))
+    }
+
+    async fn get_flight_info(
+        &self,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        let (name, p) = descriptor_path(request.get_ref())?;
+        let exchange = self.exchanges.get(&name)?;
+        Ok(Response::new(self.info(&name, &exchange, p)?))
+    }
+
+    async fn get_schema(
+        &self,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<SchemaResult>, Status> {
+        let (name, p) = descriptor_path(request.get_ref())?;
+        let exchange = self.exchanges.get(&name)?;
+        exchange.check(&name, p)?;
+        let schema = match &exchange {
+            Exchange::Live(live) => live.wait_encoder().await?.schema().clone(),
+            Exchange::Finished(finished) => finished.schema().cloned().ok_or_else(|| {
+                Status::invalid_argument(format!(
+                    "exchange {name:?} holds Presto pages, which carry no schema"
+                ))
+            })?,
+        };
+        let options = IpcWriteOptions::default();
+        SchemaResult::try_from(SchemaAsIpc::new(&schema, &options))
+            .map(Response::new)
+            .map_err(|e| Status::internal(e.to_string()))
+    }
+
+    async fn do_action(
+        &self,
+        request: Request<Action>,
+    ) -> Result<Response<Self::DoActionStream>, Status> {
+        let body = self.do_action_sync(request.get_ref())?;
+        let result = arrow_flight::Result { body: body.into() };
+        Ok(Response::new(stream::iter([Ok(result)]).boxed()))
+    }
+
+    async fn list_actions(
+        &self,
+        _: Request<Empty>,
+    ) -> Result<Response<Self::ListActionsStream>, Status> {
+        let actions = [
+            (
+                "create",
+                "a live exchange fed through DoPut: {exchange, partitions, producers, budget_bytes, format, compression}",
+            ),
+            (
+                "ack",
+                "frees a live destination's batches before from_sequence: {exchange, destination, from_sequence}",
+            ),
+            ("cancel", "ends a live exchange: {exchange}"),
+        ];
+        Ok(Response::new(
+            stream::iter(actions.map(|(kind, description)| {
+                Ok(ActionType {
+                    r#type: kind.into(),
+                    description: description.into(),
+                })
+            }))
+            .boxed(),
+        ))
+    }
+
+    async fn handshake(
+        &self,
+        _: Request<Streaming<HandshakeRequest>>,
+    ) -> Result<Response<Self::HandshakeStream>, Status> {
+        Err(Status::unimplemented(
+            "no handshake: the service needs none",
+        ))
+    }
+
+    async fn poll_flight_info(
+        &self,
+        _: Request<FlightDescriptor>,
+    ) -> Result<Response<PollInfo>, Status> {
+        Err(Status::unimplemented(
+            "GetFlightInfo tells whether a destination is complete",
+        ))
+    }
+
+    async fn do_exchange(
+        &self,
+        _: Request<Streaming<FlightData>>,
+    ) -> Result<Response<Self::DoExchangeStream>, Status> {
+        Err(Status::unimplemented(
+            "DoExchange: use DoPut to produce and DoGet to consume",
+        ))
+    }
+}

@@ -1,0 +1,262 @@
+//! [`Message`]: one unit of a destination's output as the exchange holds and sends it, an Arrow
+//! IPC record batch (with the dictionaries it needs) or a Presto page, and the conversions
+//! between them for a protocol that wants the other one.
+//!
+//! Each IPC message carries every dictionary its batch refers to, so that any message can be
+//! sent first: a consumer resuming at any sequence decodes what it gets.
+
+use crate::error::{ExchangeError, Result};
+use arrow_array::{ArrayRef, RecordBatch};
+use arrow_buffer::Buffer;
+use arrow_flight::{FlightData, SchemaAsIpc};
+use arrow_ipc::writer::{DictionaryTracker, IpcDataGenerator, IpcWriteContext, IpcWriteOptions};
+use arrow_schema::SchemaRef;
+use bytes::Bytes;
+use partout_format::presto::{PageOptions, check_page, decode_page, encode_page};
+use partout_format::{Encoding, OutputFormat};
+use std::collections::HashMap;
+
+/// One unit of a destination's output.
+#[derive(Debug, Clone)]
+pub enum Message {
+    /// An Arrow IPC record batch message, after the dictionary messages it needs.
+    Ipc {
+        /// Dictionary messages, in the order they are sent.
+        dictionaries: Vec<FlightData>,
+        /// The record batch message.
+        batch: FlightData,
+        /// Its rows.
+        rows: u64,
+    },
+    /// One Presto SerializedPage (header and body).
+    Page {
+        /// The page's bytes.
+        page: Bytes,
+        /// Its rows.
+        rows: u64,
+    },
+}
+
+impl Message {
+    /// Rows in the message.
+    pub fn rows(&self) -> u64 {
+        match self {
+            Self::Ipc { rows, .. } | Self::Page { rows, .. } => *rows,
+        }
+    }
+
+    /// Bytes the message holds.
+    pub fn size(&self) -> usize {
+        let flight = |d: &FlightData| d.data_header.len() + d.data_body.len();
+        match self {
+            Self::Ipc {
+                dictionaries,
+                batch,
+                ..
+            } => dictionaries.iter().map(flight).sum::<usize>() + flight(batch),
+            Self::Page { page, .. } => page.len(),
+        }
+    }
+
+    /// A Presto page read from storage or the network, checked: its header against its
+    /// bytes, and its checksum when it has one.
+    ///
+    /// # Errors
+    /// [`ExchangeError::Corrupt`] naming what does not hold.
+    pub fn page(page: Bytes) -> Result<Self> {
+        let rows = check_page(&page)?;
+        Ok(Self::Page {
+            page,
+            rows: rows as u64,
+        })
+    }
+
+    /// The message's batch, decoded.
+    ///
+    /// # Errors
+    /// [`ExchangeError::Corrupt`] when it does not decode as `schema`.
+    pub fn to_batch(&self, schema: &SchemaRef) -> Result<RecordBatch> {
+        match self {
+            Self::Ipc {
+                dictionaries,
+                batch,
+                ..
+            } => {
+                let mut by_id: HashMap<i64, ArrayRef> = HashMap::new();
+                for dictionary in dictionaries {
+                    let message = arrow_ipc::root_as_message(&dictionary.data_header)
+                        .map_err(|e| ExchangeError::Corrupt(format!("a dictionary: {e}")))?;
+                    let header = message.header_as_dictionary_batch().ok_or_else(|| {
+                        ExchangeError::Corrupt("a dictionary message of another kind".into())
+                    })?;
+                    arrow_ipc::reader::read_dictionary(
+                        &Buffer::from(dictionary.data_body.clone()),
+                        header,
+                        schema,
+                        &mut by_id,
+                        &message.version(),
+                    )?;
+                }
+                Ok(arrow_flight::utils::flight_data_to_arrow_batch(
+                    batch,
+                    schema.clone(),
+                    &by_id,
+                )?)
+            }
+            Self::Page { page, .. } => Ok(decode_page(page, schema)?.0),
+        }
+    }
+
+    /// The message as an IPC one: itself, or its page decoded and encoded with `options`.
+    ///
+    /// # Errors
+    /// As [`to_batch`](Self::to_batch), and the encoder's.
+    pub fn into_ipc(self, schema: &SchemaRef, options: &IpcWriteOptions) -> Result<Self> {
+        match self {
+            Self::Ipc { .. } => Ok(self),
+            Self::Page { .. } => encode_ipc(&self.to_batch(schema)?, options),
+        }
+    }
+
+    /// The message as a Presto page: itself, or its batch decoded and encoded with `options`.
+    ///
+    /// # Errors
+    /// As [`to_batch`](Self::to_batch), and the encoder's (for a type Presto cannot carry).
+    pub fn into_page(self, schema: &SchemaRef, options: PageOptions) -> Result<Self> {
+        match self {
+            Self::Page { .. } => Ok(self),
+            Self::Ipc { .. } => {
+                let mut page = Vec::new();
+                let batch = self.to_batch(schema)?;
+                encode_page(&batch, options, &mut page)?;
+                Ok(Self::Page {
+                    page: page.into(),
+                    rows: batch.num_rows() as u64,
+                })
+            }
+        }
+    }
+}
+
+/// `batch` as an IPC message with every dictionary it needs.
+///
+/// # Errors
+/// arrow-ipc's.
+pub fn encode_ipc(batch: &RecordBatch, options: &IpcWriteOptions) -> Result<Message> {
+    let (dictionaries, encoded) = IpcDataGenerator::default().encode(
+        batch,
+        &mut DictionaryTracker::new(false),
+        options,
+        &mut IpcWriteContext::default(),
+    )?;
+    Ok(Message::Ipc {
+        dictionaries: dictionaries.into_iter().map(FlightData::from).collect(),
+        batch: FlightData::from(encoded),
+        rows: batch.num_rows() as u64,
+    })
+}
+
+/// Encodes batches as the messages of one exchange.
+#[derive(Debug, Clone)]
+pub struct MessageEncoder {
+    schema: SchemaRef,
+    encoding: Encoding,
+    ipc: IpcWriteOptions,
+}
+
+impl MessageEncoder {
+    /// Messages of batches of `schema`, as `encoding` says.
+    ///
+    /// # Errors
+    /// [`ExchangeError::InvalidArgument`] for a column the format cannot carry.
+    pub fn try_new(schema: SchemaRef, encoding: Encoding) -> Result<Self> {
+        encoding.check_schema(&schema)?;
+        let ipc = partout_format::ipc::ipc_options(encoding.compression())?;
+        Ok(Self {
+            schema,
+            encoding,
+            ipc,
+        })
+    }
+
+    /// The schema.
+    pub fn schema(&self) -> &SchemaRef {
+        &self.schema
+    }
+
+    /// The encoding.
+    pub fn encoding(&self) -> Encoding {
+        self.encoding
+    }
+
+    /// The IPC options (for IPC messages made of pages too).
+    pub fn ipc_options(&self) -> &IpcWriteOptions {
+        &self.ipc
+    }
+
+    /// The schema as the first message of a Flight stream.
+    pub fn schema_message(&self) -> FlightData {
+        SchemaAsIpc::new(&self.schema, &self.ipc).into()
+    }
+
+    /// `batch` as a message.
+    ///
+    /// # Errors
+    /// [`ExchangeError::InvalidArgument`] for a batch whose columns differ from the schema's;
+    /// the encoder's errors.
+    pub fn encode(&self, batch: &RecordBatch) -> Result<Message> {
+        let fields = self.schema.fields();
+        let given = batch.schema();
+        if given.fields().len() != fields.len()
+            || fields
+                .iter()
+                .zip(given.fields())
+                .any(|(a, b)| a.data_type() != b.data_type())
+        {
+            return Err(ExchangeError::InvalidArgument(format!(
+                "a batch of columns ({}) for an exchange of ({})",
+                describe(given.fields()),
+                describe(fields)
+            )));
+        }
+        match self.encoding.format() {
+            OutputFormat::ArrowIpc => encode_ipc(batch, &self.ipc),
+            OutputFormat::Presto => {
+                let mut page = Vec::new();
+                encode_page(batch, self.encoding.page_options(), &mut page)?;
+                Ok(Message::Page {
+                    page: page.into(),
+                    rows: batch.num_rows() as u64,
+                })
+            }
+        }
+    }
+
+    /// `message` as an IPC one.
+    ///
+    /// # Errors
+    /// As [`Message::into_ipc`].
+    pub fn to_ipc(&self, message: Message) -> Result<Message> {
+        message.into_ipc(&self.schema, &self.ipc)
+    }
+
+    /// `message` as a Presto page.
+    ///
+    /// # Errors
+    /// As [`Message::into_page`].
+    pub fn to_page(&self, message: Message) -> Result<Message> {
+        message.into_page(&self.schema, self.encoding.page_options())
+    }
+}
+
+/// Column names and types, for errors.
+pub(crate) fn describe(fields: &arrow_schema::Fields) -> String {
+    fields
+        .iter()
+        .map(|f| {
+            let null = if f.is_nullable() { "" } else { " not null" };
+            format!("{}: {}{null}", f.name(), f.data_type())
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}

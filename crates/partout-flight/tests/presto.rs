@@ -1,0 +1,371 @@
+//! Presto's worker exchange protocol over HTTP on 127.0.0.1, spoken as Presto's exchange client
+//! speaks it: tokens, the four headers on every reply, the same pages for a repeated token,
+//! acknowledgements, long polls, DELETE and HEAD; finished outputs (Presto pages, and Arrow IPC
+//! converted) and a live exchange. Every request is bounded in time.
+
+mod common;
+
+use arrow_array::RecordBatch;
+use common::{DESTINATIONS, ROWS, batch, input, repartition, serve};
+use partout_core::ids::Partitioning;
+use partout_exchange::WriterOptions;
+use partout_flight::presto::headers;
+use partout_flight::{Exchanges, LiveExchange, LiveOptions};
+use partout_format::Encoding;
+use partout_format::presto::decode_pages;
+use partout_job::{Format, Layout};
+use reqwest::StatusCode;
+use std::time::Duration;
+
+/// One reply: status, the protocol's headers, the body.
+#[derive(Debug)]
+struct Reply {
+    status: StatusCode,
+    token: u64,
+    next: u64,
+    complete: bool,
+    instance: String,
+    body: Vec<u8>,
+}
+
+fn http() -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap()
+}
+
+async fn get(base: &str, path: &str, max_size: &str, max_wait: &str) -> Reply {
+    let response = http()
+        .get(format!("{base}{path}"))
+        .header(headers::MAX_SIZE, max_size)
+        .header(headers::MAX_WAIT, max_wait)
+        .send()
+        .await
+        .unwrap();
+    let status = response.status();
+    if status != StatusCode::OK && status != StatusCode::NO_CONTENT {
+        // An error: its reason in the body, none of the protocol's headers needed.
+        let body = response.bytes().await.unwrap().to_vec();
+        return Reply {
+            status,
+            token: 0,
+            next: 0,
+            complete: false,
+            instance: String::new(),
+            body,
+        };
+    }
+    let header = |name: &str| {
+        response
+            .headers()
+            .get(name)
+            .unwrap_or_else(|| panic!("{path}: no {name} on a {status} reply"))
+            .to_str()
+            .unwrap()
+            .to_string()
+    };
+    let token = header(headers::PAGE_SEQUENCE_ID).parse().unwrap();
+    let next = header(headers::PAGE_END_SEQUENCE_ID).parse().unwrap();
+    let complete = header(headers::BUFFER_COMPLETE).parse().unwrap();
+    let instance = header(headers::TASK_INSTANCE_ID);
+    let length = (status == StatusCode::OK).then(|| {
+        assert!(
+            header("content-type").eq_ignore_ascii_case("application/x-presto-pages"),
+            "content type"
+        );
+        header("content-length").parse::<usize>().unwrap()
+    });
+    let body = response.bytes().await.unwrap().to_vec();
+    assert_eq!(length.unwrap_or(0), body.len());
+    Reply {
+        status,
+        token,
+        next,
+        complete,
+        instance,
+        body,
+    }
+}
+
+/// Pages in `bytes`, back to back.
+fn page_count(bytes: &[u8]) -> u64 {
+    let (mut at, mut count) = (0, 0);
+    while at < bytes.len() {
+        let size = i32::from_le_bytes(bytes[at + 9..at + 13].try_into().unwrap()) as usize;
+        at += 21 + size;
+        count += 1;
+    }
+    assert_eq!(at, bytes.len(), "whole pages");
+    count
+}
+
+/// Every page of `exchange`'s buffer `p`, pulled as Presto's client does (a GET at each next
+/// token, each page asked twice to check the retry); the instance id seen.
+async fn pull(base: &str, exchange: &str, p: u32, max_size: &str) -> (Vec<u8>, String) {
+    let mut token = 0;
+    let mut pages = Vec::new();
+    let mut instance = None::<String>;
+    loop {
+        let path = format!("/v1/task/{exchange}/results/{p}/{token}");
+        let reply = get(base, &path, max_size, "1s").await;
+        assert!(
+            reply.status == StatusCode::OK || reply.status == StatusCode::NO_CONTENT,
+            "{path}: {} {}",
+            reply.status,
+            String::from_utf8_lossy(&reply.body)
+        );
+        assert_eq!(reply.token, token);
+        assert_eq!(
+            instance.get_or_insert(reply.instance.clone()),
+            &reply.instance
+        );
+        let reply = if reply.status == StatusCode::OK {
+            let count = page_count(&reply.body);
+            assert!(count >= 1);
+            assert_eq!(reply.next, token + count);
+            // The same token again, as after a lost reply: the same pages from the token on
+            // (more of them if more arrived meanwhile on a live exchange).
+            let again = get(base, &path, max_size, "1s").await;
+            assert_eq!(again.next, token + page_count(&again.body));
+            assert!(
+                again.body.starts_with(&reply.body),
+                "{path}: a retry gave other pages"
+            );
+            pages.extend_from_slice(&again.body);
+            again
+        } else {
+            assert_eq!(reply.next, token);
+            reply
+        };
+        token = reply.next;
+        if reply.complete {
+            break;
+        }
+    }
+    // Past the end: 204, complete.
+    let end = get(
+        base,
+        &format!("/v1/task/{exchange}/results/{p}/{token}"),
+        max_size,
+        "1s",
+    )
+    .await;
+    assert_eq!((end.status, end.complete), (StatusCode::NO_CONTENT, true));
+    (pages, instance.unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finished_outputs_are_pulled_page_by_page_as_presto_does() {
+    tokio::time::timeout(Duration::from_secs(120), async {
+        let dir = tempfile::tempdir().unwrap();
+        let batch = input(dir.path());
+        let exchanges = Exchanges::new();
+        let mut outputs = Vec::new();
+        for layout in [Layout::Files, Layout::Shuffle] {
+            let out = repartition(dir.path(), Format::Presto, layout);
+            let name = format!("pages-{layout}");
+            exchanges.add_directory(&name, &out).unwrap();
+            outputs.push((name, out));
+        }
+        let ipc = repartition(dir.path(), Format::Ipc, Layout::Shuffle);
+        exchanges.add_directory("ipc", &ipc).unwrap();
+        let servers = serve(exchanges).await;
+        let base = format!("http://{}", servers.presto.unwrap());
+        let mut instances = std::collections::BTreeSet::new();
+        for (name, out) in &outputs {
+            let mut rows = 0;
+            for p in 0..DESTINATIONS {
+                let (pages, instance) = pull(&base, name, p, "64kB").await;
+                instances.insert(instance);
+                // The pages are the destination's bytes as written.
+                let written = match name.ends_with("files") {
+                    true => file_bytes(out, p),
+                    false => shuffle_bytes(out, p),
+                };
+                assert!(
+                    pages == written,
+                    "{name} destination {p}: {} bytes pulled, {} written",
+                    pages.len(),
+                    written.len()
+                );
+                assert!(!pages.is_empty());
+                rows += decode_pages(&pages, &batch.schema())
+                    .unwrap()
+                    .iter()
+                    .map(RecordBatch::num_rows)
+                    .sum::<usize>();
+            }
+            assert_eq!(rows, ROWS, "{name}");
+        }
+        // An Arrow IPC output, served as pages: the same rows as its IPC streams.
+        for p in 0..DESTINATIONS {
+            let (pages, instance) = pull(&base, "ipc", p, "1MB").await;
+            instances.insert(instance);
+            let from_pages = decode_pages(&pages, &batch.schema()).unwrap();
+            let stream = shuffle_bytes(&ipc, p);
+            let (_, from_ipc) = partout_format::ipc::decode_stream(&stream).unwrap();
+            let concat = |b: &[RecordBatch]| {
+                arrow_select::concat::concat_batches(&batch.schema(), b).unwrap()
+            };
+            assert_eq!(
+                concat(&from_pages),
+                concat(&from_ipc),
+                "ipc destination {p}"
+            );
+        }
+        assert_eq!(instances.len(), 1, "one task instance id");
+
+        // Acknowledged pages are gone: asking for them again is an error, not other pages.
+        // (DELETE first: the consumer above read this buffer to its end.)
+        let path = "/v1/task/pages-files/results/0";
+        let delete = http().delete(format!("{base}{path}")).send().await.unwrap();
+        assert!(delete.status().is_success());
+        let first = get(&base, &format!("{path}/0"), "1B", "0s").await;
+        assert_eq!(first.next, 1);
+        let ack = http()
+            .get(format!("{base}{path}/1/acknowledge"))
+            .send()
+            .await
+            .unwrap();
+        assert!(ack.status().is_success());
+        let head = http().head(format!("{base}{path}/1")).send().await.unwrap();
+        assert_eq!(head.status(), StatusCode::OK);
+        assert!(head.headers().contains_key(headers::BUFFER_REMAINING_BYTES));
+        let gone = get(&base, &format!("{path}/0"), "1MB", "0s").await;
+        assert_eq!(gone.status, StatusCode::GONE);
+        assert!(
+            String::from_utf8_lossy(&gone.body).contains("acknowledged"),
+            "{gone:?}"
+        );
+        let delete = http().delete(format!("{base}{path}")).send().await.unwrap();
+        assert!(delete.status().is_success());
+
+        // A task not served (yet): 204, not complete, with every header.
+        let unknown = get(&base, "/v1/task/later/results/0/0", "1MB", "10ms").await;
+        assert_eq!(
+            (unknown.status, unknown.complete, unknown.next),
+            (StatusCode::NO_CONTENT, false, 0)
+        );
+        // A buffer the exchange does not have, or a token that is not a number: errors
+        // naming the problem.
+        let missing = get(&base, "/v1/task/ipc/results/9/0", "1MB", "0s").await;
+        assert_eq!(missing.status, StatusCode::NOT_FOUND);
+        assert!(String::from_utf8_lossy(&missing.body).contains("no destination 9"));
+        let bad = get(&base, "/v1/task/ipc/results/0/x", "1MB", "0s").await;
+        assert_eq!(bad.status, StatusCode::BAD_REQUEST);
+        assert!(String::from_utf8_lossy(&bad.body).contains("token \"x\""));
+    })
+    .await
+    .expect("the test finished within its time bound");
+}
+
+/// Destination `p`'s file in files-layout output `out` (none: no bytes).
+fn file_bytes(out: &std::path::Path, p: u32) -> Vec<u8> {
+    let manifest = partout_job::Manifest::read(out).unwrap();
+    match manifest.destinations[p as usize].file.name() {
+        Some(name) => std::fs::read(out.join(name)).unwrap(),
+        None => Vec::new(),
+    }
+}
+
+/// Destination `p`'s bytes in shuffle output `out` (every worker's ranges).
+fn shuffle_bytes(out: &std::path::Path, p: u32) -> Vec<u8> {
+    let manifest = partout_job::Manifest::read(out).unwrap();
+    let mut bytes = Vec::new();
+    for files in manifest.shuffle_files.iter().flatten() {
+        bytes.extend(
+            partout_io::read_shuffle_destination(
+                &out.join(&files.data),
+                &out.join(&files.index),
+                p,
+            )
+            .unwrap(),
+        );
+    }
+    bytes
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_exchange_is_pulled_with_long_polls_and_a_failure_is_an_error() {
+    tokio::time::timeout(Duration::from_secs(60), async {
+        let options = LiveOptions::new(3, 1)
+            .with_budget(256 << 10)
+            .with_encoding(Encoding::presto(true));
+        let live = LiveExchange::try_new(None, options).unwrap();
+        let failing = LiveExchange::try_new(None, LiveOptions::new(2, 1)).unwrap();
+        let exchanges = Exchanges::new();
+        exchanges.add_live("live", live.clone()).unwrap();
+        exchanges.add_live("failing", failing.clone()).unwrap();
+        let servers = serve(exchanges).await;
+        let base = format!("http://{}", servers.presto.unwrap());
+
+        // Nothing produced yet: the request waits, then 204, not complete.
+        let started = std::time::Instant::now();
+        let waited = get(&base, "/v1/task/live/results/0/0", "1MB", "200ms").await;
+        assert_eq!(
+            (waited.status, waited.complete),
+            (StatusCode::NO_CONTENT, false)
+        );
+        assert!(started.elapsed() >= Duration::from_millis(150));
+
+        let inputs: Vec<RecordBatch> = (0..20).map(|i| batch(1_000, 200 + i)).collect();
+        let schema = inputs[0].schema();
+        let producer = {
+            let live = live.clone();
+            let inputs = inputs.clone();
+            std::thread::spawn(move || {
+                let mut writer = live
+                    .writer(
+                        inputs[0].schema(),
+                        Partitioning::hash(vec![0], 3),
+                        WriterOptions::default().with_target_bytes(16 << 10),
+                    )
+                    .unwrap();
+                for batch in &inputs {
+                    writer.append(batch).unwrap();
+                }
+                writer.finish_output().unwrap();
+            })
+        };
+        let consumers: Vec<_> = (0..3)
+            .map(|p| {
+                let base = base.clone();
+                tokio::spawn(async move { pull(&base, "live", p, "32kB").await.0 })
+            })
+            .collect();
+        let mut rows = 0;
+        for consumer in consumers {
+            let pages = consumer.await.unwrap();
+            rows += decode_pages(&pages, &schema)
+                .unwrap()
+                .iter()
+                .map(RecordBatch::num_rows)
+                .sum::<usize>();
+        }
+        tokio::task::spawn_blocking(move || producer.join().unwrap())
+            .await
+            .unwrap();
+        assert_eq!(rows, 20_000);
+        assert!(live.peak_buffered_bytes() <= 256 << 10);
+
+        // A producer that fails: the consumer's request is answered with the reason.
+        let waiting = {
+            let base = base.clone();
+            tokio::spawn(
+                async move { get(&base, "/v1/task/failing/results/1/0", "1MB", "10s").await },
+            )
+        };
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        failing
+            .producer()
+            .unwrap()
+            .fail("the input file was truncated");
+        let reply = waiting.await.unwrap();
+        assert_eq!(reply.status, StatusCode::INTERNAL_SERVER_ERROR);
+        let text = String::from_utf8_lossy(&reply.body);
+        assert!(text.contains("the input file was truncated"), "{text}");
+    })
+    .await
+    .expect("the test finished within its time bound");
+}
