@@ -310,7 +310,7 @@ async fn main() {
     let args = Args::parse();
     println!(
         "partout inside Ballista: {}, TPC-H SF {}",
-        tpch::machine(),
+        partout_testkit::machine(),
         args.sf
     );
     let work = tempfile::tempdir().expect("a scratch directory");

@@ -20,6 +20,7 @@
 
 pub mod demo;
 pub mod e2e;
+pub mod exchange;
 pub mod harness;
 pub mod ids;
 mod lineitem;

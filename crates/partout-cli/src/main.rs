@@ -14,7 +14,7 @@ mod repartition;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
-use partout_bench::{demo, e2e, ids, plan, presto, scatter, writer};
+use partout_bench::{demo, e2e, exchange, ids, plan, presto, scatter, writer};
 use std::process::ExitCode;
 
 // A partitioner allocates its output columns batch after batch; glibc's allocator hands large
@@ -75,6 +75,9 @@ enum Suite {
     Presto(presto::PrestoBenchOptions),
     /// The scatter plan alone, for every fan-out (to choose the automatic one).
     Plan(plan::PlanOptions),
+    /// lineitem from producers to consumers over loopback through a live exchange (Flight and
+    /// Presto's protocol), beside a bare arrow-flight server of the same batches.
+    Exchange(exchange::ExchangeBenchOptions),
 }
 
 /// `partout repartition` (and `bench e2e`, which times it) keeps its peak memory under
@@ -181,6 +184,7 @@ fn run(cli: Cli) -> Result<()> {
             Suite::Presto(options) => presto::run(&options),
             Suite::E2e(options) => e2e::run(&options),
             Suite::Plan(options) => plan::run(&options),
+            Suite::Exchange(options) => exchange::run(&options),
         },
     }
 }

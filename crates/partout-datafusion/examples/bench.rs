@@ -98,7 +98,7 @@ async fn main() -> Result<()> {
     let args = Args::parse();
     println!(
         "partout inside DataFusion: {}, TPC-H SF {}",
-        tpch::machine(),
+        partout_testkit::machine(),
         args.sf
     );
     let tables = tpch::tables(args.sf, 8192)?;

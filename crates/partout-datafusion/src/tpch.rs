@@ -101,21 +101,6 @@ pub fn register(ctx: &SessionContext, tables: &[Table], partitions: usize) -> Re
     Ok(())
 }
 
-/// The machine a benchmark runs on, for its report: the CPU's model name and the threads
-/// available (`AMD EPYC, 2 threads`).
-pub fn machine() -> String {
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown CPU".into());
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    format!("{cpu}, {threads} threads")
-}
-
 /// A session of `target_partitions` partitions, with partout's rule when `partout` (built
 /// the same way either way, so that only the rule differs).
 pub fn session(target_partitions: usize, partout: bool) -> SessionContext {

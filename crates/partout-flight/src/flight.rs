@@ -411,7 +411,7 @@ impl FlightService for ExchangeService {
                 )));
             }
         };
-        let producer = live.producer()?;
+        let mut producer = live.producer()?;
         let data = stream::once(async { Ok(first) })
             .chain(input)
             .map(|r| r.map_err(FlightError::from));

@@ -251,6 +251,7 @@ impl LiveExchange {
         state.joined += 1;
         Ok(Producer {
             exchange: self.clone(),
+            encoder: None,
             done: false,
         })
     }
@@ -559,6 +560,8 @@ fn ended(outcome: &Outcome) -> Result<()> {
 #[derive(Debug)]
 pub struct Producer {
     exchange: Arc<LiveExchange>,
+    /// Its own encoder (stream state is per producer), once the schema is known.
+    encoder: Option<MessageEncoder>,
     done: bool,
 }
 
@@ -589,9 +592,13 @@ impl Producer {
     ///
     /// # Errors
     /// As [`push`](Self::push); the encoder's, for a batch of another schema.
-    pub fn push_batch(&self, p: u32, batch: &RecordBatch) -> Result<()> {
-        let encoder = self.exchange.set_schema(batch.schema())?;
-        self.push(p, encoder.encode(batch)?)
+    pub fn push_batch(&mut self, p: u32, batch: &RecordBatch) -> Result<()> {
+        let encoder = match &mut self.encoder {
+            Some(encoder) => encoder,
+            slot => slot.insert(self.exchange.set_schema(batch.schema())?),
+        };
+        let message = encoder.encode(batch)?;
+        self.push(p, message)
     }
 
     /// This producer's part is done.

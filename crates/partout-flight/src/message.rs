@@ -10,10 +10,10 @@ use arrow_array::{ArrayRef, RecordBatch};
 use arrow_buffer::Buffer;
 use arrow_flight::{FlightData, SchemaAsIpc};
 use arrow_ipc::writer::{DictionaryTracker, IpcDataGenerator, IpcWriteContext, IpcWriteOptions};
-use arrow_schema::SchemaRef;
+use arrow_schema::{DataType, SchemaRef};
 use bytes::Bytes;
 use partout_format::presto::{PageOptions, check_page, decode_page, encode_page};
-use partout_format::{Encoding, OutputFormat};
+use partout_format::{Encoding, OutputFormat, StreamEncoders};
 use std::collections::HashMap;
 
 /// One unit of a destination's output.
@@ -157,11 +157,32 @@ pub fn encode_ipc(batch: &RecordBatch, options: &IpcWriteOptions) -> Result<Mess
 }
 
 /// Encodes batches as the messages of one exchange.
-#[derive(Debug, Clone)]
+///
+/// IPC messages of a schema without dictionaries come from partout's stream encoder, whose
+/// parts share the batch's buffers: the body is copied once, into a buffer of its exact size
+/// (arrow-ipc's `IpcDataGenerator` grows its body buffer as it goes, copying it again).
+#[derive(Debug)]
 pub struct MessageEncoder {
     schema: SchemaRef,
     encoding: Encoding,
     ipc: IpcWriteOptions,
+    /// The one-destination stream encoder of the fast path, made at first use (`None` for
+    /// schemas with dictionaries and for Presto pages).
+    stream: Option<StreamEncoders>,
+    parts: Vec<Buffer>,
+}
+
+impl Clone for MessageEncoder {
+    /// The same encoder, its stream state not shared (a clone's is made at its first use).
+    fn clone(&self) -> Self {
+        Self {
+            schema: self.schema.clone(),
+            encoding: self.encoding,
+            ipc: self.ipc.clone(),
+            stream: None,
+            parts: Vec::new(),
+        }
+    }
 }
 
 impl MessageEncoder {
@@ -176,7 +197,56 @@ impl MessageEncoder {
             schema,
             encoding,
             ipc,
+            stream: None,
+            parts: Vec::new(),
         })
+    }
+
+    /// Whether IPC messages take the fast path: no dictionary anywhere in the schema.
+    fn fast_ipc(&self) -> bool {
+        self.encoding.format() == OutputFormat::ArrowIpc
+            && !self
+                .schema
+                .fields()
+                .iter()
+                .any(|f| has_dictionary(f.data_type()))
+    }
+
+    /// `batch` as one IPC message through the stream encoder.
+    fn encode_fast(&mut self, batch: &RecordBatch) -> Result<Message> {
+        let stream = match &mut self.stream {
+            Some(stream) => stream,
+            slot => slot.insert(StreamEncoders::try_new(
+                self.schema.clone(),
+                1,
+                self.encoding,
+            )?),
+        };
+        self.parts.clear();
+        stream.encode_parts(0, batch, &mut self.parts)?;
+        let mut reader = Parts::new(&self.parts);
+        loop {
+            let (header, body_len) = reader.message()?;
+            let message = arrow_ipc::root_as_message(&header)
+                .map_err(|e| ExchangeError::Corrupt(format!("an encoded message: {e}")))?;
+            if message.header_type() != arrow_ipc::MessageHeader::RecordBatch {
+                // The stream's schema, before its first batch.
+                reader.skip(body_len)?;
+                continue;
+            }
+            let mut body = Vec::with_capacity(body_len);
+            reader.copy(body_len, &mut body)?;
+            self.parts.clear();
+            return Ok(Message::Ipc {
+                dictionaries: Vec::new(),
+                batch: FlightData {
+                    data_header: header.into(),
+                    data_body: body.into(),
+                    ..Default::default()
+                },
+                rows: batch.num_rows() as u64,
+            });
+        }
     }
 
     /// The schema.
@@ -204,7 +274,7 @@ impl MessageEncoder {
     /// # Errors
     /// [`ExchangeError::InvalidArgument`] for a batch whose columns differ from the schema's;
     /// the encoder's errors.
-    pub fn encode(&self, batch: &RecordBatch) -> Result<Message> {
+    pub fn encode(&mut self, batch: &RecordBatch) -> Result<Message> {
         let fields = self.schema.fields();
         let given = batch.schema();
         if given.fields().len() != fields.len()
@@ -220,6 +290,7 @@ impl MessageEncoder {
             )));
         }
         match self.encoding.format() {
+            OutputFormat::ArrowIpc if self.fast_ipc() => self.encode_fast(batch),
             OutputFormat::ArrowIpc => encode_ipc(batch, &self.ipc),
             OutputFormat::Presto => {
                 let mut page = Vec::new();
@@ -246,6 +317,74 @@ impl MessageEncoder {
     /// As [`Message::into_page`].
     pub fn to_page(&self, message: Message) -> Result<Message> {
         message.into_page(&self.schema, self.encoding.page_options())
+    }
+}
+
+/// Whether `data_type` holds a dictionary at any depth.
+fn has_dictionary(data_type: &DataType) -> bool {
+    match data_type {
+        DataType::Dictionary(_, _) => true,
+        DataType::List(f)
+        | DataType::LargeList(f)
+        | DataType::ListView(f)
+        | DataType::LargeListView(f)
+        | DataType::FixedSizeList(f, _)
+        | DataType::Map(f, _) => has_dictionary(f.data_type()),
+        DataType::Struct(fields) => fields.iter().any(|f| has_dictionary(f.data_type())),
+        DataType::Union(fields, _) => fields.iter().any(|(_, f)| has_dictionary(f.data_type())),
+        DataType::RunEndEncoded(_, values) => has_dictionary(values.data_type()),
+        _ => false,
+    }
+}
+
+/// Reads encoded IPC stream messages across the parts an encoder gave.
+struct Parts<'a> {
+    parts: &'a [Buffer],
+    /// The part being read, and the offset in it.
+    at: (usize, usize),
+}
+
+impl<'a> Parts<'a> {
+    fn new(parts: &'a [Buffer]) -> Self {
+        Self { parts, at: (0, 0) }
+    }
+
+    /// Copies the next `n` bytes to `out`.
+    fn copy(&mut self, mut n: usize, out: &mut Vec<u8>) -> Result<()> {
+        while n > 0 {
+            let Some(part) = self.parts.get(self.at.0) else {
+                return Err(ExchangeError::Corrupt(
+                    "an encoded message shorter than its header says".into(),
+                ));
+            };
+            let take = n.min(part.len() - self.at.1);
+            out.extend_from_slice(&part[self.at.1..self.at.1 + take]);
+            self.at.1 += take;
+            n -= take;
+            if self.at.1 == part.len() {
+                self.at = (self.at.0 + 1, 0);
+            }
+        }
+        Ok(())
+    }
+
+    fn skip(&mut self, n: usize) -> Result<()> {
+        let mut scratch = Vec::with_capacity(n);
+        self.copy(n, &mut scratch)
+    }
+
+    /// The next message's header (its flatbuffer, padded) and body length.
+    fn message(&mut self) -> Result<(Vec<u8>, usize)> {
+        let mut word = Vec::with_capacity(8);
+        self.copy(8, &mut word)?;
+        let len = u32::from_le_bytes(word[4..8].try_into().expect("4 bytes")) as usize;
+        let mut header = Vec::with_capacity(len);
+        self.copy(len, &mut header)?;
+        let message = arrow_ipc::root_as_message(&header)
+            .map_err(|e| ExchangeError::Corrupt(format!("an encoded message: {e}")))?;
+        let body = usize::try_from(message.bodyLength())
+            .map_err(|_| ExchangeError::Corrupt("a negative body length".into()))?;
+        Ok((header, body))
     }
 }
 

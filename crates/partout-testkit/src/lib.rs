@@ -26,3 +26,23 @@ pub use oracle::{
     with_id_column, with_ids,
 };
 pub use types::{every_type, flat_types, nested_types, presto_carries, unsupported_arrays};
+
+/// The machine a benchmark runs on, for its report: the CPU's model name, family and model,
+/// and the threads available (`AMD EPYC, family 25 model 17, 2 threads`).
+pub fn machine() -> String {
+    let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let field = |name: &str| {
+        info.lines()
+            .find(|l| l.split(':').next().is_some_and(|k| k.trim() == name))
+            .and_then(|l| l.split(':').nth(1))
+            .map(|v| v.trim().to_string())
+    };
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    match (field("model name"), field("cpu family"), field("model")) {
+        (Some(name), Some(family), Some(model)) => {
+            format!("{name}, family {family} model {model}, {threads} threads")
+        }
+        (Some(name), _, _) => format!("{name}, {threads} threads"),
+        _ => format!("unknown CPU, {threads} threads"),
+    }
+}
