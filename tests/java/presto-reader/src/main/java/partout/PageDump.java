@@ -77,27 +77,41 @@ public final class PageDump {
 
     public static void main(String[] args) throws Exception {
         byte[] bytes = Files.readAllBytes(Path.of(args[0]));
-        PagesSerde serde = new PagesSerde(new BlockEncodingManager(), Optional.of(new Lz4PageCompressor()), Optional.of(new Lz4PageDecompressor()), Optional.empty());
+        PagesSerde serde = serde();
         Iterator<SerializedPage> pages = PagesSerdeUtil.readSerializedPages(Slices.wrappedBuffer(bytes).getInput());
         StringBuilder out = new StringBuilder();
         while (pages.hasNext()) {
-            SerializedPage serialized = pages.next();
-            if (!PagesSerdeUtil.isChecksumValid(serialized)) {
-                throw new IllegalStateException("checksum mismatch");
-            }
-            Page page = serde.deserialize(serialized);
+            Page page = deserialize(serde, pages.next());
             out.append("page ").append(page.getPositionCount()).append('\n');
-            for (int row = 0; row < page.getPositionCount(); row++) {
-                for (int column = 0; column < page.getChannelCount(); column++) {
-                    if (column > 0) {
-                        out.append('|');
-                    }
-                    dump(page.getBlock(column), row, out);
-                }
-                out.append('\n');
-            }
+            appendRows(page, out);
         }
         System.out.print(out);
+    }
+
+    /** Presto's page serde with the raw LZ4 codec of its exchange. */
+    static PagesSerde serde() {
+        return new PagesSerde(new BlockEncodingManager(), Optional.of(new Lz4PageCompressor()), Optional.of(new Lz4PageDecompressor()), Optional.empty());
+    }
+
+    /** The page, its checksum verified first. */
+    static Page deserialize(PagesSerde serde, SerializedPage serialized) {
+        if (!PagesSerdeUtil.isChecksumValid(serialized)) {
+            throw new IllegalStateException("checksum mismatch");
+        }
+        return serde.deserialize(serialized);
+    }
+
+    /** Every row of the page, one line each: its values separated by '|'. */
+    static void appendRows(Page page, StringBuilder out) {
+        for (int row = 0; row < page.getPositionCount(); row++) {
+            for (int column = 0; column < page.getChannelCount(); column++) {
+                if (column > 0) {
+                    out.append('|');
+                }
+                dump(page.getBlock(column), row, out);
+            }
+            out.append('\n');
+        }
     }
 
     private static void dump(Block block, int position, StringBuilder out) {
