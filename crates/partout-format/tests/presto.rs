@@ -10,7 +10,9 @@ use arrow_array::{
     StringArray, StructArray, TimestampMillisecondArray,
 };
 use arrow_schema::{DataType, Field, Fields};
-use partout_format::presto::{PageOptions, decode_page, decode_pages, encode_page, inspect_pages};
+use partout_format::presto::{
+    PageOptions, check_page, decode_page, decode_pages, encode_page, inspect_pages,
+};
 use std::sync::Arc;
 
 fn vectors() -> Vec<(String, Vec<u8>)> {
@@ -490,6 +492,33 @@ fn malformed_pages_are_errors_not_panics() {
                 }
             }
         }
+    }
+}
+
+/// `check_page` (what the exchange runs on pages it serves from files) takes a page as Presto
+/// wrote it, and refuses a damaged header, a damaged checksummed body, a short page and bytes
+/// after the page, without decoding the body.
+#[test]
+fn check_page_takes_presto_pages_and_refuses_damaged_ones() {
+    let v1 = vector("v1");
+    let v3 = vector("v3");
+    assert_eq!(check_page(&v1).unwrap(), expected("v1").0.num_rows());
+    assert_eq!(check_page(&v3).unwrap(), expected("v3").0.num_rows());
+    let mut body = v3.clone();
+    body[60] ^= 1;
+    let mut negative = v1.clone();
+    negative[12] = 0x80;
+    let mut trailing = v1.clone();
+    trailing.push(0);
+    for (bytes, what) in [
+        (body, "checksum mismatch"),
+        (v1[..15].to_vec(), "needs 21 bytes"),
+        (v1[..60].to_vec(), "claims 89 body bytes"),
+        (negative, "negative size"),
+        (trailing, "1 bytes after a page"),
+    ] {
+        let err = check_page(&bytes).unwrap_err().to_string();
+        assert!(err.contains(what), "{what}: {err}");
     }
 }
 
