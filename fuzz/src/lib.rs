@@ -141,9 +141,10 @@ fn read_frames(files: &[InputFile], frame_rows: usize, path: &Path) -> Option<u6
 
 /// partout's input readers, as its CLI reads them: the first byte picks the format and the
 /// frame size; the rest is written to a file of that format's extension in `dir`, which is then
-/// found by `discover`, read whole by `InputReader`, and cut by `plan_frames` into frames that
-/// are each read. Every result must be `Ok` or an error naming the file; when the whole file
-/// reads without error both ways, the frames must hold as many rows as the whole.
+/// found by `discover` (which may refuse it, by its first bytes), read whole by `InputReader`,
+/// and cut by `plan_frames` into frames that are each read. Every result must be `Ok` or an
+/// error naming the file; when the whole file reads without error both ways, the frames must
+/// hold as many rows as the whole.
 pub fn input_files(data: &[u8], dir: &Path) {
     let Some((&pick, bytes)) = data.split_first() else {
         return;
@@ -151,7 +152,13 @@ pub fn input_files(data: &[u8], dir: &Path) {
     let path = dir.join(format!("input.{}", EXTENSIONS[usize::from(pick & 3)]));
     std::fs::write(&path, bytes).expect("writing the input");
     let frame_rows = FRAME_ROWS[usize::from(pick >> 2 & 3)];
-    let files = discover(std::slice::from_ref(&path)).expect("the input is there");
+    let files = match discover(std::slice::from_ref(&path)) {
+        Ok(files) => files,
+        Err(e) => {
+            check(Err(e), &path);
+            return;
+        }
+    };
     let whole = read_whole(&files, &path);
     let framed = read_frames(&files, frame_rows, &path);
     if let (Some(whole), Some(framed)) = (whole, framed) {

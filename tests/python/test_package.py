@@ -10,6 +10,7 @@ import pathlib
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 
 import partout
@@ -341,6 +342,12 @@ def test_file_errors_are_raised_by_kind(tmp_path):
         partout.read(tmp_path / "nothing.arrows")
     with pytest.raises(partout.CorruptInputError):
         partout.read(stream, schema=lineitem_like(1).schema)
+    # A job's error says what it was doing and what went wrong, in every scheme, and keeps
+    # its kind: here a column Presto pages cannot carry, partitioned round-robin (no key).
+    unsigned = tmp_path / "unsigned.parquet"
+    pq.write_table(pa.table({"u": pa.array([1, 2, 3], pa.uint64())}), unsigned)
+    with pytest.raises(partout.UnsupportedTypeError, match="round-robin.*cannot carry column \"u\""):
+        partout.repartition(unsigned, tmp_path / "out", 2, scheme="round_robin", format="presto")
 
 
 @pytest.mark.parametrize("compression", ["none", "lz4", "zstd"])

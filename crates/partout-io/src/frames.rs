@@ -230,7 +230,9 @@ pub fn plan_frames_by(
                 let (schema, reader) = ipc_file(file)?;
                 (schema, Source::IpcFile(reader.num_batches()))
             }
-            Format::IpcStream | Format::Csv => (open(file, schema.as_ref())?.0, Source::Whole),
+            Format::IpcStream | Format::Csv | Format::CsvGzip | Format::CsvZstd => {
+                (open(file, schema.as_ref())?.0, Source::Whole)
+            }
         };
         match &schema {
             None => schema = Some(file_schema),

@@ -40,7 +40,7 @@ use arrow_array::RecordBatch;
 use arrow_schema::{ArrowError, SchemaRef};
 use std::fmt;
 use std::fs::File;
-use std::io::{BufReader, Seek};
+use std::io::{BufReader, Read};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 
@@ -108,27 +108,155 @@ fn file_io_error(path: &Path, what: &str, e: std::io::Error) -> IoError {
 /// A file format partout reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
-    /// Apache Parquet (`.parquet`, `.pq`).
+    /// Apache Parquet: begins with `PAR1`.
     Parquet,
-    /// Arrow IPC file (`.arrow`, `.feather`, `.ipc`).
+    /// Arrow IPC file (Feather 2): begins with `ARROW1`.
     IpcFile,
-    /// Arrow IPC stream (`.arrows`).
+    /// Arrow IPC stream: begins with the continuation marker (then its schema message).
     IpcStream,
     /// CSV with a header row (`.csv`); the schema is inferred from the first file.
     Csv,
+    /// CSV compressed with gzip (`.csv.gz`), read through a streaming decompressor.
+    CsvGzip,
+    /// CSV compressed with Zstandard (`.csv.zst`), read through a streaming decompressor.
+    CsvZstd,
 }
 
+/// What names say, for files whose first bytes are not one of the binary formats.
+const CSV_NAMES: &str = ".csv, .csv.gz or .csv.zst";
+
 impl Format {
-    /// The format a file name's extension names.
+    /// The format a file name's extension names (`.parquet`/`.pq`, `.arrow`/`.feather`/`.ipc`,
+    /// `.arrows`, `.csv`, `.csv.gz`, `.csv.zst`).
     pub fn from_extension(path: &Path) -> Option<Format> {
-        let extension = path.extension()?.to_str()?.to_ascii_lowercase();
-        match extension.as_str() {
+        let name = path.file_name()?.to_str()?.to_ascii_lowercase();
+        let (stem, extension) = name.rsplit_once('.')?;
+        match extension {
             "parquet" | "pq" => Some(Format::Parquet),
             "arrow" | "feather" | "ipc" => Some(Format::IpcFile),
             "arrows" => Some(Format::IpcStream),
             "csv" => Some(Format::Csv),
+            "gz" if stem.ends_with(".csv") => Some(Format::CsvGzip),
+            "zst" if stem.ends_with(".csv") => Some(Format::CsvZstd),
             _ => None,
         }
+    }
+
+    /// The binary format `head` (a file's first bytes) announces: Parquet's `PAR1`, the Arrow
+    /// file's `ARROW1`, an Arrow stream's continuation marker followed by a schema message;
+    /// gzip's and Zstandard's magic numbers (compressed CSV, if the name says CSV).
+    ///
+    /// ```
+    /// use partout_io::Format;
+    /// assert_eq!(Format::from_content(b"PAR1\x15\x00"), Some(Format::Parquet));
+    /// assert_eq!(Format::from_content(b"ARROW1\x00\x00"), Some(Format::IpcFile));
+    /// assert_eq!(Format::from_content(b"id,name\n1,a\n"), None);
+    /// ```
+    pub fn from_content(head: &[u8]) -> Option<Format> {
+        if head.starts_with(b"PAR1") {
+            Some(Format::Parquet)
+        } else if head.starts_with(b"ARROW1") {
+            Some(Format::IpcFile)
+        } else if is_ipc_stream(head) {
+            Some(Format::IpcStream)
+        } else if head.starts_with(&[0x1f, 0x8b]) {
+            Some(Format::CsvGzip)
+        } else if head.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
+            Some(Format::CsvZstd)
+        } else {
+            None
+        }
+    }
+
+    /// The format of the file at `path`: its first bytes decide (whatever its name), then
+    /// its name (CSV, which has no mark of its own).
+    ///
+    /// # Errors
+    /// [`IoError::File`] for a file that cannot be read, an empty file, a compressed file not
+    /// named CSV, a name that promises a binary format the bytes do not hold, and bytes of no
+    /// format partout reads; each naming what the file begins with.
+    pub fn detect(path: &Path) -> Result<Format> {
+        let mut head = [0u8; 64];
+        let mut file = File::open(path).map_err(|e| file_io_error(path, "cannot be opened", e))?;
+        let mut len = 0;
+        while len < head.len() {
+            match file.read(&mut head[len..]) {
+                Ok(0) => break,
+                Ok(n) => len += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(file_io_error(path, "cannot be read", e)),
+            }
+        }
+        let head = &head[..len];
+        if head.is_empty() {
+            return Err(file_error(path, "an empty file: no format to read"));
+        }
+        let named = Format::from_extension(path);
+        match (Format::from_content(head), named) {
+            (Some(compressed @ (Format::CsvGzip | Format::CsvZstd)), named) => {
+                if named == Some(compressed) {
+                    Ok(compressed)
+                } else {
+                    Err(file_error(
+                        path,
+                        format!(
+                            "{} data not named {} (begins {}): partout reads compressed CSV only",
+                            if compressed == Format::CsvGzip {
+                                "gzip"
+                            } else {
+                                "Zstandard"
+                            },
+                            if compressed == Format::CsvGzip {
+                                ".csv.gz"
+                            } else {
+                                ".csv.zst"
+                            },
+                            describe_head(head)
+                        ),
+                    ))
+                }
+            }
+            (Some(format), _) => Ok(format),
+            (None, Some(Format::Csv)) => Ok(Format::Csv),
+            (None, Some(named @ (Format::Parquet | Format::IpcFile | Format::IpcStream))) => {
+                Err(file_error(
+                    path,
+                    format!(
+                        "named as {named:?} but its bytes are not (begins {}; Parquet begins PAR1, an Arrow file ARROW1, an Arrow stream ff ff ff ff)",
+                        describe_head(head)
+                    ),
+                ))
+            }
+            (None, _) => Err(file_error(
+                path,
+                format!(
+                    "unknown file type: neither Parquet, an Arrow file nor an Arrow stream by its first bytes (begins {}), nor named {CSV_NAMES}",
+                    describe_head(head)
+                ),
+            )),
+        }
+    }
+}
+
+/// Whether `head` begins an Arrow IPC stream: the continuation marker (what follows, the
+/// schema message, is the reader's to check, and its errors name what is wrong).
+fn is_ipc_stream(head: &[u8]) -> bool {
+    head.starts_with(&[0xff, 0xff, 0xff, 0xff])
+}
+
+/// A file's first bytes for an error: ASCII text as a quoted string, or hex.
+fn describe_head(head: &[u8]) -> String {
+    let head = &head[..head.len().min(16)];
+    if head
+        .iter()
+        .all(|b| b.is_ascii_graphic() || b" \t\r\n".contains(b))
+    {
+        format!("{:?}", String::from_utf8_lossy(head))
+    } else {
+        head.iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<Vec<_>>()
+            .join(" ")
     }
 }
 
@@ -141,13 +269,14 @@ pub struct InputFile {
     pub format: Format,
 }
 
-/// The input files `paths` name: files as given (their extension says the format), and the
-/// files of directories, in name order, recursively, skipping hidden files and files of other
-/// extensions.
+/// The input files `paths` name: files as given, and the files of directories, in name
+/// order, recursively, skipping hidden files (`.` or `_` first) and files of no format partout
+/// reads. A file's first bytes say its format ([`Format::detect`]), its name only for CSV.
 ///
 /// # Errors
-/// [`IoError::File`] for a path that does not exist or a file of unknown extension given by
-/// name; [`IoError::Inputs`] when no input file is found.
+/// [`IoError::File`] for a path that does not exist, a file given by name that
+/// [`Format::detect`] refuses, or a file in a directory whose name promises a format its bytes
+/// do not hold; [`IoError::Inputs`] when no input file is found.
 pub fn discover(paths: &[PathBuf]) -> Result<Vec<InputFile>> {
     let mut files = Vec::new();
     for path in paths {
@@ -155,12 +284,7 @@ pub fn discover(paths: &[PathBuf]) -> Result<Vec<InputFile>> {
         if meta.is_dir() {
             walk(path, &mut files)?;
         } else {
-            let format = Format::from_extension(path).ok_or_else(|| {
-                file_error(
-                    path,
-                    "unknown file type (expected .parquet, .arrow, .arrows or .csv)",
-                )
-            })?;
+            let format = Format::detect(path)?;
             files.push(InputFile {
                 path: path.clone(),
                 format,
@@ -169,7 +293,7 @@ pub fn discover(paths: &[PathBuf]) -> Result<Vec<InputFile>> {
     }
     if files.is_empty() {
         return Err(IoError::Inputs(
-            "no input files (.parquet, .arrow, .arrows or .csv) found".into(),
+            "no input files (Parquet, Arrow files or streams, or CSV named .csv, .csv.gz or .csv.zst) found".into(),
         ));
     }
     Ok(files)
@@ -195,8 +319,15 @@ fn walk(dir: &Path, files: &mut Vec<InputFile>) -> Result<()> {
         }
         if path.is_dir() {
             walk(&path, files)?;
-        } else if let Some(format) = Format::from_extension(&path) {
-            files.push(InputFile { path, format });
+        } else {
+            match Format::detect(&path) {
+                Ok(format) => files.push(InputFile { path, format }),
+                // A file whose name promises data it does not hold is an error, never rows
+                // silently left out.
+                Err(e) if Format::from_extension(&path).is_some() => return Err(e),
+                // Files of no format partout reads (notes, checksums) are passed over.
+                Err(_) => {}
+            }
         }
     }
     Ok(())
@@ -353,24 +484,37 @@ fn open(file: &InputFile, csv_schema: Option<&SchemaRef>) -> Result<(SchemaRef, 
             })?;
             (schema, Box::new(reader))
         }
-        Format::Csv => {
-            let (handle, _) = open_file(file)?;
-            let mut handle = BufReader::new(handle);
+        Format::Csv | Format::CsvGzip | Format::CsvZstd => {
+            // The text, decompressed as it is read; opened anew after schema inference.
+            let text = || -> Result<Box<dyn std::io::BufRead>> {
+                let (handle, _) = open_file(file)?;
+                Ok(match file.format {
+                    Format::CsvGzip => {
+                        Box::new(BufReader::new(flate2::read::MultiGzDecoder::new(handle)))
+                    }
+                    Format::CsvZstd => Box::new(BufReader::new(
+                        zstd::stream::read::Decoder::new(handle)
+                            .map_err(|e| file_io_error(&file.path, "cannot be decompressed", e))?,
+                    )),
+                    _ => Box::new(BufReader::new(handle)),
+                })
+            };
             let schema = match csv_schema {
                 Some(schema) => schema.clone(),
                 None => {
                     let format = arrow_csv::reader::Format::default().with_header(true);
+                    let mut head = text()?;
                     let (schema, _) =
-                        contain(file, || format.infer_schema(&mut handle, Some(10_000)))?;
-                    handle.rewind().map_err(|e| file_error(&file.path, e))?;
+                        contain(file, || format.infer_schema(&mut head, Some(10_000)))?;
                     std::sync::Arc::new(schema)
                 }
             };
+            let text = text()?;
             let reader = contain(file, || {
                 arrow_csv::ReaderBuilder::new(schema.clone())
                     .with_header(true)
                     .with_batch_size(BATCH_ROWS)
-                    .build(handle)
+                    .build(text)
             })?;
             (schema, Box::new(reader))
         }

@@ -54,6 +54,20 @@ enum Error {
     Io(String),
 }
 
+impl Error {
+    /// The same kind of error with `message`.
+    fn with_message(self, message: String) -> Self {
+        match self {
+            Error::InvalidArgument(_) => Error::InvalidArgument(message),
+            Error::UnsupportedType(_) => Error::UnsupportedType(message),
+            Error::SchemaMismatch(_) => Error::SchemaMismatch(message),
+            Error::Input(_) => Error::Input(message),
+            Error::Corrupt(_) => Error::Corrupt(message),
+            Error::Io(_) => Error::Io(message),
+        }
+    }
+}
+
 impl From<PartoutError> for Error {
     fn from(error: PartoutError) -> Self {
         match error {
@@ -306,10 +320,28 @@ fn partition_ids<'py>(
         .call1((array.into_pyobject(py)?,))
 }
 
-/// The Python exception for a failed job, by kind.
+/// `error` and its causes, each after the last (a job's error names what it was doing, its
+/// causes what went wrong).
+fn chain(error: &dyn std::error::Error) -> String {
+    let mut message = error.to_string();
+    let mut cause = error.source();
+    while let Some(e) = cause {
+        let text = e.to_string();
+        if !message.ends_with(&text) {
+            message = format!("{message}: {text}");
+        }
+        cause = e.source();
+    }
+    message
+}
+
+/// The Python exception for a failed job, by kind, with its whole message.
 fn job_error(error: JobError) -> Error {
-    let message = error.to_string();
+    let message = chain(&error);
     match error {
+        // The writer's kind of error (an unsupported type, an invalid option), the job's
+        // context before its message.
+        JobError::Write { source, .. } => writer_error(source).with_message(message),
         JobError::InvalidOption(_) => Error::InvalidArgument(message),
         JobError::OutputNotEmpty(_) | JobError::Io { .. } => Error::Io(message),
         JobError::Input(IoError::File { cause, .. }) => {

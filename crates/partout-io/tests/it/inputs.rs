@@ -47,6 +47,18 @@ fn write(path: &Path, format: Format, batches: &[RecordBatch]) {
                 .build(file);
             batches.iter().for_each(|b| w.write(b).unwrap());
         }
+        Format::CsvGzip => {
+            let gz = flate2::write::GzEncoder::new(file, flate2::Compression::fast());
+            let mut w = arrow_csv::WriterBuilder::new().with_header(true).build(gz);
+            batches.iter().for_each(|b| w.write(b).unwrap());
+            w.into_inner().finish().unwrap();
+        }
+        Format::CsvZstd => {
+            let zst = zstd::stream::write::Encoder::new(file, 1).unwrap();
+            let mut w = arrow_csv::WriterBuilder::new().with_header(true).build(zst);
+            batches.iter().for_each(|b| w.write(b).unwrap());
+            w.into_inner().finish().unwrap();
+        }
     }
 }
 
@@ -72,6 +84,8 @@ fn every_format_reads_back_every_row() {
         ("b.arrow", Format::IpcFile),
         ("c.arrows", Format::IpcStream),
         ("d.csv", Format::Csv),
+        ("e.csv.gz", Format::CsvGzip),
+        ("f.CSV.ZST", Format::CsvZstd),
     ] {
         let path = dir.path().join(name);
         write(&path, format, &[rows(0, 10_000), rows(10_000, 5)]);
@@ -122,8 +136,11 @@ fn bad_inputs_are_errors_naming_the_file() {
 
     let unknown = dir.path().join("data.json");
     std::fs::write(&unknown, "{}").unwrap();
-    let err = discover(&[unknown]).unwrap_err();
-    assert!(err.to_string().contains("unknown file type"), "{err}");
+    let err = discover(&[unknown]).unwrap_err().to_string();
+    assert!(
+        err.contains("data.json") && err.contains("unknown file type") && err.contains("\"{}\""),
+        "{err}"
+    );
 
     let empty = dir.path().join("empty");
     std::fs::create_dir(&empty).unwrap();
@@ -356,4 +373,80 @@ fn a_missing_file_keeps_the_systems_error_as_its_source() {
         .downcast_ref::<std::io::Error>()
         .expect("the system's error");
     assert_eq!(io.kind(), std::io::ErrorKind::NotFound);
+}
+
+/// Binary inputs are known by their first bytes whatever their names (or with none); CSV by
+/// its name; a name that promises what the bytes are not, compressed data not named CSV and an
+/// empty file are errors naming the file and what it begins with; in a directory, a file of
+/// no format is passed over but one whose name lies is an error.
+#[test]
+fn inputs_are_known_by_their_content_and_names_that_lie_are_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, format) in [
+        ("data.stream", Format::IpcStream),
+        ("data.bin", Format::Parquet),
+        ("noextension", Format::IpcFile),
+        ("part-0.pq", Format::Parquet),
+        ("stream.arrow", Format::IpcStream),
+        ("file.arrows", Format::IpcFile),
+    ] {
+        let path = dir.path().join(name);
+        write(&path, format, &[rows(0, 300), rows(300, 7)]);
+        let files = discover(std::slice::from_ref(&path)).unwrap();
+        assert_eq!(files[0].format, format, "{name}");
+        let reader = InputReader::try_new(files).unwrap();
+        assert_eq!(ids(reader), (0..307).collect::<Vec<_>>(), "{name}");
+    }
+    let csv_named_parquet = dir.path().join("lies.parquet");
+    write(&csv_named_parquet, Format::Csv, &[rows(0, 3)]);
+    let err = discover(std::slice::from_ref(&csv_named_parquet))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("lies.parquet")
+            && err.contains("named as Parquet")
+            && err.contains("\"id,name\\n0,n0"),
+        "{err}"
+    );
+    let gzip_not_csv = dir.path().join("data.gz");
+    write(&gzip_not_csv, Format::CsvGzip, &[rows(0, 3)]);
+    let err = discover(&[gzip_not_csv]).unwrap_err().to_string();
+    assert!(
+        err.contains("gzip data not named .csv.gz") && err.contains("1f 8b"),
+        "{err}"
+    );
+    let empty = dir.path().join("empty.csv");
+    std::fs::write(&empty, b"").unwrap();
+    let err = discover(std::slice::from_ref(&empty)).unwrap_err().to_string();
+    assert!(
+        err.contains("empty.csv") && err.contains("empty file"),
+        "{err}"
+    );
+    std::fs::remove_file(&empty).unwrap();
+
+    // A directory: the lying file is an error, never rows silently left out.
+    let err = discover(&[dir.path().to_path_buf()])
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("lies.parquet"), "{err}");
+    std::fs::remove_file(&csv_named_parquet).unwrap();
+    std::fs::remove_file(dir.path().join("data.gz")).unwrap();
+    std::fs::write(dir.path().join("README"), "notes, not data").unwrap();
+    let files = discover(&[dir.path().to_path_buf()]).unwrap();
+    assert_eq!(files.len(), 6, "{files:?}");
+
+    // Damaged compressed CSV: an error naming the file.
+    let damaged = dir.path().join("cut.csv.gz");
+    write(&damaged, Format::CsvGzip, &[rows(0, 5000)]);
+    let bytes = std::fs::read(&damaged).unwrap();
+    std::fs::write(&damaged, &bytes[..bytes.len() / 2]).unwrap();
+    let results: Vec<_> = match InputReader::try_new(discover(&[damaged]).unwrap()) {
+        Ok(reader) => reader.collect(),
+        Err(e) => vec![Err(e)],
+    };
+    let err = results
+        .iter()
+        .find_map(|r| r.as_ref().err())
+        .expect("an error");
+    assert!(err.to_string().contains("cut.csv.gz"), "{err}");
 }

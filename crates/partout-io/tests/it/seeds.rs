@@ -298,6 +298,7 @@ fn fuzz_seeds_read_back_whole_and_by_frames() {
                 Format::IpcFile => 1,
                 Format::IpcStream => 2,
                 Format::Csv => 3,
+                Format::CsvGzip | Format::CsvZstd => unreachable!("the seeds are uncompressed"),
             };
             let pick = format_pick | frame_size << 2;
             let out = seeds.join("input_files");
