@@ -12,9 +12,11 @@
 //!   Utf8View's views and built the same way from a Utf8 value, so a key hashes the same in
 //!   either layout. Longer values use XXH3 with a fixed seed.
 //! * A null hashes to a fixed constant.
-//!
-//! Nested types (lists, structs, maps, unions) have no fast hash and are refused when the
-//! partitioning is built.
+//! * Nested values hash from their children's value hashes: a list (large, fixed-size, or a
+//!   list view, alike for equal values) folds each element's hash into a start drawn from its
+//!   length; a map is a list of its entries; a struct folds its fields' hashes into a fixed
+//!   start; a union value folds its child's hash into a start drawn from its type id; a
+//!   run-end encoded value is its run's value hash.
 
 use super::{double_bits, float_bits};
 use crate::error::{PartoutError, Result};
@@ -92,6 +94,19 @@ pub fn check_type(data_type: &DataType) -> Result<()> {
         Null | Boolean | Utf8 | LargeUtf8 | Utf8View | Binary | LargeBinary | BinaryView
         | FixedSizeBinary(_) => true,
         Dictionary(_, value) => return check_type(value),
+        List(f)
+        | LargeList(f)
+        | FixedSizeList(f, _)
+        | ListView(f)
+        | LargeListView(f)
+        | Map(f, _) => return check_type(f.data_type()),
+        Struct(fields) => return fields.iter().try_for_each(|f| check_type(f.data_type())),
+        Union(fields, _) => {
+            return fields
+                .iter()
+                .try_for_each(|(_, f)| check_type(f.data_type()));
+        }
+        RunEndEncoded(_, values) => return check_type(values.data_type()),
         other => other.primitive_width().is_some(),
     };
     if ok {
@@ -99,9 +114,77 @@ pub fn check_type(data_type: &DataType) -> Result<()> {
     } else {
         Err(PartoutError::UnsupportedType {
             data_type: data_type.clone(),
-            context: "the fast hash (nested values have no fast hash)",
+            context: "the fast hash",
         })
     }
+}
+
+/// The start of a list value's hash: its length, hashed.
+#[inline(always)]
+pub fn list_start(len: usize) -> u64 {
+    hash_u64(len as u64 ^ K0)
+}
+
+/// The start of every struct value's hash.
+pub const STRUCT_START: u64 = 0x0801_f2e2_858e_fc16;
+
+/// The start of a union value's hash: its type id, hashed.
+#[inline(always)]
+pub fn union_start(type_id: i8) -> u64 {
+    hash_u64(type_id as u8 as u64 ^ STRUCT_START)
+}
+
+/// The value hashes of the list values whose elements are `ranges` (start, length) of
+/// `values`.
+fn lists(
+    values: &dyn Array,
+    ranges: impl Iterator<Item = (usize, usize)>,
+    out: &mut Vec<u64>,
+) -> Result<()> {
+    let mut elements = Vec::new();
+    value_hashes(values, &mut elements)?;
+    for (start, len) in ranges {
+        let mut h = list_start(len);
+        for &e in &elements[start..start + len] {
+            h = combine(h, e);
+        }
+        out.push(h);
+    }
+    Ok(())
+}
+
+/// The value hashes of a list (or large list) column.
+fn offset_lists<O: OffsetSizeTrait>(column: &dyn Array, out: &mut Vec<u64>) -> Result<()> {
+    let list = column.as_list::<O>();
+    let ranges = list.value_offsets().windows(2);
+    let ranges = ranges.map(|w| (w[0].as_usize(), (w[1] - w[0]).as_usize()));
+    lists(list.values().as_ref(), ranges, out)
+}
+
+/// The value hashes of a list view (or large list view) column.
+fn view_lists<O: OffsetSizeTrait>(column: &dyn Array, out: &mut Vec<u64>) -> Result<()> {
+    let list = column.as_list_view::<O>();
+    let ranges = list.value_offsets().iter().zip(list.value_sizes());
+    let ranges = ranges.map(|(o, s)| (o.as_usize(), s.as_usize()));
+    lists(list.values().as_ref(), ranges, out)
+}
+
+/// The value hashes of a run-end encoded column: each row its run's value hash.
+fn runs<R: arrow_array::types::RunEndIndexType>(
+    column: &arrow_array::RunArray<R>,
+    out: &mut Vec<u64>,
+) -> Result<()> {
+    let mut values = Vec::new();
+    value_hashes(column.values().as_ref(), &mut values)?;
+    let ends = column.run_ends();
+    let mut physical = ends.get_start_physical_index();
+    for logical in ends.offset()..ends.offset() + ends.len() {
+        while ends.values()[physical].as_usize() <= logical {
+            physical += 1;
+        }
+        out.push(values[physical]);
+    }
+    Ok(())
 }
 
 /// Writes every row's value hash (nulls included) to `out`.
@@ -166,6 +249,62 @@ pub fn value_hashes(column: &dyn Array, out: &mut Vec<u64>) -> Result<()> {
             let values = column.as_fixed_size_binary();
             out.extend((0..values.len()).map(|i| hash_bytes(values.value(i))));
         }
+        List(_) => offset_lists::<i32>(column, out)?,
+        LargeList(_) => offset_lists::<i64>(column, out)?,
+        ListView(_) => view_lists::<i32>(column, out)?,
+        LargeListView(_) => view_lists::<i64>(column, out)?,
+        FixedSizeList(_, _) => {
+            let list = column.as_fixed_size_list();
+            let size = list.value_length() as usize;
+            let ranges = (0..list.len()).map(|i| (list.value_offset(i) as usize, size));
+            lists(list.values().as_ref(), ranges, out)?;
+        }
+        Map(_, _) => {
+            let map = column.as_map();
+            let ranges = map.value_offsets().windows(2);
+            lists(
+                map.entries(),
+                ranges.map(|w| (w[0].as_usize(), (w[1] - w[0]).as_usize())),
+                out,
+            )?;
+        }
+        Struct(_) => {
+            out.resize(column.len(), STRUCT_START);
+            let mut field = Vec::new();
+            for child in column.as_struct().columns() {
+                value_hashes(child.as_ref(), &mut field)?;
+                for (h, &f) in out.iter_mut().zip(&field) {
+                    *h = combine(*h, f);
+                }
+            }
+        }
+        Union(fields, _) => {
+            let union = column.as_union();
+            let mut children = vec![Vec::new(); 128];
+            for (type_id, _) in fields.iter() {
+                value_hashes(
+                    union.child(type_id).as_ref(),
+                    &mut children[type_id as u8 as usize],
+                )?;
+            }
+            let type_ids = union.type_ids();
+            match union.offsets() {
+                Some(offsets) => out.extend(type_ids.iter().zip(offsets.iter()).map(|(&t, &o)| {
+                    combine(union_start(t), children[t as u8 as usize][o as usize])
+                })),
+                None => out.extend(
+                    type_ids
+                        .iter()
+                        .enumerate()
+                        .map(|(i, &t)| combine(union_start(t), children[t as u8 as usize][i])),
+                ),
+            }
+        }
+        RunEndEncoded(run_ends, _) => match run_ends.data_type() {
+            Int16 => runs(column.as_run::<arrow_array::types::Int16Type>(), out)?,
+            Int32 => runs(column.as_run::<arrow_array::types::Int32Type>(), out)?,
+            _ => runs(column.as_run::<arrow_array::types::Int64Type>(), out)?,
+        },
         // An empty dictionary: every key is null (its hash is set below).
         Dictionary(_, _) if column.as_any_dictionary().values().is_empty() => {
             out.resize(column.len(), NULL_HASH)
@@ -186,7 +325,7 @@ pub fn value_hashes(column: &dyn Array, out: &mut Vec<u64>) -> Result<()> {
             None => {
                 return Err(PartoutError::UnsupportedType {
                     data_type: other.clone(),
-                    context: "the fast hash (nested values have no fast hash)",
+                    context: "the fast hash",
                 });
             }
         },

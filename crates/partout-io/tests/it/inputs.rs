@@ -417,7 +417,9 @@ fn inputs_are_known_by_their_content_and_names_that_lie_are_errors() {
     );
     let empty = dir.path().join("empty.csv");
     std::fs::write(&empty, b"").unwrap();
-    let err = discover(std::slice::from_ref(&empty)).unwrap_err().to_string();
+    let err = discover(std::slice::from_ref(&empty))
+        .unwrap_err()
+        .to_string();
     assert!(
         err.contains("empty.csv") && err.contains("empty file"),
         "{err}"
