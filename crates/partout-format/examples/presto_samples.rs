@@ -84,10 +84,33 @@ fn dump(array: &dyn Array, r: usize, out: &mut String) {
         DataType::LargeBinary => hex(array.as_binary::<i64>().value(r), out),
         DataType::BinaryView => hex(array.as_binary_view().value(r), out),
         DataType::FixedSizeBinary(_) => hex(array.as_fixed_size_binary().value(r), out),
-        DataType::List(_) | DataType::LargeList(_) => {
+        DataType::RunEndEncoded(run_ends, _) => {
+            let (values, physical) = match run_ends.data_type() {
+                DataType::Int16 => {
+                    let run = array.as_run::<Int16Type>();
+                    (run.values(), run.get_physical_index(r))
+                }
+                DataType::Int32 => {
+                    let run = array.as_run::<Int32Type>();
+                    (run.values(), run.get_physical_index(r))
+                }
+                _ => {
+                    let run = array.as_run::<Int64Type>();
+                    (run.values(), run.get_physical_index(r))
+                }
+            };
+            dump(values.as_ref(), physical, out);
+            Ok(())
+        }
+        DataType::List(_)
+        | DataType::LargeList(_)
+        | DataType::ListView(_)
+        | DataType::LargeListView(_) => {
             let elements = match array.data_type() {
                 DataType::List(_) => array.as_list::<i32>().value(r),
-                _ => array.as_list::<i64>().value(r),
+                DataType::LargeList(_) => array.as_list::<i64>().value(r),
+                DataType::ListView(_) => array.as_list_view::<i32>().value(r),
+                _ => array.as_list_view::<i64>().value(r),
             };
             out.push('[');
             for i in 0..elements.len() {

@@ -283,28 +283,50 @@ fn check_fields(batch: &RecordBatch, schema: &SchemaRef) -> Result<()> {
     )))
 }
 
+/// Whether `data_type` or a type nested in it at any depth is one `is` picks.
+fn holds(data_type: &DataType, is: &dyn Fn(&DataType) -> bool) -> bool {
+    is(data_type)
+        || match data_type {
+            DataType::Dictionary(_, values) => holds(values, is),
+            DataType::List(f)
+            | DataType::LargeList(f)
+            | DataType::ListView(f)
+            | DataType::LargeListView(f)
+            | DataType::FixedSizeList(f, _)
+            | DataType::Map(f, _) => holds(f.data_type(), is),
+            DataType::Struct(fields) => fields.iter().any(|f| holds(f.data_type(), is)),
+            DataType::Union(fields, _) => fields.iter().any(|(_, f)| holds(f.data_type(), is)),
+            DataType::RunEndEncoded(runs, values) => {
+                holds(runs.data_type(), is) || holds(values.data_type(), is)
+            }
+            _ => false,
+        }
+}
+
 /// Whether values of `data_type` hold a dictionary, at any depth.
 fn holds_dictionary(data_type: &DataType) -> bool {
-    match data_type {
-        DataType::Dictionary(..) => true,
-        DataType::List(f)
-        | DataType::LargeList(f)
-        | DataType::ListView(f)
-        | DataType::LargeListView(f)
-        | DataType::FixedSizeList(f, _)
-        | DataType::Map(f, _) => holds_dictionary(f.data_type()),
-        DataType::Struct(fields) => fields.iter().any(|f| holds_dictionary(f.data_type())),
-        DataType::Union(fields, _) => fields.iter().any(|(_, f)| holds_dictionary(f.data_type())),
-        DataType::RunEndEncoded(runs, values) => {
-            holds_dictionary(runs.data_type()) || holds_dictionary(values.data_type())
-        }
-        _ => false,
-    }
+    holds(data_type, &|t| matches!(t, DataType::Dictionary(..)))
 }
 
 /// A copy of `batch` whose view columns hold only the bytes their rows reference, when they
-/// hold more; other columns are shared.
+/// hold more; other columns are shared. A batch of no rows gets unsliced empty columns where
+/// they hold run-end encoded values: arrow-ipc 59 writes an empty slice of a run array with a
+/// run end of 0, which no reader (its own included) accepts.
 fn compact_views(batch: &RecordBatch) -> Result<RecordBatch> {
+    if batch.num_rows() == 0
+        && batch
+            .columns()
+            .iter()
+            .any(|c| holds(c.data_type(), &|t| matches!(t, DataType::RunEndEncoded(..))))
+    {
+        let columns = batch
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| arrow_array::new_empty_array(f.data_type()))
+            .collect();
+        return Ok(RecordBatch::try_new(batch.schema(), columns)?);
+    }
     let needs = |c: &ArrayRef| match c.data_type() {
         DataType::Utf8View => wasteful(
             c.as_string_view().views(),

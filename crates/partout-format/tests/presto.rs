@@ -309,10 +309,13 @@ fn carried(data_type: &DataType) -> bool {
 fn has_dictionary(data_type: &DataType) -> bool {
     match data_type {
         DataType::Dictionary(_, _) => true,
-        DataType::List(f) | DataType::LargeList(f) | DataType::Map(f, _) => {
-            has_dictionary(f.data_type())
-        }
+        DataType::List(f)
+        | DataType::LargeList(f)
+        | DataType::ListView(f)
+        | DataType::LargeListView(f)
+        | DataType::Map(f, _) => has_dictionary(f.data_type()),
         DataType::Struct(fields) => fields.iter().any(|f| has_dictionary(f.data_type())),
+        DataType::RunEndEncoded(_, values) => has_dictionary(values.data_type()),
         _ => false,
     }
 }
@@ -1072,4 +1075,92 @@ fn every_single_bit_flip_of_a_checksummed_page_is_refused() {
         }
     }
     assert!(compressed >= 1, "no page was compressed");
+}
+
+/// A run-end encoded column goes out as Presto's own repetition blocks: RLE where the page
+/// holds one run, DICTIONARY of the runs' values otherwise (a sliced array's runs from its
+/// offset); decoded as the same type, the runs come back as they were. A list view goes out as
+/// an ARRAY of its ranges and comes back a list view of the same lists.
+#[test]
+fn runs_go_out_as_rle_or_dictionary_and_come_back_as_runs() {
+    use arrow_array::{Array, RunArray, types::Int16Type};
+    let runs: ArrayRef = Arc::new(
+        RunArray::try_new(
+            &arrow_array::Int16Array::from(vec![3, 5, 9, 10]),
+            &StringArray::from(vec![Some("a"), None, Some("b"), Some("a")]),
+        )
+        .unwrap(),
+    );
+    for (array, encoding, ends) in [
+        (runs.clone(), "DICTIONARY", vec![3i16, 5, 9, 10]),
+        (runs.slice(4, 4), "DICTIONARY", vec![1, 4]),
+        (runs.slice(5, 3), "RLE", vec![3]),
+    ] {
+        let batch = RecordBatch::try_from_iter([("r", array.clone())]).unwrap();
+        let mut page = Vec::new();
+        encode_page(&batch, PageOptions::default(), &mut page).unwrap();
+        let info = inspect_pages(&page).unwrap();
+        assert_eq!(info[0].columns[0].encoding, encoding);
+        assert_eq!(info[0].columns[0].children[0].encoding, "VARIABLE_WIDTH");
+        let (decoded, _) = decode_page(&page, &batch.schema()).unwrap();
+        assert_eq!(decoded.column(0).as_ref(), array.as_ref());
+        let decoded = decoded.column(0).as_run::<Int16Type>().clone();
+        assert_eq!(decoded.run_ends().values(), &ends[..]);
+    }
+    // Flat blocks decoded as runs: a run per row.
+    let flat = RecordBatch::try_from_iter([(
+        "r",
+        Arc::new(StringArray::from(vec!["x", "x"])) as ArrayRef,
+    )])
+    .unwrap();
+    let mut page = Vec::new();
+    encode_page(&flat, PageOptions::default(), &mut page).unwrap();
+    let schema = arrow_schema::Schema::new(vec![Field::new(
+        "r",
+        partout_testkit::run_end_encoded(DataType::Int16, DataType::Utf8),
+        true,
+    )]);
+    let (decoded, _) = decode_page(&page, &schema).unwrap();
+    let decoded = decoded.column(0).as_run::<Int16Type>().clone();
+    assert_eq!(decoded.run_ends().values(), &[1, 2]);
+    assert_eq!(decoded.len(), 2);
+
+    let views: ArrayRef = Arc::new(
+        arrow_array::ListViewArray::try_new(
+            Arc::new(Field::new("item", DataType::Int64, true)),
+            vec![2, 0, 1].into(),
+            vec![2, 3, 0].into(),
+            Arc::new(Int64Array::from(vec![1, 2, 3, 4])),
+            Some(vec![true, true, false].into()),
+        )
+        .unwrap(),
+    );
+    let batch = RecordBatch::try_from_iter([("v", views.clone())]).unwrap();
+    let mut page = Vec::new();
+    encode_page(&batch, PageOptions::default(), &mut page).unwrap();
+    assert_eq!(
+        inspect_pages(&page).unwrap()[0].columns[0].encoding,
+        "ARRAY"
+    );
+    let (decoded, _) = decode_page(&page, &batch.schema()).unwrap();
+    assert_eq!(decoded.column(0).as_ref(), views.as_ref());
+}
+
+/// A run-end encoded column of 16-bit run ends cannot hold a page of more rows than they
+/// count: an error naming the type, not a wrapped run end.
+#[test]
+fn a_page_too_long_for_its_run_ends_is_an_error() {
+    let rows = i16::MAX as usize + 1;
+    let flat =
+        RecordBatch::try_from_iter([("r", Arc::new(Int64Array::from(vec![7; rows])) as ArrayRef)])
+            .unwrap();
+    let mut page = Vec::new();
+    encode_page(&flat, PageOptions::default(), &mut page).unwrap();
+    let schema = arrow_schema::Schema::new(vec![Field::new(
+        "r",
+        partout_testkit::run_end_encoded(DataType::Int16, DataType::Int64),
+        true,
+    )]);
+    let err = decode_page(&page, &schema).unwrap_err().to_string();
+    assert!(err.contains("32768 rows, past what RunEndEncoded"), "{err}");
 }

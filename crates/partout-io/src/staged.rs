@@ -23,7 +23,7 @@ use crate::{panic_message, read_shuffle_index};
 use arrow_array::{Array, RecordBatch};
 use arrow_buffer::Buffer;
 use arrow_ipc::reader::StreamDecoder;
-use arrow_schema::{Schema, SchemaRef};
+use arrow_schema::{DataType, IntervalUnit, Schema, SchemaRef};
 use arrow_select::coalesce::BatchCoalescer;
 use parquet::arrow::{ArrowSchemaConverter, ArrowWriter};
 use parquet::file::properties::WriterProperties;
@@ -128,11 +128,26 @@ impl StagedParquet {
         })
     }
 
-    /// Checks that Parquet files can carry batches of `schema`.
+    /// Checks that Parquet files can carry batches of `schema`: what the parquet crate's
+    /// writer has no Parquet type for (unions, which its schema conversion does not refuse but
+    /// panics on) or refuses only once it meets values (month-day-nano intervals) is refused
+    /// here, by column, before anything is written.
     ///
     /// # Errors
-    /// [`WriterError::Sink`] naming what Parquet cannot carry.
+    /// [`WriterError::Sink`] naming the column and what Parquet cannot carry.
     pub fn check_schema(schema: &Schema) -> Result<(), WriterError> {
+        for field in schema.fields() {
+            if let Some(refused) = without_parquet_type(field.data_type()) {
+                return Err(sink_error(
+                    None,
+                    format!(
+                        "Parquet files cannot carry column {:?} of type {}: {refused}",
+                        field.name(),
+                        field.data_type()
+                    ),
+                ));
+            }
+        }
         ArrowSchemaConverter::new()
             .convert(schema)
             .map(|_| ())
@@ -552,6 +567,28 @@ impl Drop for StagedParquet {
             let _ = std::fs::remove_file(data);
             let _ = std::fs::remove_file(index);
         }
+    }
+}
+
+/// What in `data_type`, at any depth, the parquet crate's writer has no Parquet type for.
+fn without_parquet_type(data_type: &DataType) -> Option<String> {
+    match data_type {
+        DataType::Union(..) => Some(format!("{data_type} has no Parquet type")),
+        DataType::Interval(IntervalUnit::MonthDayNano) => Some(format!(
+            "{data_type} has no Parquet type (Parquet's INTERVAL has milliseconds, not nanoseconds)"
+        )),
+        DataType::List(f)
+        | DataType::LargeList(f)
+        | DataType::ListView(f)
+        | DataType::LargeListView(f)
+        | DataType::FixedSizeList(f, _)
+        | DataType::Map(f, _) => without_parquet_type(f.data_type()),
+        DataType::Struct(fields) => fields
+            .iter()
+            .find_map(|f| without_parquet_type(f.data_type())),
+        DataType::Dictionary(_, values) => without_parquet_type(values),
+        DataType::RunEndEncoded(_, values) => without_parquet_type(values.data_type()),
+        _ => None,
     }
 }
 

@@ -5,8 +5,9 @@
 use crate::types::field;
 use arrow_array::{
     Array, ArrayRef, BinaryViewArray, BooleanArray, FixedSizeListArray, GenericBinaryArray,
-    GenericListArray, GenericStringArray, MapArray, NullArray, OffsetSizeTrait, RecordBatch,
-    RecordBatchOptions, StringViewArray, StructArray, UInt32Array, UnionArray, make_array,
+    GenericListArray, GenericListViewArray, GenericStringArray, MapArray, NullArray,
+    OffsetSizeTrait, RecordBatch, RecordBatchOptions, StringViewArray, StructArray, UInt32Array,
+    UnionArray, make_array,
 };
 use arrow_buffer::{BooleanBuffer, NullBuffer, OffsetBuffer};
 use arrow_data::ArrayDataBuilder;
@@ -169,6 +170,38 @@ pub fn random_array(
                 .expect("valid map"),
             )
         }
+        ListView(item) => random_list_view::<i32>(item, len, nulls, rng),
+        LargeListView(item) => random_list_view::<i64>(item, len, nulls, rng),
+        RunEndEncoded(run_ends, values) => random_runs(run_ends.data_type(), values, len, rng),
+        Union(fields, UnionMode::Dense) => {
+            let ids: Vec<i8> = fields.iter().map(|(id, _)| id).collect();
+            let slots: Vec<usize> = (0..len).map(|_| rng.random_range(0..ids.len())).collect();
+            let mut counts = vec![0usize; ids.len()];
+            // Offsets in order within each child (as the format asks), the children a little
+            // longer than their rows need.
+            let offsets: Vec<i32> = slots
+                .iter()
+                .map(|&c| {
+                    counts[c] += rng.random_range(1..3);
+                    counts[c] as i32 - 1
+                })
+                .collect();
+            let type_ids: Vec<i8> = slots.iter().map(|&c| ids[c]).collect();
+            let children = fields
+                .iter()
+                .zip(&counts)
+                .map(|((_, f), &count)| random_child(f, count + rng.random_range(0..3), rng))
+                .collect();
+            Arc::new(
+                UnionArray::try_new(
+                    fields.clone(),
+                    type_ids.into(),
+                    Some(offsets.into()),
+                    children,
+                )
+                .expect("valid dense union"),
+            )
+        }
         Union(fields, UnionMode::Sparse) => {
             let ids: Vec<i8> = fields.iter().map(|(id, _)| id).collect();
             let type_ids: Vec<i8> = (0..len)
@@ -204,6 +237,72 @@ fn random_list<O: OffsetSizeTrait>(
     Arc::new(
         GenericListArray::<O>::try_new(item.clone(), offsets_of(&lengths), values, nulls)
             .expect("valid list"),
+    )
+}
+
+/// A list view whose rows name random, often overlapping, ranges of one child in no order.
+fn random_list_view<O: OffsetSizeTrait>(
+    item: &Arc<Field>,
+    len: usize,
+    nulls: Option<NullBuffer>,
+    rng: &mut TestRng,
+) -> ArrayRef {
+    let child_len = rng.random_range(0..=len * 2 + 1);
+    let values = random_child(item, child_len, rng);
+    let mut offsets = Vec::with_capacity(len);
+    let mut sizes = Vec::with_capacity(len);
+    for _ in 0..len {
+        let offset = rng.random_range(0..=child_len);
+        let size = rng.random_range(0..=(child_len - offset).min(4));
+        offsets.push(O::usize_as(offset));
+        sizes.push(O::usize_as(size));
+    }
+    Arc::new(
+        GenericListViewArray::<O>::try_new(
+            item.clone(),
+            offsets.into(),
+            sizes.into(),
+            values,
+            nulls,
+        )
+        .expect("valid list view"),
+    )
+}
+
+/// A run-end encoded array of `len` rows in runs of 1 to 6 rows (some of 20), its values
+/// random (nulls among them where the field allows).
+fn random_runs(run_end_type: &DataType, values: &Field, len: usize, rng: &mut TestRng) -> ArrayRef {
+    let mut ends = Vec::new();
+    let mut end = 0usize;
+    while end < len {
+        let run = if rng.random_bool(0.1) {
+            20
+        } else {
+            rng.random_range(1..=6)
+        };
+        end = (end + run).min(len);
+        ends.push(end as i64);
+    }
+    let run_ends: ArrayRef = match run_end_type {
+        DataType::Int16 => Arc::new(arrow_array::Int16Array::from_iter_values(
+            ends.iter()
+                .map(|&e| i16::try_from(e).expect("run ends fit i16")),
+        )),
+        DataType::Int32 => Arc::new(arrow_array::Int32Array::from_iter_values(
+            ends.iter().map(|&e| e as i32),
+        )),
+        _ => Arc::new(arrow_array::Int64Array::from(ends.clone())),
+    };
+    let values = random_child(values, ends.len(), rng);
+    let data_type = DataType::RunEndEncoded(
+        Arc::new(Field::new("run_ends", run_end_type.clone(), false)),
+        Arc::new(Field::new("values", values.data_type().clone(), true)),
+    );
+    build(
+        ArrayDataBuilder::new(data_type)
+            .len(len)
+            .add_child_data(run_ends.to_data())
+            .add_child_data(values.to_data()),
     )
 }
 

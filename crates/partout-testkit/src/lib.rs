@@ -25,7 +25,7 @@ pub use oracle::{
     assert_same_rows, check_ipc_outputs, error_chain, random_inputs, reference_partition,
     with_id_column, with_ids,
 };
-pub use types::{every_type, flat_types, nested_types, presto_carries, unsupported_arrays};
+pub use types::{every_type, flat_types, nested_types, presto_carries, run_end_encoded};
 
 /// The machine a benchmark runs on, for its report: the CPU's model name, family and model,
 /// and the threads available (`AMD EPYC, family 25 model 17, 2 threads`).

@@ -49,9 +49,13 @@ pub fn reference_partition(
         .collect()
 }
 
-/// arrow's `take`, except for zero-size fixed-size lists, where arrow 59's `take` derives the
+/// arrow's `take`, except for no rows at all, and for zero-size fixed-size lists, where arrow 59's `take` derives the
 /// length from the (empty) values and returns an empty array: there only validity moves.
 fn take_column(column: &ArrayRef, indices: &UInt32Array) -> ArrayRef {
+    // arrow 59's `take` of a run-end encoded array reads the last index: none is none.
+    if indices.is_empty() {
+        return arrow_array::new_empty_array(column.data_type());
+    }
     if let DataType::FixedSizeList(item, 0) = column.data_type() {
         let nulls = column.nulls().map(|nulls| {
             NullBuffer::new(

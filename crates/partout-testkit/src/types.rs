@@ -1,9 +1,6 @@
 //! The type lists: every Arrow type the scatter supports (flat and nested), the ones it refuses,
 //! and which of them Presto pages carry without loss.
 
-use crate::generators::{TestRng, random_array};
-use arrow_array::{ArrayRef, UnionArray};
-use arrow_buffer::ScalarBuffer;
 use arrow_schema::{DataType, Field, Fields, IntervalUnit, TimeUnit, UnionFields, UnionMode};
 use std::sync::Arc;
 
@@ -109,7 +106,38 @@ pub fn nested_types() -> Vec<DataType> {
             .expect("valid union fields"),
             UnionMode::Sparse,
         ),
+        Union(
+            UnionFields::try_new(
+                vec![2, 7, 9],
+                vec![
+                    field("i", Int64),
+                    field("s", Utf8View),
+                    field("l", list_of(Int16)),
+                ],
+            )
+            .expect("valid union fields"),
+            UnionMode::Dense,
+        ),
+        ListView(Arc::new(field("item", Int32))),
+        LargeListView(Arc::new(field("item", list_of(Utf8)))),
+        ListView(Arc::new(field(
+            "item",
+            Struct(Fields::from(vec![field("a", Utf8)])),
+        ))),
+        run_end_encoded(Int16, Utf8),
+        run_end_encoded(Int32, Int64),
+        run_end_encoded(Int64, list_of(Int32)),
+        run_end_encoded(Int32, Dictionary(Box::new(Int8), Box::new(Utf8))),
     ]
+}
+
+/// Run-end encoded values of `values` with run ends of `run_ends`, as Arrow writers name the
+/// children.
+pub fn run_end_encoded(run_ends: DataType, values: DataType) -> DataType {
+    DataType::RunEndEncoded(
+        Arc::new(Field::new("run_ends", run_ends, false)),
+        Arc::new(Field::new("values", values, true)),
+    )
 }
 
 /// Every type the scatter supports: [`flat_types`] then [`nested_types`].
@@ -117,21 +145,6 @@ pub fn every_type() -> Vec<DataType> {
     let mut types = flat_types();
     types.extend(nested_types());
     types
-}
-
-/// Types the scatter refuses, each with a valid array to try it on.
-pub fn unsupported_arrays(rng: &mut TestRng) -> Vec<ArrayRef> {
-    let run_ends = arrow_array::Int32Array::from(vec![2, 5]);
-    let values = arrow_array::Int64Array::from(vec![7, 8]);
-    let ree = arrow_array::RunArray::try_new(&run_ends, &values).expect("valid run array");
-    let dense = UnionArray::try_new(
-        UnionFields::try_new(vec![0], vec![field("i", DataType::Int32)]).expect("valid fields"),
-        ScalarBuffer::from(vec![0i8; 3]),
-        Some(ScalarBuffer::from(vec![0i32, 1, 2])),
-        vec![random_array(&DataType::Int32, 3, 0.0, rng)],
-    )
-    .expect("valid dense union");
-    vec![Arc::new(ree), Arc::new(dense)]
 }
 
 /// Whether Presto pages carry `data_type` without loss: a type the encoder takes
@@ -153,7 +166,10 @@ fn every_nested(data_type: &DataType, check: &dyn Fn(&DataType) -> bool) -> bool
     use DataType::*;
     check(data_type)
         && match data_type {
-            List(f) | LargeList(f) | Map(f, _) => every_nested(f.data_type(), check),
+            List(f) | LargeList(f) | ListView(f) | LargeListView(f) | Map(f, _) => {
+                every_nested(f.data_type(), check)
+            }
+            RunEndEncoded(_, values) => every_nested(values.data_type(), check),
             Struct(fields) => fields.iter().all(|f| every_nested(f.data_type(), check)),
             Dictionary(_, value) => every_nested(value, check),
             _ => true,

@@ -17,11 +17,12 @@
 //! | variable width | Utf8, LargeUtf8, Binary, LargeBinary | `bytes`: offsets pass, then bytes pass |
 //! | views | Utf8View, BinaryView | the 16-byte views as fixed width; data buffers shared |
 //! | dictionary | any key type | the keys as fixed width; the dictionary shared |
-//! | nested | Struct, List, LargeList, FixedSizeList, Map, sparse Union | `nested`: children by a derived order |
+//! | nested | Struct, List, LargeList, FixedSizeList, Map, ListView, LargeListView, sparse and dense Union | `nested`: children by a derived order |
+//! | run-end encoded | RunEndEncoded with any run-end width | `runs`: runs kept whole, values by the run order |
 //!
 //! A column without nulls (no null buffer, or one with no null in it) comes out without a
-//! null buffer. Sliced inputs (a non-zero offset) are read from their offset.
-//! RunEndEncoded, dense Union and the list-view types are refused with
+//! null buffer. Sliced inputs (a non-zero offset) are read from their offset. Every Arrow
+//! type is moved; what no kernel takes (none in arrow 59) is refused with
 //! [`PartoutError::UnsupportedType`].
 
 mod append;
@@ -31,6 +32,7 @@ mod bytes;
 mod fixed;
 mod nested;
 mod order;
+mod runs;
 
 use crate::error::{PartoutError, Result};
 use crate::plan::ScatterPlan;
@@ -83,9 +85,9 @@ impl ScatterScratch {
 ///
 /// # Errors
 /// [`PartoutError::InvalidArgument`] when the array's length is not the planned row count,
-/// [`PartoutError::UnsupportedType`] for RunEndEncoded, dense Union and list views (also
-/// nested inside another type), [`PartoutError::TooLarge`] when a list's child has more than
-/// `u32::MAX` values.
+/// [`PartoutError::TooLarge`] when a list's, list view's, dense union's or run-end encoded
+/// column's child has more than `u32::MAX` values, [`PartoutError::InvalidArgument`] for a
+/// list view or dense union whose rows point past their children (a corrupt array).
 ///
 /// ```
 /// use arrow_array::{Array, Int32Array};
@@ -324,6 +326,20 @@ fn scatter_values(
         DataType::Union(_, UnionMode::Sparse) => {
             debug_assert!(nulls.is_none(), "unions have no validity of their own");
             nested::scatter_sparse_union(array.as_union(), order, scratch)
+        }
+        DataType::Union(_, UnionMode::Dense) => {
+            debug_assert!(nulls.is_none(), "unions have no validity of their own");
+            nested::scatter_dense_union(array.as_union(), order, scratch)
+        }
+        DataType::ListView(_) => {
+            nested::scatter_list_view(array.as_list_view::<i32>(), order, nulls, scratch)
+        }
+        DataType::LargeListView(_) => {
+            nested::scatter_list_view(array.as_list_view::<i64>(), order, nulls, scratch)
+        }
+        DataType::RunEndEncoded(_, _) => {
+            debug_assert!(nulls.is_none(), "run arrays have no validity of their own");
+            runs::scatter_run_end_encoded(array, order, scratch)
         }
         _ => Err(unsupported(data_type)),
     }
@@ -628,7 +644,74 @@ pub(crate) mod tests {
             )
             .unwrap(),
         );
+        // Views of overlapping, out-of-order ranges of one child, some empty, one past the
+        // rows' own values.
+        let list_view: ArrayRef = Arc::new(
+            arrow_array::ListViewArray::try_new(
+                Arc::new(nullable("item", DataType::Utf8)),
+                (0..n).map(|i| ((i * 7) % 11) as i32).collect(),
+                (0..n).map(|i| (i % 4) as i32).collect(),
+                strings(14),
+                Some(every(5, 2)),
+            )
+            .unwrap(),
+        );
+        let large_list_view: ArrayRef = Arc::new(
+            arrow_array::LargeListViewArray::try_new(
+                Arc::new(nullable("item", DataType::Int32)),
+                (0..n).map(|i| (n - 1 - i) as i64).collect(),
+                (0..n).map(|i| (i % 2) as i64).collect(),
+                ints(n),
+                None,
+            )
+            .unwrap(),
+        );
+        // Each row points at its own value of its child, in a scrambled order.
+        let dense_ids: Vec<i8> = (0..n).map(|i| if i % 3 == 1 { 5 } else { 0 }).collect();
+        let counts = [
+            dense_ids.iter().filter(|&&t| t == 0).count(),
+            dense_ids.iter().filter(|&&t| t == 5).count(),
+        ];
+        let mut seen = [0usize; 2];
+        let dense_offsets: Vec<i32> = dense_ids
+            .iter()
+            .map(|&t| {
+                let c = usize::from(t == 5);
+                seen[c] += 1;
+                (counts[c] - seen[c]) as i32
+            })
+            .collect();
+        let dense_union: ArrayRef = Arc::new(
+            UnionArray::try_new(
+                UnionFields::try_new(
+                    vec![0, 5],
+                    vec![
+                        nullable("i", DataType::Int32),
+                        nullable("s", DataType::Utf8),
+                    ],
+                )
+                .unwrap(),
+                dense_ids.into(),
+                Some(dense_offsets.into()),
+                vec![ints(counts[0]), strings(counts[1])],
+            )
+            .unwrap(),
+        );
+        let run_ends: Vec<i32> = (1..=n as i32)
+            .filter(|i| i % 3 != 1 || *i == n as i32)
+            .collect();
+        let runs: ArrayRef = Arc::new(
+            arrow_array::RunArray::try_new(
+                &Int32Array::from(run_ends.clone()),
+                strings(run_ends.len()).as_ref(),
+            )
+            .unwrap(),
+        );
         [
+            list_view,
+            large_list_view,
+            dense_union,
+            runs,
             dictionary,
             dictionary_of_ints,
             structs,

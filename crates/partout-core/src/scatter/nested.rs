@@ -1,4 +1,5 @@
-//! Moving nested columns: Struct, List, LargeList, FixedSizeList, Map and sparse Union.
+//! Moving nested columns: Struct, List, LargeList, FixedSizeList, Map, ListView, LargeListView
+//! and both kinds of Union.
 //!
 //! Children of a struct or sparse union line up row for row with their parent, so they move
 //! by the parent's order. A list's child values move by a *derived* order: the child ranges of
@@ -8,13 +9,19 @@
 //! ```text
 //!  parent order [2, 0]     offsets [0, 2, 2, 5]     child order [2, 3, 4, 0, 1]
 //! ```
+//!
+//! A list view's rows name their child ranges by offset and size; the output lays those ranges
+//! out back to back in output order (shared or overlapping ranges are copied for each row that
+//! names them), so its offsets are a running sum as a list's are. A dense union's rows each
+//! point at one row of one child: each child moves by the rows pointed at in it, in output
+//! order, and the output offsets count them.
 
 use super::{Order, ScatterScratch, fixed, scatter_array};
 use crate::error::{PartoutError, Result};
 use arrow_array::cast::AsArray;
 use arrow_array::{
-    Array, ArrayRef, FixedSizeListArray, GenericListArray, MapArray, OffsetSizeTrait, StructArray,
-    UnionArray,
+    Array, ArrayRef, FixedSizeListArray, GenericListArray, GenericListViewArray, MapArray,
+    OffsetSizeTrait, StructArray, UnionArray,
 };
 use arrow_buffer::{NullBuffer, OffsetBuffer, ScalarBuffer};
 use arrow_schema::{DataType, FieldRef};
@@ -88,7 +95,9 @@ fn list_field(data_type: &DataType) -> FieldRef {
         DataType::List(field)
         | DataType::LargeList(field)
         | DataType::FixedSizeList(field, _)
-        | DataType::Map(field, _) => field.clone(),
+        | DataType::Map(field, _)
+        | DataType::ListView(field)
+        | DataType::LargeListView(field) => field.clone(),
         other => unreachable!("{other} is not a list type"),
     }
 }
@@ -182,4 +191,195 @@ pub(super) fn scatter_sparse_union(
         None,
         children,
     )?))
+}
+
+pub(super) fn scatter_list_view<O: OffsetSizeTrait>(
+    array: &GenericListViewArray<O>,
+    order: Order<'_>,
+    nulls: Option<NullBuffer>,
+    scratch: &mut ScatterScratch,
+) -> Result<ArrayRef> {
+    let values = array.values();
+    let child_len = values.len();
+    if u32::try_from(child_len).is_err() {
+        return Err(PartoutError::TooLarge(format!(
+            "a list view child of {child_len} values (at most u32::MAX)"
+        )));
+    }
+    let (offsets, sizes) = (array.offsets(), array.sizes());
+    let mut out_offsets = Vec::with_capacity(order.len());
+    let mut out_sizes = Vec::with_capacity(order.len());
+    let mut child_rows = scratch.take_order();
+    let mut total = O::usize_as(0);
+    for &r in order.rows() {
+        let (start, size) = (offsets[r as usize].as_usize(), sizes[r as usize]);
+        let end = start + size.as_usize();
+        // A valid list view never names values past its child; one compare keeps a corrupt
+        // one from reaching the kernels' unchecked reads.
+        if end > child_len {
+            scratch.put_order(child_rows);
+            return Err(PartoutError::InvalidArgument(format!(
+                "a list view row names values {start}..{end} of a child of {child_len}"
+            )));
+        }
+        out_offsets.push(total);
+        out_sizes.push(size);
+        total += size;
+        child_rows.extend(start as u32..end as u32);
+    }
+    // SAFETY: every child row lies in `start..end` with `end <= child_len` (checked above).
+    let child_order = unsafe { Order::new_unchecked(&child_rows, child_len) };
+    let moved = scatter_array(values.as_ref(), child_order, scratch);
+    scratch.put_order(child_rows);
+    Ok(Arc::new(GenericListViewArray::<O>::try_new(
+        list_field(array.data_type()),
+        ScalarBuffer::from(out_offsets),
+        ScalarBuffer::from(out_sizes),
+        moved?,
+        nulls,
+    )?))
+}
+
+pub(super) fn scatter_dense_union(
+    array: &UnionArray,
+    order: Order<'_>,
+    scratch: &mut ScatterScratch,
+) -> Result<ArrayRef> {
+    let DataType::Union(fields, _) = array.data_type() else {
+        unreachable!("a UnionArray has a union type")
+    };
+    let offsets = array.offsets().expect("a dense union has offsets");
+    let type_ids = array.type_ids();
+    // The child slot of each type id (ids are 0..=127).
+    let mut slot = [usize::MAX; 128];
+    let mut children = Vec::with_capacity(fields.len());
+    for (i, (type_id, _)) in fields.iter().enumerate() {
+        slot[type_id as u8 as usize & 127] = i;
+        let child = array.child(type_id);
+        if u32::try_from(child.len()).is_err() {
+            return Err(PartoutError::TooLarge(format!(
+                "a dense union child of {} values (at most u32::MAX)",
+                child.len()
+            )));
+        }
+        children.push(child);
+    }
+    let mut child_rows: Vec<Vec<u32>> = (0..fields.len()).map(|_| scratch.take_order()).collect();
+    let mut out_ids = Vec::with_capacity(order.len());
+    let mut out_offsets = Vec::with_capacity(order.len());
+    let mut bad = None;
+    for &r in order.rows() {
+        let type_id = type_ids[r as usize];
+        let offset = offsets[r as usize];
+        let c = slot[type_id as u8 as usize & 127];
+        // A valid union names only its own type ids and offsets inside their children; the
+        // checks keep a corrupt one from reaching the kernels' unchecked reads.
+        match children.get(c) {
+            Some(child) if (offset as u32 as usize) < child.len() && offset >= 0 => {
+                out_offsets.push(child_rows[c].len() as i32);
+                child_rows[c].push(offset as u32);
+                out_ids.push(type_id);
+            }
+            _ => {
+                bad = Some((r, type_id, offset));
+                break;
+            }
+        }
+    }
+    let moved = match bad {
+        Some((r, type_id, offset)) => Err(PartoutError::InvalidArgument(format!(
+            "dense union row {r} (type id {type_id}, offset {offset}) names no value of its \
+             children"
+        ))),
+        None => children
+            .iter()
+            .zip(&child_rows)
+            .map(|(child, rows)| {
+                // SAFETY: every row pushed for this child was checked to be below its length.
+                let child_order = unsafe { Order::new_unchecked(rows, child.len()) };
+                scatter_array(child.as_ref(), child_order, scratch)
+            })
+            .collect::<Result<Vec<_>>>(),
+    };
+    for rows in child_rows {
+        scratch.put_order(rows);
+    }
+    Ok(Arc::new(UnionArray::try_new(
+        fields.clone(),
+        ScalarBuffer::from(out_ids),
+        Some(ScalarBuffer::from(out_offsets)),
+        moved?,
+    )?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::ScatterPlan;
+    use arrow_array::{Int32Array, ListViewArray, make_array};
+    use arrow_data::ArrayDataBuilder;
+    use arrow_schema::{Field, UnionFields, UnionMode};
+
+    fn plan_of(rows: usize) -> ScatterPlan {
+        let mut plan = ScatterPlan::new();
+        let ids: Vec<u32> = (0..rows as u32).map(|i| i % 2).collect();
+        plan.build(&ids, 2).unwrap();
+        plan
+    }
+
+    /// Arrays that break their own layout (as hostile bytes decoded without validation could)
+    /// are errors naming the row, never reads past a child: a dense union offset one past its
+    /// child, a negative one, a type id not among the fields, a list view range past its child.
+    #[test]
+    fn rows_pointing_past_their_children_are_errors() {
+        let fields =
+            UnionFields::try_new(vec![0], vec![Field::new("i", DataType::Int32, true)]).unwrap();
+        let child = Int32Array::from(vec![1, 2, 3]);
+        for (type_ids, offsets) in [
+            (vec![0i8, 0, 0], vec![0i32, 1, 3]),
+            (vec![0, 0, 0], vec![0, -1, 2]),
+            (vec![0, 4, 0], vec![0, 1, 2]),
+        ] {
+            let builder = ArrayDataBuilder::new(DataType::Union(fields.clone(), UnionMode::Dense))
+                .len(3)
+                .add_buffer(arrow_buffer::Buffer::from_vec(type_ids))
+                .add_buffer(arrow_buffer::Buffer::from_vec(offsets))
+                .child_data(vec![child.to_data()]);
+            // SAFETY: none: the array is invalid on purpose, and only the kernel, which checks
+            // every row, reads it.
+            let corrupt = make_array(unsafe { builder.build_unchecked() });
+            let plan = plan_of(3);
+            let err =
+                super::super::scatter_column(corrupt.as_ref(), &plan, &mut ScatterScratch::new())
+                    .unwrap_err();
+            assert!(err.to_string().contains("names no value"), "{err}");
+        }
+        let item = Arc::new(Field::new("item", DataType::Int32, true));
+        let builder = ArrayDataBuilder::new(DataType::ListView(item))
+            .len(2)
+            .add_buffer(arrow_buffer::Buffer::from_vec(vec![0i32, 2]))
+            .add_buffer(arrow_buffer::Buffer::from_vec(vec![1i32, 2]))
+            .child_data(vec![child.to_data()]);
+        // SAFETY: as above: invalid on purpose, read only by the checking kernel.
+        let corrupt = make_array(unsafe { builder.build_unchecked() });
+        let err =
+            super::super::scatter_column(corrupt.as_ref(), &plan_of(2), &mut ScatterScratch::new())
+                .unwrap_err();
+        assert!(
+            err.to_string().contains("values 2..4 of a child of 3"),
+            "{err}"
+        );
+        // The same list view, valid, moves.
+        let valid = ListViewArray::try_new(
+            Arc::new(Field::new("item", DataType::Int32, true)),
+            vec![0, 1].into(),
+            vec![1, 2].into(),
+            Arc::new(child),
+            None,
+        )
+        .unwrap();
+        let moved =
+            super::super::scatter_column(&valid, &plan_of(2), &mut ScatterScratch::new()).unwrap();
+        assert_eq!(moved.as_ref(), &valid as &dyn Array);
+    }
 }

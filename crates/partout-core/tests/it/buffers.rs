@@ -231,16 +231,6 @@ fn a_batch_refused_while_moving_a_nested_column_changes_nothing() {
     assert_eq!(taken, small);
 }
 
-#[test]
-fn unsupported_types_are_refused_up_front() {
-    let mut rng = rng(3);
-    for array in partout_testkit::unsupported_arrays(&mut rng) {
-        let batch = RecordBatch::try_from_iter([("c", array)]).unwrap();
-        let err = DestinationBuffers::try_new(batch.schema(), 2).unwrap_err();
-        assert!(matches!(err, PartoutError::UnsupportedType { .. }), "{err}");
-    }
-}
-
 /// Buffers handed back by `recycle` are reused: a second round of the same appends holds no
 /// more memory than the first.
 #[test]

@@ -527,10 +527,22 @@ fn nested_oracle(array: &dyn Array, i: usize) -> u64 {
                 nested_oracle(child.as_ref(), union.value_offset(i)),
             )
         }
-        DataType::RunEndEncoded(_, _) => {
-            let run = array.as_run::<Int32Type>();
-            let physical = run.run_ends().get_physical_index(i);
-            nested_oracle(run.values().as_ref(), physical)
+        DataType::RunEndEncoded(run_ends, _) => {
+            let (values, physical) = match run_ends.data_type() {
+                DataType::Int16 => {
+                    let run = array.as_run::<arrow_array::types::Int16Type>();
+                    (run.values(), run.run_ends().get_physical_index(i))
+                }
+                DataType::Int32 => {
+                    let run = array.as_run::<Int32Type>();
+                    (run.values(), run.run_ends().get_physical_index(i))
+                }
+                _ => {
+                    let run = array.as_run::<arrow_array::types::Int64Type>();
+                    (run.values(), run.run_ends().get_physical_index(i))
+                }
+            };
+            nested_oracle(values.as_ref(), physical)
         }
         _ => {
             let mut out = Vec::new();

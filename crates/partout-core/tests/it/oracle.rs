@@ -7,7 +7,7 @@ use arrow_array::{Array, RecordBatch};
 use partout_core::{Partitioner, PartoutError};
 use partout_testkit::{
     IdPattern, assert_same_rows, every_type, random_batch, random_ids, random_sliced_array,
-    reference_partition, rng, unsupported_arrays,
+    reference_partition, rng,
 };
 use proptest::prelude::*;
 
@@ -148,24 +148,6 @@ fn every_fanout_gives_the_reference_result() {
             let ids = random_ids(rows, 5, IdPattern::Runs(4), &mut rng);
             check(&batch, &ids, 5, Some(fanout));
         }
-    }
-}
-
-#[test]
-fn unsupported_types_are_named_errors() {
-    let mut rng = rng(3);
-    for array in unsupported_arrays(&mut rng) {
-        let batch = RecordBatch::try_from_iter([("c", array.clone())]).unwrap();
-        let ids = vec![0; batch.num_rows()];
-        let err = Partitioner::try_new(2)
-            .unwrap()
-            .partition(&batch, &ids)
-            .unwrap_err();
-        assert!(
-            matches!(&err, PartoutError::UnsupportedType { data_type, .. } if data_type == array.data_type()),
-            "{err}"
-        );
-        assert!(err.to_string().contains("unsupported type"), "{err}");
     }
 }
 

@@ -9,7 +9,7 @@ use super::budget::Budget;
 use super::cursor::Cursor;
 use super::decode::{self, mismatch};
 use crate::Result;
-use arrow_array::{ArrayRef, LargeListArray, ListArray};
+use arrow_array::{ArrayRef, LargeListArray, LargeListViewArray, ListArray, ListViewArray};
 use arrow_buffer::{NullBuffer, OffsetBuffer, ScalarBuffer};
 use arrow_schema::DataType;
 use std::sync::Arc;
@@ -49,7 +49,11 @@ pub(super) fn to_array(
     data_type: &DataType,
     budget: &mut Budget,
 ) -> Result<ArrayRef> {
-    let (DataType::List(item) | DataType::LargeList(item)) = data_type else {
+    let (DataType::List(item)
+    | DataType::LargeList(item)
+    | DataType::ListView(item)
+    | DataType::LargeListView(item)) = data_type
+    else {
         return Err(mismatch("ARRAY", data_type, at));
     };
     let List {
@@ -58,20 +62,28 @@ pub(super) fn to_array(
         nulls,
     } = block;
     let elements = decode::array(*elements, item.data_type(), budget)?;
-    Ok(match data_type {
-        DataType::List(_) => Arc::new(ListArray::try_new(
+    let list = || {
+        ListArray::try_new(
             item.clone(),
-            OffsetBuffer::new(ScalarBuffer::from(offsets)),
-            elements,
-            nulls,
-        )?),
-        _ => Arc::new(LargeListArray::try_new(
+            OffsetBuffer::new(ScalarBuffer::from(offsets.clone())),
+            elements.clone(),
+            nulls.clone(),
+        )
+    };
+    let large = || {
+        LargeListArray::try_new(
             item.clone(),
             OffsetBuffer::new(ScalarBuffer::from(
-                offsets.into_iter().map(i64::from).collect::<Vec<_>>(),
+                offsets.iter().map(|&o| i64::from(o)).collect::<Vec<_>>(),
             )),
-            elements,
-            nulls,
-        )?),
+            elements.clone(),
+            nulls.clone(),
+        )
+    };
+    Ok(match data_type {
+        DataType::List(_) => Arc::new(list()?),
+        DataType::LargeList(_) => Arc::new(large()?),
+        DataType::ListView(_) => Arc::new(ListViewArray::from(list()?)),
+        _ => Arc::new(LargeListViewArray::from(large()?)),
     })
 }

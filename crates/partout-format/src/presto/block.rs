@@ -114,7 +114,11 @@ impl Nesting {
 /// map, as Presto's MAP block holds the keys and values directly.
 fn levels(data_type: &DataType) -> usize {
     let below = match data_type {
-        DataType::List(item) | DataType::LargeList(item) => levels(item.data_type()),
+        DataType::List(item)
+        | DataType::LargeList(item)
+        | DataType::ListView(item)
+        | DataType::LargeListView(item) => levels(item.data_type()),
+        DataType::RunEndEncoded(_, values) => levels(values.data_type()),
         DataType::Map(entries, _) => match entries.data_type() {
             DataType::Struct(kv) => kv.iter().map(|f| levels(f.data_type())).max().unwrap_or(0),
             other => levels(other),

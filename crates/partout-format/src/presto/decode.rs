@@ -90,6 +90,9 @@ pub(super) fn array(
     data_type: &DataType,
     budget: &mut Budget,
 ) -> Result<ArrayRef> {
+    if let DataType::RunEndEncoded(..) = data_type {
+        return super::runs::to_array(block, data_type, budget);
+    }
     let Block { at, rows, kind, .. } = block;
     match kind {
         Kind::Fixed(b) => fixed::to_array(b, rows, at, data_type),

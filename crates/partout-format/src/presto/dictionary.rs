@@ -28,7 +28,7 @@ pub(super) struct Dictionary<'a> {
 }
 
 impl Dictionary<'_> {
-    fn ids(&self) -> impl Iterator<Item = u32> + '_ {
+    pub(super) fn ids(&self) -> impl Iterator<Item = u32> + '_ {
         // Checked non-negative when read.
         le_i32s(self.ids).map(|id| id as u32)
     }

@@ -5,7 +5,8 @@ use crate::{FormatError, Result};
 use arrow_array::cast::AsArray;
 use arrow_array::types::*;
 use arrow_array::{
-    Array, ArrayRef, ArrowPrimitiveType, GenericListArray, OffsetSizeTrait, RecordBatch,
+    Array, ArrayRef, ArrowPrimitiveType, GenericListArray, GenericListViewArray, OffsetSizeTrait,
+    RecordBatch,
 };
 use arrow_buffer::NullBuffer;
 use arrow_schema::{DataType, TimeUnit};
@@ -279,6 +280,9 @@ fn write_block(array: &dyn Array, out: &mut Vec<u8>) -> Result<()> {
         }
         DataType::List(_) => put_array(out, array.as_list::<i32>())?,
         DataType::LargeList(_) => put_array(out, array.as_list::<i64>())?,
+        DataType::ListView(_) => put_list_view(out, array.as_list_view::<i32>())?,
+        DataType::LargeListView(_) => put_list_view(out, array.as_list_view::<i64>())?,
+        DataType::RunEndEncoded(_, _) => put_runs(out, array)?,
         DataType::Map(_, _) => put_map(out, array)?,
         // Presto's ROW needs at least one field.
         DataType::Struct(fields) if fields.is_empty() => {
@@ -344,6 +348,61 @@ fn put_array<O: OffsetSizeTrait>(out: &mut Vec<u8>, array: &GenericListArray<O>)
     put_i32(out, array.len() as i32);
     put_offsets(out, &offsets)?;
     put_nulls(out, array.nulls(), array.len());
+    Ok(())
+}
+
+/// ARRAY for a list view: its valid rows' ranges laid out in row order (uncopied when they
+/// already are), the row count, offsets into them, the null section.
+fn put_list_view<O: OffsetSizeTrait>(
+    out: &mut Vec<u8>,
+    array: &GenericListViewArray<O>,
+) -> Result<()> {
+    let nulls = array.nulls().filter(|n| n.null_count() > 0);
+    let (offsets, sizes) = (array.offsets(), array.sizes());
+    let mut rebased = Vec::with_capacity(array.len() + 1);
+    rebased.push(0i64);
+    let mut indices = Vec::new();
+    for r in 0..array.len() {
+        if nulls.is_none_or(|n| n.is_valid(r)) {
+            let start = offsets[r].as_usize() as u64;
+            indices.extend(start..start + sizes[r].as_usize() as u64);
+        }
+        rebased.push(indices.len() as i64);
+    }
+    let values = array.values();
+    let in_order = indices.windows(2).all(|w| w[1] == w[0] + 1);
+    let elements = match indices.first() {
+        Some(&first) if in_order => values.slice(first as usize, indices.len()),
+        None => values.slice(0, 0),
+        Some(_) => {
+            let indices = arrow_array::UInt64Array::from(indices);
+            arrow_select::take::take(values.as_ref(), &indices, None)?
+        }
+    };
+    put_name(out, "ARRAY");
+    write_block(elements.as_ref(), out)?;
+    put_i32(out, array.len() as i32);
+    put_offsets(out, &rebased)?;
+    put_nulls(out, nulls, array.len());
+    Ok(())
+}
+
+/// A run-end encoded column: RLE of its value when the page holds one run of it, otherwise
+/// DICTIONARY of its runs' values with each row's run as its id (see `runs`).
+fn put_runs(out: &mut Vec<u8>, array: &dyn Array) -> Result<()> {
+    let (values, ids) = super::runs::runs_of(array);
+    if values.len() == 1 {
+        put_name(out, "RLE");
+        put_i32(out, array.len() as i32);
+        return write_block(values.as_ref(), out);
+    }
+    put_name(out, "DICTIONARY");
+    put_i32(out, array.len() as i32);
+    write_block(values.as_ref(), out)?;
+    for id in ids {
+        put_i32(out, to_i32(id as usize, "dictionary entries")?);
+    }
+    out.extend_from_slice(&[0u8; 24]);
     Ok(())
 }
 
@@ -488,9 +547,12 @@ pub fn can_encode(data_type: &DataType) -> bool {
         | DataType::LargeBinary
         | DataType::BinaryView
         | DataType::FixedSizeBinary(_) => true,
-        DataType::List(child) | DataType::LargeList(child) | DataType::Map(child, _) => {
-            can_encode(child.data_type())
-        }
+        DataType::List(child)
+        | DataType::LargeList(child)
+        | DataType::ListView(child)
+        | DataType::LargeListView(child)
+        | DataType::Map(child, _) => can_encode(child.data_type()),
+        DataType::RunEndEncoded(_, values) => can_encode(values.data_type()),
         DataType::Struct(fields) => {
             !fields.is_empty() && fields.iter().all(|f| can_encode(f.data_type()))
         }

@@ -21,14 +21,17 @@
 //! | Int64, Float64, Timestamp, Decimal64, Decimal128 (precision ≤ 18) | LONG_ARRAY | Float64 as its bits, timestamps in milliseconds |
 //! | Decimal128 (precision > 18) | INT128_ARRAY | sign and magnitude, low word first |
 //! | Utf8, LargeUtf8, Utf8View, Binary, LargeBinary, BinaryView | VARIABLE_WIDTH | |
-//! | List, LargeList | ARRAY | |
+//! | List, LargeList, ListView, LargeListView | ARRAY | a list view's ranges laid out in row order |
 //! | Map | MAP | no hash table |
 //! | Struct (with at least one field) | ROW | fields hold the non-null rows only |
 //! | Dictionary | DICTIONARY | the dictionary, then an `i32` id per row |
+//! | RunEndEncoded, one run in the page | RLE | of the run's value |
+//! | RunEndEncoded, several runs | DICTIONARY | the runs' values, each row's id its run |
 //! | Null, and any fixed-width column with no valid row | RLE | of a one-row null block, as Presto's block builders do |
 //!
 //! Fixed-width blocks carry values for their non-null rows only; null flags are bits, most
-//! significant first, 1 for null. Other Arrow types are refused with
+//! significant first, 1 for null. Other Arrow types (unions, unsigned integers, Float16, times
+//! of day, intervals, durations, ...) have no Presto type and are refused with
 //! [`FormatError::InvalidArgument`] naming them.
 //!
 //! Reading goes `page` (header, checksum, LZ4) → `block` (the walk over a page's blocks, one
@@ -48,6 +51,7 @@ mod map;
 mod page;
 mod rle;
 mod row;
+mod runs;
 mod variable;
 
 pub use decode::{decode_page, decode_pages};
