@@ -34,7 +34,8 @@ pub struct ScatterOptions {
         value_parser = clap::value_parser!(u32).range(1..=i64::from(partout_core::plan::MAX_PARTITIONS)),
     )]
     pub partitions: Vec<u32>,
-    /// Column kinds to run (BOOLEAN, INTEGER, BIGINT, HUGEINT, VARCHAR, VARCHAR_VIEW, Mixed).
+    /// Column kinds to run (BOOLEAN, INTEGER, BIGINT, HUGEINT, VARCHAR, VARCHAR_VIEW, RUN_END,
+    /// Mixed).
     #[arg(long, value_delimiter = ',')]
     pub kinds: Vec<String>,
     /// Rounds over the whole matrix; each figure is the median of the rounds' medians

@@ -27,19 +27,22 @@ pub enum ColumnKind {
     Varchar,
     /// Utf8View, 0..=20 ASCII bytes (about 60% inline).
     VarcharView,
-    /// Columns cycling through the kinds above.
+    /// RunEndEncoded BIGINT with Int32 run ends, in runs of 1 to 15 rows (mean 8).
+    RunEnd,
+    /// Columns cycling through the kinds above (but RUN_END).
     Mixed,
 }
 
 impl ColumnKind {
     /// Every kind, in the order the benchmark table lists them.
-    pub const ALL: [ColumnKind; 7] = [
+    pub const ALL: [ColumnKind; 8] = [
         ColumnKind::Boolean,
         ColumnKind::Integer,
         ColumnKind::BigInt,
         ColumnKind::HugeInt,
         ColumnKind::Varchar,
         ColumnKind::VarcharView,
+        ColumnKind::RunEnd,
         ColumnKind::Mixed,
     ];
 
@@ -58,6 +61,7 @@ impl fmt::Display for ColumnKind {
             Self::HugeInt => "HUGEINT",
             Self::Varchar => "VARCHAR",
             Self::VarcharView => "VARCHAR_VIEW",
+            Self::RunEnd => "RUN_END",
             Self::Mixed => "Mixed",
         })
     }
@@ -112,6 +116,22 @@ fn column(kind: ColumnKind, rows: usize, null_density: f64, rng: &mut TestRng) -
             } else {
                 Arc::new(StringViewArray::from(strings))
             }
+        }
+        ColumnKind::RunEnd => {
+            let mut ends = Vec::new();
+            let mut end = 0;
+            while end < rows {
+                end = (end + rng.random_range(1..=15)).min(rows);
+                ends.push(end as i32);
+            }
+            let values = Int64Array::new(
+                (0..ends.len()).map(|_| rng.random()).collect(),
+                random_nulls(ends.len(), null_density, rng),
+            );
+            Arc::new(
+                arrow_array::RunArray::try_new(&Int32Array::from(ends), &values)
+                    .expect("valid run array"),
+            )
         }
         ColumnKind::Mixed => unreachable!("mixed is a batch of other kinds"),
     }

@@ -17,7 +17,7 @@
 //! | Utf8, Binary, and their Large forms | offsets, bytes |
 //! | Utf8View, BinaryView | views, one data buffer (out-of-line strings copied into it) |
 //! | Null | the row count |
-//! | dictionary, nested | the destination's rows of each batch, moved by the scatter kernels, concatenated by `take_column` |
+//! | dictionary, nested, run-end encoded | the destination's rows of each batch, moved by the scatter kernels, concatenated by `take_column` |
 //!
 //! Validity is kept only once a null arrives; a destination that never received one gets no
 //! null buffer.
