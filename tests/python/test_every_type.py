@@ -334,3 +334,14 @@ def test_spark_and_range_keys_are_taken_or_named(streams, tmp_path, name):
             continue
         assert result.returncode == 0, result.stderr
         check_outputs(name, read_ipc_outputs(out), by_key=True)
+
+
+@pytest.mark.parametrize("name", list(COLUMNS))
+def test_the_package_partitions_every_type_over_the_pycapsule_interface(name):
+    """The same columns through the Python package, by the fast hash of the column: each
+    destination's table keeps the type and metadata, every row lands once with its value and
+    equal keys together."""
+    import partout
+    parts = partout.partition(input_table(name), N, by=name)
+    assert len(parts) == N
+    check_outputs(name, parts, by_key=True)
