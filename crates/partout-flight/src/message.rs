@@ -322,19 +322,7 @@ impl MessageEncoder {
 
 /// Whether `data_type` holds a dictionary at any depth.
 fn has_dictionary(data_type: &DataType) -> bool {
-    match data_type {
-        DataType::Dictionary(_, _) => true,
-        DataType::List(f)
-        | DataType::LargeList(f)
-        | DataType::ListView(f)
-        | DataType::LargeListView(f)
-        | DataType::FixedSizeList(f, _)
-        | DataType::Map(f, _) => has_dictionary(f.data_type()),
-        DataType::Struct(fields) => fields.iter().any(|f| has_dictionary(f.data_type())),
-        DataType::Union(fields, _) => fields.iter().any(|(_, f)| has_dictionary(f.data_type())),
-        DataType::RunEndEncoded(_, values) => has_dictionary(values.data_type()),
-        _ => false,
-    }
+    partout_format::ipc::holds(data_type, &|t| matches!(t, DataType::Dictionary(..)))
 }
 
 /// Reads encoded IPC stream messages across the parts an encoder gave.

@@ -283,8 +283,19 @@ fn check_fields(batch: &RecordBatch, schema: &SchemaRef) -> Result<()> {
     )))
 }
 
-/// Whether `data_type` or a type nested in it at any depth is one `is` picks.
-fn holds(data_type: &DataType, is: &dyn Fn(&DataType) -> bool) -> bool {
+/// Whether `data_type` or a type nested in it at any depth (list items, map entries, struct
+/// and union fields, dictionary values, run ends and run values) is one `is` picks.
+///
+/// ```
+/// use arrow_schema::{DataType, Field};
+/// use partout_format::ipc::holds;
+/// use std::sync::Arc;
+///
+/// let list = DataType::List(Arc::new(Field::new("item", DataType::Float16, true)));
+/// assert!(holds(&list, &|t| *t == DataType::Float16));
+/// assert!(!holds(&list, &|t| *t == DataType::Utf8));
+/// ```
+pub fn holds(data_type: &DataType, is: &dyn Fn(&DataType) -> bool) -> bool {
     is(data_type)
         || match data_type {
             DataType::Dictionary(_, values) => holds(values, is),

@@ -137,11 +137,12 @@ impl StagedParquet {
     /// [`WriterError::Sink`] naming the column and what Parquet cannot carry.
     pub fn check_schema(schema: &Schema) -> Result<(), WriterError> {
         for field in schema.fields() {
-            if let Some(refused) = without_parquet_type(field.data_type()) {
+            if partout_format::ipc::holds(field.data_type(), &without_parquet_type) {
                 return Err(sink_error(
                     None,
                     format!(
-                        "Parquet files cannot carry column {:?} of type {}: {refused}",
+                        "Parquet files cannot carry column {:?} of type {}: unions and \
+                         month-day-nano intervals have no Parquet type",
                         field.name(),
                         field.data_type()
                     ),
@@ -570,26 +571,12 @@ impl Drop for StagedParquet {
     }
 }
 
-/// What in `data_type`, at any depth, the parquet crate's writer has no Parquet type for.
-fn without_parquet_type(data_type: &DataType) -> Option<String> {
-    match data_type {
-        DataType::Union(..) => Some(format!("{data_type} has no Parquet type")),
-        DataType::Interval(IntervalUnit::MonthDayNano) => Some(format!(
-            "{data_type} has no Parquet type (Parquet's INTERVAL has milliseconds, not nanoseconds)"
-        )),
-        DataType::List(f)
-        | DataType::LargeList(f)
-        | DataType::ListView(f)
-        | DataType::LargeListView(f)
-        | DataType::FixedSizeList(f, _)
-        | DataType::Map(f, _) => without_parquet_type(f.data_type()),
-        DataType::Struct(fields) => fields
-            .iter()
-            .find_map(|f| without_parquet_type(f.data_type())),
-        DataType::Dictionary(_, values) => without_parquet_type(values),
-        DataType::RunEndEncoded(_, values) => without_parquet_type(values.data_type()),
-        _ => None,
-    }
+/// Types the parquet crate's writer has no Parquet type for.
+fn without_parquet_type(data_type: &DataType) -> bool {
+    matches!(
+        data_type,
+        DataType::Union(..) | DataType::Interval(IntervalUnit::MonthDayNano)
+    )
 }
 
 /// The name of worker `worker`'s scratch files, without extension: hidden, like partial files.

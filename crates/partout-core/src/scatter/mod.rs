@@ -345,6 +345,17 @@ fn scatter_values(
     }
 }
 
+/// An error unless a child of `len` values can be addressed by the kernels' `u32` orders;
+/// `what` names the child.
+fn check_child_len(len: usize, what: &str) -> Result<()> {
+    match u32::try_from(len) {
+        Ok(_) => Ok(()),
+        Err(_) => Err(PartoutError::TooLarge(format!(
+            "{what} of {len} values (at most u32::MAX)"
+        ))),
+    }
+}
+
 fn unsupported(data_type: &DataType) -> PartoutError {
     PartoutError::UnsupportedType {
         data_type: data_type.clone(),

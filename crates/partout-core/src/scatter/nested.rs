@@ -16,7 +16,7 @@
 //! point at one row of one child: each child moves by the rows pointed at in it, in output
 //! order, and the output offsets count them.
 
-use super::{Order, ScatterScratch, fixed, scatter_array};
+use super::{Order, ScatterScratch, check_child_len, fixed, scatter_array};
 use crate::error::{PartoutError, Result};
 use arrow_array::cast::AsArray;
 use arrow_array::{
@@ -53,11 +53,7 @@ fn derive_child_order<O: OffsetSizeTrait>(
     order: Order<'_>,
     child_rows: &mut Vec<u32>,
 ) -> Result<OffsetBuffer<O>> {
-    if u32::try_from(child_len).is_err() {
-        return Err(PartoutError::TooLarge(format!(
-            "a list child of {child_len} values (at most u32::MAX)"
-        )));
-    }
+    check_child_len(child_len, "a list child")?;
     let mut out_offsets = Vec::with_capacity(order.len() + 1);
     let mut total = O::usize_as(0);
     out_offsets.push(total);
@@ -148,12 +144,7 @@ pub(super) fn scatter_fixed_size_list(
 ) -> Result<ArrayRef> {
     let size = array.value_length() as usize;
     let values = array.values();
-    if u32::try_from(values.len()).is_err() {
-        return Err(PartoutError::TooLarge(format!(
-            "a fixed-size list child of {} values (at most u32::MAX)",
-            values.len()
-        )));
-    }
+    check_child_len(values.len(), "a fixed-size list child")?;
     let mut child_rows = scratch.take_order();
     for &r in order.rows() {
         let start = r as usize * size;
@@ -201,11 +192,7 @@ pub(super) fn scatter_list_view<O: OffsetSizeTrait>(
 ) -> Result<ArrayRef> {
     let values = array.values();
     let child_len = values.len();
-    if u32::try_from(child_len).is_err() {
-        return Err(PartoutError::TooLarge(format!(
-            "a list view child of {child_len} values (at most u32::MAX)"
-        )));
-    }
+    check_child_len(child_len, "a list view child")?;
     let (offsets, sizes) = (array.offsets(), array.sizes());
     let mut out_offsets = Vec::with_capacity(order.len());
     let mut out_sizes = Vec::with_capacity(order.len());
@@ -256,12 +243,7 @@ pub(super) fn scatter_dense_union(
     for (i, (type_id, _)) in fields.iter().enumerate() {
         slot[type_id as u8 as usize & 127] = i;
         let child = array.child(type_id);
-        if u32::try_from(child.len()).is_err() {
-            return Err(PartoutError::TooLarge(format!(
-                "a dense union child of {} values (at most u32::MAX)",
-                child.len()
-            )));
-        }
+        check_child_len(child.len(), "a dense union child")?;
         children.push(child);
     }
     let mut child_rows: Vec<Vec<u32>> = (0..fields.len()).map(|_| scratch.take_order()).collect();

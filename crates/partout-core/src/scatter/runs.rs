@@ -14,8 +14,8 @@
 //! Expanding instead (one run per row) would cost a value per row; keeping runs costs one
 //! comparison per row and is never larger.
 
-use super::{Order, ScatterScratch, scatter_array};
-use crate::error::{PartoutError, Result};
+use super::{Order, ScatterScratch, check_child_len, scatter_array};
+use crate::error::Result;
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Int16Type, Int32Type, Int64Type, RunEndIndexType};
 use arrow_array::{Array, ArrayRef, RunArray, make_array};
@@ -46,12 +46,7 @@ fn scatter_runs<R: RunEndIndexType>(
     scratch: &mut ScatterScratch,
 ) -> Result<ArrayRef> {
     let values = array.values();
-    if u32::try_from(values.len()).is_err() {
-        return Err(PartoutError::TooLarge(format!(
-            "run-end encoded values of {} runs (at most u32::MAX)",
-            values.len()
-        )));
-    }
+    check_child_len(values.len(), "run-end encoded values")?;
     let mut physical = scratch.take_order();
     let mut runs = scratch.take_order();
     physical_indices(array, &mut physical);
