@@ -16,16 +16,23 @@
 
 #![forbid(unsafe_code)]
 
+mod bounded;
 mod encoded;
 mod error;
 mod metrics;
 mod options;
+mod ready;
 mod sink;
 mod writer;
 
+pub use bounded::{
+    Account, BoundedExchange, BoundedOptions, ExchangeError, ExchangeMetrics, Fetched, Item,
+    OutputStatus, SpillMetrics, SpillTarget, spill_batch, unspill_batch,
+};
 pub use encoded::Encoded;
 pub use error::{Result, WriterError};
 pub use metrics::WriterMetrics;
 pub use options::{Flush, Strategy, WriterOptions};
+pub use ready::{Ready, ReadyBatch};
 pub use sink::{FileSink, MemorySink, Sink};
 pub use writer::{BatchSink, PartitionedWriter};

@@ -68,6 +68,9 @@ pub struct WriterOptions {
     pub strategy: Strategy,
     /// When destinations flush (default [`Flush::AtTarget`]).
     pub flush: Flush,
+    /// A destination also flushes when it holds this many rows (default: no row target),
+    /// for consumers that take batches of a set size (DataFusion's `batch_size`).
+    pub target_rows: Option<usize>,
 }
 
 impl Default for WriterOptions {
@@ -80,6 +83,7 @@ impl Default for WriterOptions {
             seed: 0,
             strategy: Strategy::Direct,
             flush: Flush::AtTarget,
+            target_rows: None,
         }
     }
 }
@@ -121,6 +125,12 @@ impl WriterOptions {
         self
     }
 
+    /// Sets [`target_rows`](Self::target_rows).
+    pub fn with_target_rows(mut self, rows: usize) -> Self {
+        self.target_rows = Some(rows);
+        self
+    }
+
     /// Sets [`flush`](Self::flush).
     pub fn with_flush(mut self, flush: Flush) -> Self {
         self.flush = flush;
@@ -131,11 +141,14 @@ impl WriterOptions {
     ///
     /// # Errors
     /// [`WriterError::InvalidOption`] naming the option and its value: a zero target, a
-    /// jitter outside 0..=0.9, a memory limit below the target.
+    /// jitter outside 0..=0.9, a memory limit below the target, a row target of 0.
     pub fn validate(&self) -> Result<()> {
         let invalid = |what: String| Err(WriterError::InvalidOption(what));
         if self.target_bytes == 0 {
             return invalid("target_bytes must be at least 1, got 0".into());
+        }
+        if self.target_rows == Some(0) {
+            return invalid("target_rows must be at least 1, got 0".into());
         }
         if !(0.0..=0.9).contains(&self.jitter) {
             return invalid(format!(
@@ -165,6 +178,7 @@ mod tests {
                 "target_bytes",
             ),
             (WriterOptions::default().with_jitter(-0.1), "jitter"),
+            (WriterOptions::default().with_target_rows(0), "target_rows"),
             (WriterOptions::default().with_jitter(f64::NAN), "jitter"),
             (
                 WriterOptions::default()

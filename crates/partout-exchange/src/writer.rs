@@ -275,6 +275,11 @@ impl<O: BatchSink> PartitionedWriter<O> {
         &self.output
     }
 
+    /// The output, to take what it holds (see [`Ready`](crate::Ready)).
+    pub fn output_mut(&mut self) -> &mut O {
+        &mut self.output
+    }
+
     /// The schema of the batches the writer takes.
     pub fn schema(&self) -> &SchemaRef {
         &self.schema
@@ -508,8 +513,10 @@ impl<O: BatchSink> PartitionedWriter<O> {
     /// buffers and the batches still to be merged pass the memory limit.
     fn flush_due(&mut self) -> Result<()> {
         self.note_held();
+        let target_rows = self.options.target_rows.unwrap_or(usize::MAX);
         for p in 0..self.num_partitions as usize {
-            if self.buffers.rows(p) > 0 && self.buffers.bytes(p) >= self.targets[p] {
+            let rows = self.buffers.rows(p);
+            if rows > 0 && (self.buffers.bytes(p) >= self.targets[p] || rows >= target_rows) {
                 self.flush(p, false)?;
             }
         }

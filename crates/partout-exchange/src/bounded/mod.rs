@@ -1,0 +1,593 @@
+//! [`BoundedExchange`]: N producers to M outputs within one byte budget, never stuck.
+//!
+//! ```text
+//!  producer ─ push(p, item) ─► budget has room ─────────────► output p's queue (memory)
+//!                            └► full, a consumer waits on an
+//!                               output with nothing for it ─► spill file ─► output p's queue
+//!                            └► full, every waiting consumer
+//!                               has something to take ──────► wait for room
+//!  consumer ◄─ next(p, from) / take(p): items in order, spilled ones read back; ack frees
+//! ```
+//!
+//! The three promises, and how they are kept:
+//! - **Memory stays within the budget.** Items in memory are charged what the producer says
+//!   they hold ([`Item::bytes`]); an item that would pass the budget is queued only when
+//!   nothing else is held. An optional [`Account`] (a memory pool) must grant every byte too;
+//!   an item it refuses is spilled.
+//! - **Every item arrives once, in order per output.** Sequences number each output's items;
+//!   a consumer reads from any sequence not yet acknowledged, and an acknowledgement frees
+//!   what is before it. A producer's failure ends the exchange in its error for everyone:
+//!   never a short output that looks complete.
+//! - **No consumer waits forever.** A producer waits for room only while every consumer
+//!   waiting has something to take; when one waits on an output with nothing for it, the
+//!   producer spills instead. Without a spill file, or past its limit, that is
+//!   [`ExchangeError::ResourcesExhausted`]: an error, never a hang. Every order of reading
+//!   the outputs completes (the interleaving test in `model.rs` walks every order of a small
+//!   exchange's steps).
+//!
+//! The state and every decision are in `state.rs`, with no locks or IO; this file adds the
+//! lock, the waits (blocking and async alike, through `event-listener`) and the spill IO,
+//! which runs outside the lock.
+
+mod spill;
+mod state;
+
+#[cfg(test)]
+mod model;
+
+pub use spill::{SpillMetrics, SpillTarget, spill_batch, unspill_batch};
+
+use event_listener::{Event, EventListener, Listener};
+use spill::SpillFile;
+use state::{Found, Offer, State, Stored, Wake};
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// What travels through a [`BoundedExchange`].
+pub trait Item: Clone + Send + Sync + 'static {
+    /// Bytes of memory it is charged while queued in memory.
+    fn bytes(&self) -> usize;
+
+    /// Rows it carries (for each output's totals).
+    fn rows(&self) -> u64;
+
+    /// Writes itself to `out`, for the spill file.
+    ///
+    /// # Errors
+    /// When it cannot be written.
+    fn spill(&self, out: &mut Vec<u8>) -> Result<(), ExchangeError>;
+
+    /// Reads back what [`spill`](Self::spill) wrote.
+    ///
+    /// # Errors
+    /// When the bytes do not read back.
+    fn unspill(bytes: &[u8]) -> Result<Self, ExchangeError>;
+}
+
+/// Memory outside the exchange's own count that must grant what it holds: a memory pool.
+pub trait Account: Send + Sync + fmt::Debug {
+    /// Takes `bytes` more, or says why not.
+    ///
+    /// # Errors
+    /// Why the bytes cannot be had (the item is then spilled, or the exchange fails).
+    fn try_grow(&self, bytes: usize) -> Result<(), String>;
+
+    /// Gives `bytes` back.
+    fn shrink(&self, bytes: usize);
+}
+
+/// Why an exchange cannot do what was asked.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum ExchangeError {
+    /// No such output.
+    NotFound(String),
+    /// A request that cannot be served as asked (an acknowledgement past the end).
+    InvalidArgument(String),
+    /// The items asked for were acknowledged and freed.
+    Freed(String),
+    /// A producer failed: the exchange ends in its error.
+    Failed(Arc<dyn std::error::Error + Send + Sync>),
+    /// The exchange was cancelled.
+    Cancelled(String),
+    /// The budget is full, a consumer waits, and nothing may be spilled (no spill file, or
+    /// past its limit, or the memory pool refused and there is no disk).
+    ResourcesExhausted(String),
+    /// Writing or reading the spill file failed.
+    Spill(String),
+}
+
+impl fmt::Display for ExchangeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::NotFound(w) => write!(f, "not found: {w}"),
+            Self::InvalidArgument(w) => write!(f, "invalid argument: {w}"),
+            Self::Freed(w) => write!(f, "already acknowledged and freed: {w}"),
+            Self::Failed(e) => write!(f, "a producer failed: {e}"),
+            Self::Cancelled(w) => write!(f, "cancelled: {w}"),
+            Self::ResourcesExhausted(w) => write!(f, "resources exhausted: {w}"),
+            Self::Spill(w) => write!(f, "spilling failed: {w}"),
+        }
+    }
+}
+
+impl std::error::Error for ExchangeError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Failed(e) => Some(e.as_ref()),
+            _ => None,
+        }
+    }
+}
+
+/// How a [`BoundedExchange`] is made.
+#[derive(Debug)]
+pub struct BoundedOptions {
+    /// Outputs (destinations).
+    pub outputs: usize,
+    /// Producers that will finish; the exchange is complete when all of them have.
+    pub producers: usize,
+    /// The most bytes of items held in memory at once.
+    pub budget_bytes: usize,
+    /// Where items go when waiting could wait forever (`None`: that is an error).
+    pub spill: Option<SpillTarget>,
+    /// A memory pool every byte held is reserved from as well.
+    pub account: Option<Arc<dyn Account>>,
+}
+
+impl BoundedOptions {
+    /// `outputs` outputs fed by `producers` producers within `budget_bytes`, without a spill
+    /// file or an account.
+    pub fn new(outputs: usize, producers: usize, budget_bytes: usize) -> Self {
+        Self {
+            outputs,
+            producers,
+            budget_bytes,
+            spill: None,
+            account: None,
+        }
+    }
+
+    /// Spilling to `target`.
+    pub fn with_spill(mut self, target: SpillTarget) -> Self {
+        self.spill = Some(target);
+        self
+    }
+
+    /// Reserving every byte held from `account` too.
+    pub fn with_account(mut self, account: Arc<dyn Account>) -> Self {
+        self.account = Some(account);
+        self
+    }
+}
+
+/// What a consumer fetched: items from the sequence asked for, the sequence after them, and
+/// whether nothing follows.
+#[derive(Debug)]
+pub struct Fetched<T> {
+    /// The items, in order.
+    pub items: Vec<T>,
+    /// The sequence after the last item.
+    pub next: u64,
+    /// Whether nothing follows `next`.
+    pub complete: bool,
+}
+
+/// An output's totals so far.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OutputStatus {
+    /// Rows produced for it (closed outputs included).
+    pub rows: u64,
+    /// Bytes produced for it.
+    pub bytes: u64,
+    /// Whether every producer finished.
+    pub complete: bool,
+}
+
+/// What the exchange did: memory and spilling.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ExchangeMetrics {
+    /// Bytes held in memory now.
+    pub held_bytes: usize,
+    /// The most bytes held in memory at once.
+    pub peak_held_bytes: usize,
+    /// Spilling.
+    pub spill: SpillMetrics,
+}
+
+/// N producers to M outputs within one byte budget: see the [module](self) docs.
+pub struct BoundedExchange<T> {
+    state: Mutex<State<T>>,
+    spill: Option<SpillFile>,
+    account: Option<Arc<dyn Account>>,
+    /// Producers waiting for room (or for a consumer to starve).
+    room: Event,
+    /// Per output: an item arrived, the output closed or the exchange ended.
+    arrivals: Vec<Event>,
+}
+
+impl<T> fmt::Debug for BoundedExchange<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BoundedExchange")
+            .field("outputs", &self.arrivals.len())
+            .field("spill", &self.spill)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A consumer's wait on an output, counted while it lasts.
+struct Waiting<'a, T: Item> {
+    exchange: &'a BoundedExchange<T>,
+    output: usize,
+}
+
+impl<T: Item> Drop for Waiting<'_, T> {
+    fn drop(&mut self) {
+        self.exchange.lock().wait_ends(self.output);
+    }
+}
+
+/// What a push found under the lock.
+enum Step {
+    Done,
+    Spill,
+    Wait(EventListener),
+}
+
+impl<T: Item> BoundedExchange<T> {
+    /// An exchange as `options` say.
+    ///
+    /// # Errors
+    /// [`ExchangeError::InvalidArgument`] for no outputs, no producers or a zero budget.
+    pub fn try_new(options: BoundedOptions) -> Result<Self, ExchangeError> {
+        if options.outputs == 0 || options.producers == 0 || options.budget_bytes == 0 {
+            return Err(ExchangeError::InvalidArgument(format!(
+                "an exchange needs outputs, producers and a budget (got {}, {} and {} bytes)",
+                options.outputs, options.producers, options.budget_bytes
+            )));
+        }
+        let can_spill = options.spill.is_some();
+        Ok(Self {
+            state: Mutex::new(State::new(
+                options.outputs,
+                options.producers,
+                options.budget_bytes,
+                can_spill,
+            )),
+            spill: options.spill.map(SpillFile::new),
+            account: options.account,
+            room: Event::new(),
+            arrivals: (0..options.outputs).map(|_| Event::new()).collect(),
+        })
+    }
+
+    /// Outputs.
+    pub fn outputs(&self) -> usize {
+        self.arrivals.len()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State<T>> {
+        // The state's methods leave it whole at every return: a panic elsewhere while the
+        // lock was held breaks nothing.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn check(&self, p: usize) -> Result<usize, ExchangeError> {
+        match p < self.outputs() {
+            true => Ok(p),
+            false => Err(ExchangeError::NotFound(format!(
+                "no output {p} of {} outputs",
+                self.outputs()
+            ))),
+        }
+    }
+
+    fn wake(&self, wake: Wake) {
+        if wake.freed > 0
+            && let Some(account) = &self.account
+        {
+            account.shrink(wake.freed);
+        }
+        if wake.room {
+            self.room.notify(usize::MAX);
+        }
+        if let Some(p) = wake.output {
+            self.arrivals[p].notify(usize::MAX);
+        }
+        if wake.all_outputs {
+            for arrival in &self.arrivals {
+                arrival.notify(usize::MAX);
+            }
+        }
+    }
+
+    /// Ends the exchange in `error` and returns it.
+    fn end_in(&self, error: ExchangeError) -> ExchangeError {
+        let wake = self.lock().end(error.clone());
+        self.wake(wake);
+        error
+    }
+
+    /// One attempt to queue `item`: queued (or let go), to spill, or to wait.
+    fn step(&self, p: usize, item: &mut Option<T>) -> Result<Step, ExchangeError> {
+        let listener = self.room.listen();
+        let mut state = self.lock();
+        let bytes = item.as_ref().map_or(0, Item::bytes);
+        let offer = match state.offer(p, bytes) {
+            Ok(offer) => offer,
+            // Waiting could wait forever and nothing may spill: the exchange ends, for
+            // every consumer too.
+            Err(e @ ExchangeError::ResourcesExhausted(_)) => {
+                drop(state);
+                return Err(self.end_in(e));
+            }
+            Err(e) => return Err(e),
+        };
+        match offer {
+            Offer::Dropped => {
+                let rows = item.take().map_or(0, |i| i.rows());
+                state.let_go(p, bytes, rows);
+                Ok(Step::Done)
+            }
+            Offer::Memory => {
+                if let Some(account) = &self.account
+                    && let Err(why) = account.try_grow(bytes)
+                {
+                    drop(state);
+                    return match self.spill.is_some() {
+                        true => Ok(Step::Spill),
+                        false => Err(self.end_in(ExchangeError::ResourcesExhausted(why))),
+                    };
+                }
+                let item = item.take().expect("an item to queue");
+                let rows = item.rows();
+                let wake = state.enqueue(p, Stored::Memory(item), bytes, rows).1;
+                drop(state);
+                self.wake(wake);
+                Ok(Step::Done)
+            }
+            Offer::Spill => Ok(Step::Spill),
+            Offer::Wait => Ok(Step::Wait(listener)),
+        }
+    }
+
+    /// Writes `item` to the spill file and queues it there (outside the lock while writing).
+    fn spill_item(&self, p: usize, item: T) -> Result<(), ExchangeError> {
+        let spill = self
+            .spill
+            .as_ref()
+            .expect("spilling only with a spill file");
+        let mut bytes = Vec::new();
+        let at = item
+            .spill(&mut bytes)
+            .and_then(|()| spill.write(&bytes))
+            .map_err(|e| self.end_in(e))?;
+        let wake = self
+            .lock()
+            .enqueue(p, Stored::Spilled(at), item.bytes(), item.rows())
+            .1;
+        self.wake(wake);
+        Ok(())
+    }
+
+    /// Queues `item` at the end of output `p`, waiting (blocking the thread) while the budget
+    /// is full and every waiting consumer has something to take. An item for a closed output
+    /// is let go.
+    ///
+    /// # Errors
+    /// [`ExchangeError::NotFound`] for no such output; the exchange's end; the spill file's.
+    pub fn push(&self, p: usize, item: T) -> Result<(), ExchangeError> {
+        let p = self.check(p)?;
+        let mut item = Some(item);
+        loop {
+            match self.step(p, &mut item)? {
+                Step::Done => return Ok(()),
+                Step::Spill => return self.spill_item(p, item.take().expect("an item")),
+                Step::Wait(listener) => listener.wait(),
+            }
+        }
+    }
+
+    /// As [`push`](Self::push), waiting asynchronously.
+    ///
+    /// # Errors
+    /// As [`push`](Self::push).
+    pub async fn push_async(&self, p: usize, item: T) -> Result<(), ExchangeError> {
+        let p = self.check(p)?;
+        let mut item = Some(item);
+        loop {
+            match self.step(p, &mut item)? {
+                Step::Done => return Ok(()),
+                Step::Spill => return self.spill_item(p, item.take().expect("an item")),
+                Step::Wait(listener) => listener.await,
+            }
+        }
+    }
+
+    fn load(&self, stored: Stored<T>) -> Result<T, ExchangeError> {
+        match stored {
+            Stored::Memory(item) => Ok(item),
+            Stored::Spilled(at) => {
+                let spill = self
+                    .spill
+                    .as_ref()
+                    .expect("spilled items only with a spill file");
+                T::unspill(&spill.read(at)?)
+            }
+        }
+    }
+
+    /// Output `p`'s items from sequence `from`, up to `max_bytes` of them (at least one when
+    /// any is there), without waiting: none, not complete, when nothing is there yet.
+    ///
+    /// # Errors
+    /// [`ExchangeError::NotFound`], [`ExchangeError::Freed`] for a sequence acknowledged
+    /// already, the exchange's end, the spill file's.
+    pub fn try_fetch(
+        &self,
+        p: usize,
+        from: u64,
+        max_bytes: usize,
+    ) -> Result<Fetched<T>, ExchangeError> {
+        let p = self.check(p)?;
+        let (stored, next, complete) = {
+            let state = self.lock();
+            let (stored, next) = state.find_many(p, from, max_bytes)?;
+            let complete = matches!(state.find(p, next)?, Found::End);
+            (stored, next, complete)
+        };
+        let items = stored
+            .into_iter()
+            .map(|s| self.load(s))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Fetched {
+            items,
+            next,
+            complete,
+        })
+    }
+
+    /// As [`try_fetch`](Self::try_fetch), waiting until there is at least one item or nothing
+    /// follows. While it waits, producers spill rather than wait for room. Dropping the
+    /// future ends the wait.
+    ///
+    /// # Errors
+    /// As [`try_fetch`](Self::try_fetch).
+    pub async fn fetch(
+        &self,
+        p: usize,
+        from: u64,
+        max_bytes: usize,
+    ) -> Result<Fetched<T>, ExchangeError> {
+        let p = self.check(p)?;
+        loop {
+            let listener = self.arrivals[p].listen();
+            let waiting = {
+                let mut state = self.lock();
+                match state.find(p, from)? {
+                    Found::Item(_) | Found::End => None,
+                    Found::Empty => Some(state.wait_begins(p, from)),
+                }
+            };
+            let Some(wake) = waiting else {
+                return self.try_fetch(p, from, max_bytes);
+            };
+            let _waiting = Waiting {
+                exchange: self,
+                output: p,
+            };
+            self.wake(wake);
+            listener.await;
+        }
+    }
+
+    /// Output `p`'s next item, acknowledged as it is taken (one consumer per output); `None`
+    /// when nothing follows.
+    ///
+    /// # Errors
+    /// As [`fetch`](Self::fetch).
+    pub async fn take(&self, p: usize) -> Result<Option<T>, ExchangeError> {
+        let from = self.lock().range(self.check(p)?).0;
+        let mut fetched = self.fetch(p, from, 0).await?;
+        if fetched.items.is_empty() {
+            return Ok(None);
+        }
+        self.ack(p, fetched.next)?;
+        Ok(fetched.items.pop())
+    }
+
+    /// Frees output `p`'s items before sequence `next`.
+    ///
+    /// # Errors
+    /// [`ExchangeError::NotFound`]; [`ExchangeError::InvalidArgument`] for a sequence not
+    /// produced yet.
+    pub fn ack(&self, p: usize, next: u64) -> Result<(), ExchangeError> {
+        let p = self.check(p)?;
+        let wake = self.lock().ack(p, next)?;
+        self.wake(wake);
+        Ok(())
+    }
+
+    /// Output `p`'s consumer is gone: its items are freed and what comes for it is let go.
+    /// Returns whether every output is closed now (producers may stop).
+    ///
+    /// # Errors
+    /// [`ExchangeError::NotFound`].
+    pub fn close(&self, p: usize) -> Result<bool, ExchangeError> {
+        let p = self.check(p)?;
+        let (wake, all) = {
+            let mut state = self.lock();
+            (state.close(p), state.all_closed())
+        };
+        self.wake(wake);
+        Ok(all)
+    }
+
+    /// Whether every output is closed.
+    pub fn all_closed(&self) -> bool {
+        self.lock().all_closed()
+    }
+
+    /// A producer finished its part.
+    pub fn producer_finished(&self) {
+        let wake = self.lock().producer_finished();
+        self.wake(wake);
+    }
+
+    /// A producer failed: the exchange ends in `error` for every consumer and producer (the
+    /// first error counts).
+    pub fn fail(&self, error: Arc<dyn std::error::Error + Send + Sync>) {
+        self.end_in(ExchangeError::Failed(error));
+    }
+
+    /// Cancels the exchange: its queues are freed, and everyone gets
+    /// [`ExchangeError::Cancelled`] from now on.
+    pub fn cancel(&self, why: impl Into<String>) {
+        self.end_in(ExchangeError::Cancelled(why.into()));
+    }
+
+    /// Whether the exchange is over: complete, failed or cancelled.
+    pub fn is_over(&self) -> bool {
+        self.lock().is_over()
+    }
+
+    /// Output `p`'s totals.
+    ///
+    /// # Errors
+    /// [`ExchangeError::NotFound`].
+    pub fn status(&self, p: usize) -> Result<OutputStatus, ExchangeError> {
+        let p = self.check(p)?;
+        let (rows, bytes, complete) = self.lock().status(p);
+        Ok(OutputStatus {
+            rows,
+            bytes,
+            complete,
+        })
+    }
+
+    /// Bytes output `p` holds from sequence `from` on (in memory or spilled).
+    ///
+    /// # Errors
+    /// [`ExchangeError::NotFound`].
+    pub fn remaining_bytes(&self, p: usize, from: u64) -> Result<u64, ExchangeError> {
+        let p = self.check(p)?;
+        Ok(self.lock().remaining_bytes(p, from))
+    }
+
+    /// Memory and spilling so far.
+    pub fn metrics(&self) -> ExchangeMetrics {
+        let (held_bytes, peak_held_bytes) = {
+            let state = self.lock();
+            (state.held(), state.peak())
+        };
+        ExchangeMetrics {
+            held_bytes,
+            peak_held_bytes,
+            spill: self
+                .spill
+                .as_ref()
+                .map(SpillFile::metrics)
+                .unwrap_or_default(),
+        }
+    }
+}

@@ -1,0 +1,136 @@
+//! The bounded exchange's memory, measured from outside it: a global counting allocator sees
+//! every byte the process holds while producers fill a budget that one stalled output would
+//! pass many times over. One test in this binary, so nothing else allocates beside it.
+
+use arrow_array::{Int64Array, RecordBatch};
+use futures::executor::block_on;
+use partout_exchange::{
+    BoundedExchange, BoundedOptions, ExchangeError, Item, SpillTarget, spill_batch, unspill_batch,
+};
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+
+struct Counting;
+
+static LIVE: AtomicI64 = AtomicI64::new(0);
+static PEAK: AtomicI64 = AtomicI64::new(0);
+
+fn track(allocated: usize, freed: usize) {
+    let now = LIVE.fetch_add(allocated as i64 - freed as i64, Ordering::Relaxed) + allocated as i64
+        - freed as i64;
+    PEAK.fetch_max(now, Ordering::Relaxed);
+}
+
+// SAFETY: every call is forwarded to the system allocator unchanged; the counters are
+// atomics, which never allocate.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        track(layout.size(), 0);
+        // SAFETY: forwarded with the caller's guarantees.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        track(layout.size(), 0);
+        // SAFETY: forwarded with the caller's guarantees.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        track(new_size, layout.size());
+        // SAFETY: forwarded with the caller's guarantees.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        track(0, layout.size());
+        // SAFETY: forwarded with the caller's guarantees.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+#[derive(Debug, Clone)]
+struct Rows(RecordBatch);
+
+impl Item for Rows {
+    fn bytes(&self) -> usize {
+        self.0.get_array_memory_size()
+    }
+    fn rows(&self) -> u64 {
+        self.0.num_rows() as u64
+    }
+    fn spill(&self, out: &mut Vec<u8>) -> Result<(), ExchangeError> {
+        spill_batch(&self.0, out)
+    }
+    fn unspill(bytes: &[u8]) -> Result<Self, ExchangeError> {
+        unspill_batch(bytes).map(Rows)
+    }
+}
+
+const ROWS: i64 = 8192;
+
+fn batch(producer: usize, k: usize) -> Rows {
+    let start = ((producer as i64) << 32) + k as i64 * ROWS;
+    let values = Int64Array::from_iter_values(start..start + ROWS);
+    Rows(RecordBatch::try_from_iter([("v", Arc::new(values) as _)]).unwrap())
+}
+
+#[test]
+fn a_stalled_output_holds_the_process_within_the_budget() {
+    let item = batch(0, 0).bytes();
+    let (outputs, producers, batches) = (4, 2, 400);
+    let budget = 8 * item;
+    // The stalled output alone receives 25 times the budget's worth.
+    assert_eq!(producers * batches / outputs, 25 * budget / item);
+    let options = BoundedOptions::new(outputs, producers, budget)
+        .with_spill(SpillTarget::in_dir(std::env::temp_dir()));
+    let ex = Arc::new(BoundedExchange::try_new(options).unwrap());
+    let base = LIVE.load(Ordering::Relaxed);
+    PEAK.store(base, Ordering::Relaxed);
+    let handles: Vec<_> = (0..producers)
+        .map(|i| {
+            let ex = ex.clone();
+            std::thread::spawn(move || {
+                for k in 0..batches {
+                    ex.push(k % outputs, batch(i, k)).unwrap();
+                }
+                ex.producer_finished();
+            })
+        })
+        .collect();
+    // Outputs 0 to 2 are drained as they fill; output 3 is not read until the end.
+    let readers: Vec<_> = (0..outputs - 1)
+        .map(|p| {
+            let ex = ex.clone();
+            std::thread::spawn(move || {
+                let mut rows = 0;
+                while let Some(item) = block_on(ex.take(p)).unwrap() {
+                    rows += item.0.num_rows();
+                }
+                rows
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    let drained: usize = readers.into_iter().map(|r| r.join().unwrap()).sum();
+    let peak = PEAK.load(Ordering::Relaxed) - base;
+    let mut last = 0;
+    while let Some(item) = block_on(ex.take(outputs - 1)).unwrap() {
+        last += item.0.num_rows();
+    }
+    let total = producers * batches * ROWS as usize;
+    assert_eq!(drained + last, total);
+    assert_eq!(last, total / outputs);
+    // Beside the budget: the batch each producer is making and pushing, the batch each
+    // reader holds, and a spill write's encoded copy per producer.
+    let allowance = budget + (2 * producers + outputs) * item + (1 << 20);
+    assert!(
+        peak <= allowance as i64,
+        "{peak} bytes at the peak for a budget of {budget} (allowed {allowance}): {:?}",
+        ex.metrics()
+    );
+    assert!(ex.metrics().spill.spill_count > 0);
+}
