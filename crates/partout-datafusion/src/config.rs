@@ -9,8 +9,12 @@ extensions_options! {
     pub struct PartoutConfig {
         /// Whether hash repartitioning is done by partout (default true).
         pub enabled: bool, default = true
-        /// Bytes of rows each repartition holds for its consumers before its producers wait
-        /// (default 64 MiB), reserved from the session's memory pool as they are held.
+        /// Bytes each repartition holds between its input and its outputs (default 64 MiB),
+        /// reserved from the session's memory pool: half for its producers' writers
+        /// (destination buffers and flushed batches), half for batches waiting for
+        /// consumers. Past it, producers wait while every waiting consumer has rows to take,
+        /// and spill to the disk manager otherwise. Not counted: the batch each output
+        /// gathers to `batch_size` rows, and a spilled batch being read back.
         pub buffer_bytes: usize, default = 64 * 1024 * 1024
     }
 }

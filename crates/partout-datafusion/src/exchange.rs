@@ -1,189 +1,120 @@
-//! The exchange between a repartition's producers (one task per input partition) and its
-//! consumers (one stream per output partition): a queue per output and one byte budget for
-//! them all, reserved from DataFusion's memory pool. A producer that finds the budget full
-//! waits until consumers take rows (back-pressure): memory does not grow with a slow
-//! consumer. Dropping every output stream drops the producers' tasks (cancellation); a
-//! producer's error reaches every output.
+//! What the operator adds to partout's [`BoundedExchange`](partout_exchange::BoundedExchange): its items (record batches with
+//! the memory they are charged), the session's memory pool as the exchange's [`Account`], and
+//! the session's disk manager as its spill file. The queues, the budget, back-pressure,
+//! spilling and failure are the exchange's.
 
 use arrow_array::RecordBatch;
-use datafusion::common::{DataFusionError, Result};
+use datafusion::common::DataFusionError;
+use datafusion::execution::TaskContext;
 use datafusion::execution::memory_pool::MemoryReservation;
-use datafusion::physical_plan::metrics::Time;
-use std::collections::VecDeque;
-use std::sync::{Arc, Mutex, MutexGuard};
-use tokio::sync::Notify;
+use partout_exchange::{Account, ExchangeError, Item, SpillTarget, spill_batch, unspill_batch};
+use std::sync::{Arc, Mutex};
 
-/// What an output found in its queue.
-pub(crate) enum Taken {
-    /// A batch of rows, and whether it is whole (handed over full: passed on as it is)
-    /// rather than a remainder to gather with others.
-    Rows(RecordBatch, bool),
-    /// A producer failed.
-    Failed(Arc<DataFusionError>),
-    /// Every producer is done and the queue is empty.
-    End,
-    /// Nothing yet.
-    Empty,
-}
-
-/// A batch handed to an output: the rows, the bytes they are charged, whether it is whole.
-#[derive(Debug)]
+/// A batch for an output: its rows, the memory it is charged, and whether it is whole (a
+/// full `batch_size` batch passed on as it is) rather than a remainder to gather with others.
+#[derive(Debug, Clone)]
 pub(crate) struct Queued {
-    pub(crate) output: usize,
     pub(crate) rows: RecordBatch,
     pub(crate) bytes: usize,
     pub(crate) whole: bool,
 }
 
-#[derive(Debug)]
-struct State {
-    /// Each output's batches, each with the bytes it is charged and whether it is whole.
-    queues: Vec<VecDeque<Queued>>,
-    /// Outputs whose stream was dropped: what comes for them is let go.
-    closed: Vec<bool>,
-    open: usize,
-    /// Bytes held in the queues.
-    held: usize,
-    producers: usize,
-    error: Option<Arc<DataFusionError>>,
+impl Item for Queued {
+    fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    fn rows(&self) -> u64 {
+        self.rows.num_rows() as u64
+    }
+
+    fn spill(&self, out: &mut Vec<u8>) -> std::result::Result<(), ExchangeError> {
+        out.push(u8::from(self.whole));
+        spill_batch(&self.rows, out)
+    }
+
+    fn unspill(bytes: &[u8]) -> std::result::Result<Self, ExchangeError> {
+        let (&whole, stream) = bytes
+            .split_first()
+            .ok_or_else(|| ExchangeError::Spill("an empty spilled batch".into()))?;
+        let rows = unspill_batch(stream)?;
+        Ok(Self {
+            bytes: rows.get_array_memory_size(),
+            rows,
+            whole: whole == 1,
+        })
+    }
 }
 
-/// The queues, the budget and the signals between producers and outputs.
+/// The session's memory pool, through the operator's reservation.
 #[derive(Debug)]
-pub(crate) struct Exchange {
-    state: Mutex<State>,
-    budget: usize,
-    reservation: MemoryReservation,
-    /// Producers waiting for room.
-    room: Notify,
-    /// Each output waiting for rows.
-    ready: Vec<Notify>,
+pub(crate) struct Pool(pub(crate) MemoryReservation);
+
+impl Account for Pool {
+    fn try_grow(&self, bytes: usize) -> std::result::Result<(), String> {
+        self.0.try_grow(bytes).map_err(|e| e.to_string())
+    }
+
+    fn shrink(&self, bytes: usize) {
+        self.0.shrink(bytes);
+    }
 }
 
-impl Exchange {
-    /// An exchange for `producers` producers and `outputs` outputs holding up to `budget`
-    /// bytes, reserved through `reservation`.
-    pub(crate) fn new(
-        producers: usize,
-        outputs: usize,
-        budget: usize,
-        reservation: MemoryReservation,
-    ) -> Self {
-        Self {
-            state: Mutex::new(State {
-                queues: (0..outputs).map(|_| VecDeque::new()).collect(),
-                closed: vec![false; outputs],
-                open: outputs,
-                held: 0,
-                producers,
-                error: None,
-            }),
-            budget,
-            reservation,
-            room: Notify::new(),
-            ready: (0..outputs).map(|_| Notify::new()).collect(),
-        }
+/// The session's disk manager as the exchange's spill file, within its temporary-directory
+/// limit; `None` when it makes no local files (disabled, or a backend without paths).
+pub(crate) fn spill_target(context: &TaskContext, operator: &str) -> Option<SpillTarget> {
+    let disks = context.runtime_env().disk_manager.clone();
+    if !disks.tmp_files_enabled() {
+        return None;
     }
+    let limit = disks.max_temp_directory_size();
+    // The disk manager's handles keep its files; they go with the exchange.
+    let kept = Arc::new(Mutex::new(Vec::new()));
+    let description = format!("{operator} spilling batches its consumers have not taken yet");
+    let target = SpillTarget::with_file(move || {
+        let file = disks
+            .create_tmp_file(&description)
+            .map_err(std::io::Error::other)?;
+        let path = file.path().map(ToOwned::to_owned).ok_or_else(|| {
+            std::io::Error::other("the disk manager's spill files have no local path")
+        })?;
+        kept.lock().unwrap_or_else(|e| e.into_inner()).push(file);
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+    });
+    Some(target.with_limit(limit))
+}
 
-    fn lock(&self) -> MutexGuard<'_, State> {
-        // A panic while holding the lock leaves counters, not broken invariants: go on.
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+/// DataFusion's error for an exchange error: resources exhausted naming the operator, the
+/// producer's own error as it was, the rest as external errors.
+pub(crate) fn to_datafusion(e: ExchangeError, operator: &str) -> DataFusionError {
+    match e {
+        ExchangeError::ResourcesExhausted(why) => {
+            DataFusionError::ResourcesExhausted(format!("{operator}: {why}"))
+        }
+        ExchangeError::Failed(cause) => match cause.downcast_ref::<Shared>() {
+            Some(Shared(e)) => DataFusionError::Shared(e.clone()),
+            None => DataFusionError::External(Box::new(ExchangeError::Failed(cause))),
+        },
+        other => DataFusionError::External(Box::new(other)),
     }
+}
 
-    /// Queues `batches`, then waits
-    /// (timed by `send_time`) while the budget is passed. Returns false when every output is
-    /// gone and the producer should stop.
-    ///
-    /// # Errors
-    /// DataFusion's resources-exhausted error when the memory pool refuses the bytes.
-    pub(crate) async fn push(&self, batches: &mut Vec<Queued>, send_time: &Time) -> Result<bool> {
-        if batches.is_empty() {
-            return Ok(self.lock().open > 0);
-        }
-        let bytes: usize = batches.iter().map(|q| q.bytes).sum();
-        self.reservation.try_grow(bytes)?;
-        {
-            let mut state = self.lock();
-            for queued in batches.drain(..) {
-                let p = queued.output;
-                if state.closed[p] {
-                    self.reservation.shrink(queued.bytes);
-                    continue;
-                }
-                state.held += queued.bytes;
-                state.queues[p].push_back(queued);
-                self.ready[p].notify_one();
-            }
-        }
-        let _timer = send_time.timer();
-        loop {
-            let room = self.room.notified();
-            tokio::pin!(room);
-            room.as_mut().enable();
-            {
-                let state = self.lock();
-                if state.open == 0 {
-                    return Ok(false);
-                }
-                if state.held <= self.budget || state.error.is_some() {
-                    return Ok(true);
-                }
-            }
-            room.await;
-        }
-    }
+/// A producer's DataFusion error, kept whole for every output.
+#[derive(Debug)]
+pub(crate) struct Shared(pub(crate) Arc<DataFusionError>);
 
-    /// Output `p`'s next batch, or why there is none.
-    pub(crate) fn take(&self, p: usize) -> Taken {
-        let mut state = self.lock();
-        if let Some(queued) = state.queues[p].pop_front() {
-            state.held -= queued.bytes;
-            drop(state);
-            self.reservation.shrink(queued.bytes);
-            self.room.notify_waiters();
-            return Taken::Rows(queued.rows, queued.whole);
-        }
-        match (&state.error, state.producers) {
-            (Some(e), _) => Taken::Failed(e.clone()),
-            (None, 0) => Taken::End,
-            (None, _) => Taken::Empty,
-        }
+impl std::fmt::Display for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
     }
+}
 
-    /// Waits until output `p` may find something new: call [`take`](Self::take) again.
-    pub(crate) async fn wait(&self, p: usize) {
-        self.ready[p].notified().await;
-    }
+impl std::error::Error for Shared {}
 
-    /// Output `p`'s stream is gone: its rows are let go, and producers stop once no output
-    /// is left.
-    pub(crate) fn close(&self, p: usize) {
-        let mut state = self.lock();
-        if state.closed[p] {
-            return;
-        }
-        state.closed[p] = true;
-        state.open -= 1;
-        let freed: usize = state.queues[p].drain(..).map(|q| q.bytes).sum();
-        state.held -= freed;
-        drop(state);
-        self.reservation.shrink(freed);
-        self.room.notify_waiters();
-    }
-
-    /// A producer ended, with `result`: the first error reaches every output.
-    pub(crate) fn producer_done(&self, result: Result<()>) {
-        let mut state = self.lock();
-        state.producers = state.producers.saturating_sub(1);
-        if let Err(e) = result
-            && state.error.is_none()
-        {
-            state.error = Some(Arc::new(e));
-        }
-        drop(state);
-        for ready in &self.ready {
-            ready.notify_one();
-        }
-        self.room.notify_waiters();
-    }
+/// The exchange's error for a producer's.
+pub(crate) fn from_datafusion(e: DataFusionError) -> Arc<dyn std::error::Error + Send + Sync> {
+    Arc::new(Shared(Arc::new(e)))
 }

@@ -1,6 +1,6 @@
 //! [`PartoutRepartitionExec`]: DataFusion's hash repartitioning, done by partout.
 
-use crate::exchange::{Exchange, Queued, Taken};
+use crate::exchange::{Pool, Queued, from_datafusion, spill_target, to_datafusion};
 use crate::ids::DataFusionIds;
 use arrow_array::RecordBatch;
 use arrow_select::coalesce::BatchCoalescer;
@@ -21,19 +21,31 @@ use datafusion::physical_plan::{
     PhysicalExpr, PlanProperties, SendableRecordBatchStream,
 };
 use futures::StreamExt;
-use partout_core::{DestinationBuffers, ScatterPlan};
+use partout_core::ids;
+use partout_exchange::{
+    BoundedExchange, BoundedOptions, PartitionedWriter, Ready, WriterError, WriterOptions,
+};
 use std::fmt::Formatter;
 use std::sync::{Arc, Mutex};
 
 /// Hash repartitioning of `input` into `n` partitions by `exprs`, as DataFusion's
 /// `RepartitionExec` with `Partitioning::Hash` does and with the same plan properties, done
-/// with partout's scatter: every row goes to the partition DataFusion's hash gives it
-/// ([`DataFusionIds`]); each producer appends rows into a buffer per destination and hands a
-/// destination's rows over as one batch of up to the session's `batch_size` (sooner when the
-/// destination's buffer reaches its share of the budget, at least 64 KiB); the producers'
-/// buffers are reserved from the memory pool too;
-/// rows waiting for consumers are held within a byte budget reserved from the memory pool,
-/// and producers wait while it is full.
+/// with partout's writer and exchange: every row goes to the partition DataFusion's hash
+/// gives it ([`DataFusionIds`]); each producer (one per input partition) appends rows to a
+/// [`PartitionedWriter`] that hands a destination's rows over as a batch of the session's
+/// `batch_size` rows (sooner at its share of the budget); the batches wait for consumers in
+/// a [`BoundedExchange`].
+///
+/// **What `buffer_bytes` covers**: everything the operator holds between its input and its
+/// outputs, reserved from the session's memory pool: half of it for the producers' writers
+/// (each input's share holds its destination buffers and the batches it flushed but has not
+/// yet handed over), half for the batches waiting for consumers. Not covered: the batch each
+/// output is gathering to `batch_size` rows, and a spilled batch while it is read back. When
+/// the exchange's half is full and a consumer waits for an output with nothing for it (an
+/// output read to its end before the next is polled, or a consumer far behind the others),
+/// batches are spilled to the session's disk manager instead of waiting: any order of
+/// reading the outputs completes. Without a disk manager, or past its limit, that is
+/// DataFusion's resources-exhausted error naming the operator.
 #[derive(Debug)]
 pub struct PartoutRepartitionExec {
     input: Arc<dyn ExecutionPlan>,
@@ -52,19 +64,34 @@ pub struct PartoutRepartitionExec {
 /// holding the run is dropped).
 #[derive(Debug)]
 struct Run {
-    exchange: Arc<Exchange>,
+    exchange: Arc<BoundedExchange<Queued>>,
     _tasks: Vec<SpawnedTask<()>>,
+    spill_count: Count,
+    spilled_bytes: Count,
+    spill_time: Time,
+}
+
+impl Drop for Run {
+    fn drop(&mut self) {
+        let spill = self.exchange.metrics().spill;
+        self.spill_count.add(spill.spill_count as usize);
+        self.spilled_bytes.add(spill.spilled_bytes as usize);
+        self.spill_time.add_duration(spill.spill_time);
+    }
 }
 
 impl PartoutRepartitionExec {
     /// Replaces `repartition`, a hash `RepartitionExec` that does not preserve order, keeping
     /// its properties (equivalences, partitioning, emission, boundedness); `None` for any
-    /// other.
+    /// other, and for partition counts partout's scatter refuses (above 2^20).
     pub fn from_repartition(repartition: &RepartitionExec, buffer_bytes: usize) -> Option<Self> {
         let Partitioning::Hash(exprs, n) = repartition.partitioning() else {
             return None;
         };
-        if repartition.preserve_order() || *n == 0 || u32::try_from(*n).is_err() {
+        let fits = u32::try_from(*n)
+            .ok()
+            .is_some_and(|n| partout_core::plan::check_partition_count(n).is_ok());
+        if repartition.preserve_order() || !fits {
             return None;
         }
         Some(Self {
@@ -73,18 +100,18 @@ impl PartoutRepartitionExec {
             partitions: *n,
             properties: repartition.properties().clone(),
             replaced: Arc::new(repartition.clone()),
-            buffer_bytes,
+            buffer_bytes: buffer_bytes.max(1),
             metrics: ExecutionPlanMetricsSet::new(),
             pending: Mutex::new(None),
         })
     }
 
     /// Hash repartitioning of `input` into `n` partitions by `exprs`, holding up to
-    /// `buffer_bytes` for consumers.
+    /// `buffer_bytes` between its input and its outputs.
     ///
     /// # Errors
     /// When DataFusion's `RepartitionExec` refuses the same (its properties are derived the
-    /// same way), or `n` is 0.
+    /// same way), or `n` is 0 or above 2^20.
     pub fn try_new(
         input: Arc<dyn ExecutionPlan>,
         exprs: Vec<Arc<dyn PhysicalExpr>>,
@@ -94,7 +121,7 @@ impl PartoutRepartitionExec {
         let repartition = RepartitionExec::try_new(input, Partitioning::Hash(exprs, n))?;
         match Self::from_repartition(&repartition, buffer_bytes) {
             Some(exec) => Ok(exec),
-            None => internal_err!("partout repartitions into 1 to 2^32 - 1 partitions, not {n}"),
+            None => internal_err!("partout repartitions into 1 to 2^20 partitions, not {n}"),
         }
     }
 
@@ -103,35 +130,43 @@ impl PartoutRepartitionExec {
         &self.input
     }
 
-    /// The bytes held for consumers before producers wait.
+    /// The bytes the operator holds between its input and its outputs (see the type's
+    /// docs).
     pub fn buffer_bytes(&self) -> usize {
         self.buffer_bytes
     }
 
+    fn operator(&self) -> String {
+        format!("PartoutRepartitionExec[{}]", self.partitions)
+    }
+
     /// Starts a run: the exchange, and a producer task per input partition.
     fn start(&self, context: &Arc<TaskContext>) -> Result<Arc<Run>> {
-        let inputs = self.input.output_partitioning().partition_count();
-        let reservation =
-            MemoryConsumer::new(format!("PartoutRepartitionExec[{}]", self.partitions))
-                .register(context.memory_pool());
-        let exchange = Arc::new(Exchange::new(
-            inputs,
-            self.partitions,
-            self.buffer_bytes,
-            reservation,
-        ));
+        let inputs = self.input.output_partitioning().partition_count().max(1);
+        let operator = self.operator();
+        let reservation = MemoryConsumer::new(operator.clone()).register(context.memory_pool());
+        let mut options =
+            BoundedOptions::new(self.partitions, inputs, (self.buffer_bytes / 2).max(1))
+                .with_account(Arc::new(Pool(reservation)));
+        if let Some(target) = spill_target(context, &operator) {
+            options = options.with_spill(target);
+        }
+        let exchange =
+            Arc::new(BoundedExchange::try_new(options).map_err(|e| to_datafusion(e, &operator))?);
+        // Each producer's writer holds a quarter of the budget's half for its buffers, the
+        // rest for what it flushed and has not handed over yet.
+        let writer_limit = (self.buffer_bytes / (4 * inputs)).max(1);
         let mut tasks = Vec::with_capacity(inputs);
-        for i in 0..inputs {
+        for i in 0..self.input.output_partitioning().partition_count() {
             let producer = Producer {
                 input: self.input.clone(),
                 partition: i,
                 context: context.clone(),
                 ids: DataFusionIds::new(self.exprs.clone(), self.partitions),
                 partitions: self.partitions,
-                // Half the budget shared by every producer's buffers, at least 64 KiB each.
-                target_bytes: (self.buffer_bytes / (2 * inputs.max(1) * self.partitions))
-                    .max(64 << 10),
+                writer_limit,
                 exchange: exchange.clone(),
+                operator: operator.clone(),
                 fetch_time: MetricBuilder::new(&self.metrics).subset_time("fetch_time", i),
                 repartition_time: MetricBuilder::new(&self.metrics)
                     .subset_time("repartition_time", i),
@@ -139,29 +174,35 @@ impl PartoutRepartitionExec {
             };
             tasks.push(SpawnedTask::spawn(async move {
                 let exchange = producer.exchange.clone();
-                let result = producer.run().await;
-                exchange.producer_done(result);
+                match producer.run().await {
+                    Ok(()) => exchange.producer_finished(),
+                    Err(e) => exchange.fail(from_datafusion(e)),
+                }
             }));
         }
         Ok(Arc::new(Run {
             exchange,
             _tasks: tasks,
+            spill_count: MetricBuilder::new(&self.metrics).spill_count(0),
+            spilled_bytes: MetricBuilder::new(&self.metrics).spilled_bytes(0),
+            spill_time: MetricBuilder::new(&self.metrics).subset_time("spill_time", 0),
         }))
     }
 }
 
-/// One input partition's producer: rows appended into a buffer per destination (partout's
-/// scatter, one copy), a destination's rows handed over as one batch once they reach the
-/// session's batch size or the destination's share of the budget, the rest at the end.
+/// One input partition's producer: rows appended to partout's writer by DataFusion's ids, a
+/// destination's rows handed to the exchange as a batch once they reach the session's batch
+/// size or the destination's share of the writer's memory, the rest at the end.
 struct Producer {
     input: Arc<dyn ExecutionPlan>,
     partition: usize,
     context: Arc<TaskContext>,
     ids: DataFusionIds,
     partitions: usize,
-    /// Bytes at which a destination's buffer is handed over before it holds a full batch.
-    target_bytes: usize,
-    exchange: Arc<Exchange>,
+    /// The memory the writer's buffers may hold.
+    writer_limit: usize,
+    exchange: Arc<BoundedExchange<Queued>>,
+    operator: String,
     fetch_time: Time,
     repartition_time: Time,
     send_time: Time,
@@ -173,15 +214,22 @@ impl Producer {
         let n = u32::try_from(self.partitions)
             .map_err(|_| DataFusionError::Internal("too many partitions".into()))?;
         let batch_size = self.context.session_config().batch_size().max(1);
-        let mut buffers =
-            DestinationBuffers::try_new(self.input.schema(), self.partitions).map_err(external)?;
-        // The buffers' memory, reserved as it grows.
-        let reservation = MemoryConsumer::new(format!(
-            "PartoutRepartitionExec[{}] producer {}",
-            self.partitions, self.partition
-        ))
-        .register(self.context.memory_pool());
-        let mut plan = ScatterPlan::new();
+        let options = WriterOptions::default()
+            .with_target_bytes(self.writer_limit.min(256 << 10))
+            .with_memory_limit(self.writer_limit)
+            .with_target_rows(batch_size);
+        // The ids are DataFusion's (append_with_ids); the writer's own partitioning is unused.
+        let mut writer = PartitionedWriter::with_output(
+            self.input.schema(),
+            ids::Partitioning::round_robin(n),
+            options,
+            Ready::new(batch_size),
+        )
+        .map_err(external)?;
+        // The writer's buffers and the batches it flushed, reserved as they change.
+        let reservation =
+            MemoryConsumer::new(format!("{} producer {}", self.operator, self.partition))
+                .register(self.context.memory_pool());
         let mut ids = Vec::new();
         let mut ready = Vec::new();
         loop {
@@ -189,58 +237,71 @@ impl Producer {
                 let _timer = self.fetch_time.timer();
                 stream.next().await
             };
-            let last = fetched.is_none();
             {
                 let _timer = self.repartition_time.timer();
-                if let Some(batch) = fetched {
-                    let batch = batch?;
-                    self.ids.compute(&batch, &mut ids)?;
-                    plan.build(&ids, n).map_err(external)?;
-                    buffers.append(&batch, &plan).map_err(external)?;
-                }
-                for p in 0..self.partitions {
-                    let rows = buffers.rows(p);
-                    let full = rows >= batch_size || buffers.bytes(p) >= self.target_bytes;
-                    if rows > 0 && (last || full) {
-                        let batch = buffers.take(p).map_err(external)?;
-                        // The batch goes on; the destination gets new buffers of its size
-                        // (as many rows come next), or none after the last rows.
-                        match last {
-                            true => buffers.release(p),
-                            false => buffers.renew(p),
-                        }
-                        // Batches of at most `batch_size` rows (slices sharing the buffers),
-                        // each charged its rows' share of the memory. Full ones are whole:
-                        // outputs pass them on as they are; the rest (a split's tail, the
-                        // last rows) are remainders, gathered at the output.
-                        let bytes = batch.get_array_memory_size();
-                        let mut charged = 0;
-                        for start in (0..rows).step_by(batch_size) {
-                            let len = batch_size.min(rows - start);
-                            let share = match start + len == rows {
-                                true => bytes - charged,
-                                false => bytes * len / rows,
-                            };
-                            charged += share;
-                            ready.push(Queued {
-                                output: p,
-                                rows: batch.slice(start, len),
-                                bytes: share,
-                                whole: len == batch_size || (full && rows < batch_size),
-                            });
+                match fetched {
+                    Some(batch) => {
+                        let batch = batch?;
+                        self.ids.compute(&batch, &mut ids)?;
+                        // In pieces of at most half the writer's memory, each handed over
+                        // before the next is appended: what the writer flushed and what it
+                        // holds stay within its share, whatever the input's batch size.
+                        let rows = batch.num_rows();
+                        let row_bytes = batch.get_array_memory_size() / rows.max(1);
+                        let piece =
+                            (self.writer_limit / 2 / row_bytes.max(1)).clamp(1, rows.max(1));
+                        for start in (0..rows).step_by(piece) {
+                            let len = piece.min(rows - start);
+                            writer
+                                .append_with_ids(&batch.slice(start, len), &ids[start..start + len])
+                                .map_err(external)?;
+                            reservation
+                                .try_resize(writer.held_bytes() + writer.output().held_bytes())?;
+                            ready.extend(writer.drain_ready());
+                            if start + len < rows {
+                                let _send = self.send_time.timer();
+                                for ready in ready.drain(..) {
+                                    self.push(ready, batch_size).await?;
+                                }
+                            }
                         }
                     }
+                    None => {
+                        let (mut rest, _) = writer.finish_output().map_err(external)?;
+                        ready.extend(rest.drain());
+                        let _send = self.send_time.timer();
+                        for piece in ready.drain(..) {
+                            self.push(piece, batch_size).await?;
+                        }
+                        return Ok(());
+                    }
                 }
-                reservation.try_resize(buffers.held_bytes())?;
             }
-            if !self.exchange.push(&mut ready, &self.send_time).await? || last {
+            let _timer = self.send_time.timer();
+            for piece in ready.drain(..) {
+                self.push(piece, batch_size).await?;
+            }
+            reservation.try_resize(writer.held_bytes())?;
+            if self.exchange.all_closed() {
                 return Ok(());
             }
         }
     }
+
+    async fn push(&self, piece: partout_exchange::ReadyBatch, batch_size: usize) -> Result<()> {
+        let queued = Queued {
+            whole: piece.batch.num_rows() == batch_size,
+            rows: piece.batch,
+            bytes: piece.bytes,
+        };
+        self.exchange
+            .push_async(piece.destination, queued)
+            .await
+            .map_err(|e| to_datafusion(e, &self.operator))
+    }
 }
 
-fn external(e: partout_core::PartoutError) -> DataFusionError {
+fn external(e: WriterError) -> DataFusionError {
     DataFusionError::External(Box::new(e))
 }
 
@@ -345,6 +406,7 @@ impl ExecutionPlan for PartoutRepartitionExec {
             ordered: self.input.output_partitioning().partition_count() <= 1,
             run,
             partition,
+            operator: self.operator(),
             done: false,
             output_rows: MetricBuilder::new(&self.metrics).output_rows(partition),
             output_batches: MetricBuilder::new(&self.metrics).output_batches(partition),
@@ -384,6 +446,7 @@ struct Output {
     ordered: bool,
     run: Arc<Run>,
     partition: usize,
+    operator: String,
     done: bool,
     output_rows: Count,
     output_batches: Count,
@@ -400,33 +463,33 @@ impl Output {
             if self.done {
                 return None;
             }
-            match self.run.exchange.take(self.partition) {
+            match self.run.exchange.take(self.partition).await {
                 // Rows from one input keep their order (the plan's properties say so): a whole
                 // batch then waits behind gathered remainders.
-                Taken::Rows(rows, true)
-                    if !self.ordered || self.coalescer.get_buffered_rows() == 0 =>
+                Ok(Some(queued))
+                    if queued.whole
+                        && (!self.ordered || self.coalescer.get_buffered_rows() == 0) =>
                 {
-                    self.output_rows.add(rows.num_rows());
+                    self.output_rows.add(queued.rows.num_rows());
                     self.output_batches.add(1);
-                    return Some(Ok(rows));
+                    return Some(Ok(queued.rows));
                 }
-                Taken::Rows(rows, _) => {
-                    if let Err(e) = self.coalescer.push_batch(rows) {
+                Ok(Some(queued)) => {
+                    if let Err(e) = self.coalescer.push_batch(queued.rows) {
                         self.done = true;
                         return Some(Err(e.into()));
                     }
                 }
-                Taken::Failed(e) => {
-                    self.done = true;
-                    return Some(Err(DataFusionError::Shared(e)));
-                }
-                Taken::End => {
+                Ok(None) => {
                     self.done = true;
                     if let Err(e) = self.coalescer.finish_buffered_batch() {
                         return Some(Err(e.into()));
                     }
                 }
-                Taken::Empty => self.run.exchange.wait(self.partition).await,
+                Err(e) => {
+                    self.done = true;
+                    return Some(Err(to_datafusion(e, &self.operator)));
+                }
             }
         }
     }
@@ -434,6 +497,7 @@ impl Output {
 
 impl Drop for Output {
     fn drop(&mut self) {
-        self.run.exchange.close(self.partition);
+        // The partition is in range: execute checked it.
+        let _ = self.run.exchange.close(self.partition);
     }
 }

@@ -1,14 +1,15 @@
 //! partout inside Apache DataFusion: [`PartoutRepartitionExec`] does what a hash
-//! `RepartitionExec` does, with partout's scatter, a byte budget registered with DataFusion's
-//! memory pool, and back-pressure; [`PartoutRepartitionRule`] swaps it in for every hash
+//! `RepartitionExec` does, with partout's writer and bounded exchange (one byte budget
+//! reserved from DataFusion's memory pool; back-pressure, or spilling to the disk manager when
+//! waiting could wait forever); [`PartoutRepartitionRule`] swaps it in for every hash
 //! `RepartitionExec` that does not preserve order.
 //!
 //! ```text
 //!  input partition i ─► DataFusion's hash ids (create_hashes, REPARTITION_RANDOM_STATE, % n)
-//!                    ─► partout's scatter into a buffer per destination (rows copied once)
-//!                    ─► a destination's rows handed over at batch_size rows (or its share of
-//!                       the budget) ─► output queues (a shared byte budget: producers wait
-//!                       when it is full)
+//!                    ─► partout's PartitionedWriter (rows copied once into a buffer per
+//!                       destination; handed over at batch_size rows or its share of the budget)
+//!                    ─► BoundedExchange: output queues within the budget; producers wait, or
+//!                       spill when a consumer waits on an output with nothing for it
 //!  output partition p ◄─ its queue; full batches passed on, remainders gathered
 //! ```
 //!

@@ -1,7 +1,8 @@
 //! `PartoutRepartitionExec` end to end: every row once, in the partition DataFusion's hash
 //! gives it, in batches of the session's size (only the last smaller); one input's order
-//! kept; a slow consumer holds producers within the byte budget; dropping every output stops the producers; an input error reaches every
-//! output; a memory pool too small gives DataFusion's resources-exhausted error.
+//! kept; dropping every output stops the producers; an input error reaches every output; a
+//! memory pool too small gives DataFusion's resources-exhausted error. (Reading outputs in
+//! any order within the budget: `consumption.rs`.)
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::Int64Type;
@@ -305,63 +306,6 @@ impl ExecutionPlan for Endless {
         });
         Ok(Box::pin(RecordBatchStreamAdapter::new(schema(), stream)))
     }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_slow_consumer_holds_producers_within_the_budget() {
-    let budget = 256 << 10;
-    // A bounded input: 2 partitions of 300 batches.
-    let inputs: Vec<Vec<RecordBatch>> = (0..2)
-        .map(|i| (0..300).map(|k| rows((i * 300 + k) * 1000, 1000)).collect())
-        .collect();
-    let batch_bytes = inputs[0][0].get_array_memory_size();
-    let input = MemorySourceConfig::try_new_exec(&inputs, schema(), None).unwrap();
-    let exec: Arc<dyn ExecutionPlan> =
-        Arc::new(PartoutRepartitionExec::try_new(input, keys(), 4, budget).unwrap());
-    let pool: Arc<dyn MemoryPool> = Arc::new(GreedyMemoryPool::new(1 << 30));
-    let context = context(8192, pool.clone());
-    let mut streams: Vec<_> = (0..4)
-        .map(|p| exec.execute(p, context.clone()).unwrap())
-        .collect();
-    let slow = streams.remove(0);
-    // The others drain; partition 0 is not read for a while.
-    let fast: Vec<_> = streams
-        .into_iter()
-        .map(|s| {
-            tokio::spawn(async move { s.map(|b| b.unwrap().num_rows()).collect::<Vec<_>>().await })
-        })
-        .collect();
-    let mut peak = 0;
-    for _ in 0..300 {
-        peak = peak.max(pool.reserved());
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    }
-    // The budget, passed by at most one input batch's rows per producer, plus what each
-    // producer's buffers hold: 4 destinations' buffers, each handed over at its 64 KiB target
-    // (its capacity at most twice that).
-    assert!(peak > 0, "nothing was held");
-    let producers = 2 * (batch_bytes + 4 * 2 * (64 << 10));
-    assert!(
-        peak <= budget + producers,
-        "{peak} bytes held for a budget of {budget} (batches of {batch_bytes})"
-    );
-    // The fast outputs wait on the producers, which wait on the slow one.
-    assert!(
-        fast.iter().all(|t| !t.is_finished()),
-        "producers did not wait"
-    );
-    let slow_rows: usize = slow
-        .map(|b| b.unwrap().num_rows())
-        .collect::<Vec<_>>()
-        .await
-        .iter()
-        .sum();
-    let mut total = slow_rows;
-    for task in fast {
-        total += task.await.unwrap().iter().sum::<usize>();
-    }
-    assert_eq!(total, 600 * 1000);
-    assert_eq!(pool.reserved(), 0, "bytes left reserved");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

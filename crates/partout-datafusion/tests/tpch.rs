@@ -199,3 +199,78 @@ async fn tpch_answers_and_plans_match_datafusion() {
         failures.join("\n\n")
     );
 }
+
+/// Spills recorded by every `PartoutRepartitionExec` in `plan`.
+fn spills(plan: &dyn datafusion::physical_plan::ExecutionPlan) -> usize {
+    let own = match plan.name() {
+        "PartoutRepartitionExec" => plan.metrics().map_or(0, |metrics| {
+            metrics
+                .iter()
+                .filter(|m| m.value().name() == "spill_count")
+                .map(|m| m.value().as_usize())
+                .sum()
+        }),
+        _ => 0,
+    };
+    own + plan
+        .children()
+        .iter()
+        .map(|c| spills(c.as_ref()))
+        .sum::<usize>()
+}
+
+/// With `partout.buffer_bytes` at 1 MiB and 8 partitions, rows that cannot wait for their
+/// consumers are spilled: the answers stay DataFusion's, and the spills show it was so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tpch_answers_match_datafusion_with_a_1_mib_budget() {
+    let plain = plain_context(8);
+    let partout = partout_context(8);
+    partout
+        .sql("SET partout.buffer_bytes = 1048576")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    let mut failures = Vec::new();
+    let mut spilled = 0;
+    let run_all = async {
+        for n in 1..=22 {
+            let sql = query(n);
+            let expected = run(&plain, &sql).await.expect("the plain session");
+            let plan = partout
+                .sql(&sql)
+                .await
+                .unwrap()
+                .create_physical_plan()
+                .await;
+            let result = match plan {
+                Ok(plan) => {
+                    let schema = plan.schema();
+                    match collect(plan.clone(), partout.task_ctx()).await {
+                        Ok(batches) => {
+                            spilled += spills(plan.as_ref());
+                            tpch::Answer::new(&schema, &batches)
+                        }
+                        Err(e) => Err(e),
+                    }
+                }
+                Err(e) => Err(e),
+            };
+            match result {
+                Ok(answer) => {
+                    if let Err(problem) = tpch::compare_answers(n, &expected.1, &answer) {
+                        failures.push(format!("q{n}: answers differ: {problem}"));
+                    }
+                }
+                Err(e) => failures.push(format!("q{n}: the partout session failed: {e}")),
+            }
+        }
+    };
+    if tokio::time::timeout(TIMEOUT, run_all).await.is_err() {
+        failures.push(format!("timed out after {TIMEOUT:?}"));
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+    println!("{spilled} batches spilled over the 22 queries");
+    assert!(spilled > 0, "no query spilled with a 1 MiB budget");
+}

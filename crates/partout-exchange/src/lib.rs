@@ -16,7 +16,7 @@
 
 #![forbid(unsafe_code)]
 
-mod bounded;
+pub mod bounded;
 mod encoded;
 mod error;
 mod metrics;

@@ -1,7 +1,7 @@
 //! [`Ready`]: the writer's pull side. Flushed batches wait here for a caller that hands them
-//! on at its own pace (an async operator forwarding them to a [`BoundedExchange`]
-//! (crate::BoundedExchange) between appends), as DataFusion's `partition_iter` lets an
-//! operator keep partitioning apart from IO.
+//! on at its own pace (an async operator forwarding them to a
+//! [`BoundedExchange`](crate::BoundedExchange) between appends), as DataFusion's
+//! `partition_iter` lets an operator keep partitioning apart from IO.
 //!
 //! ```
 //! use arrow_array::{Int64Array, RecordBatch};

@@ -163,22 +163,38 @@ impl ExchangeService {
 
     fn info(&self, name: &str, exchange: &Exchange, p: u32) -> Result<FlightInfo> {
         exchange.check(name, p)?;
-        let (schema, rows, bytes, complete) = match exchange {
+        let (schema, rows, bytes, complete, spill) = match exchange {
             Exchange::Live(live) => {
                 let status = live.status(p)?;
                 let schema = live.encoder().map(|e| e.schema().clone());
-                (schema, status.rows, status.bytes, status.complete)
+                let spill = live.metrics().spill;
+                (schema, status.rows, status.bytes, status.complete, spill)
             }
             Exchange::Finished(finished) => {
                 let entry = &finished.manifest().destinations[p as usize];
-                (finished.schema().cloned(), entry.rows, entry.bytes, true)
+                let spill = partout_exchange::SpillMetrics::default();
+                (
+                    finished.schema().cloned(),
+                    entry.rows,
+                    entry.bytes,
+                    true,
+                    spill,
+                )
             }
         };
         let mut info = FlightInfo::new();
         if let Some(schema) = schema {
             info = info.try_with_schema(&schema)?;
         }
-        let metadata = serde_json::json!({"complete": complete, "rows": rows, "bytes": bytes});
+        // The exchange's spilling so far (all destinations together).
+        let metadata = serde_json::json!({
+            "complete": complete,
+            "rows": rows,
+            "bytes": bytes,
+            "spill_count": spill.spill_count,
+            "spilled_bytes": spill.spilled_bytes,
+            "spill_time_ms": spill.spill_time.as_secs_f64() * 1e3,
+        });
         Ok(info
             .with_descriptor(FlightDescriptor::new_path(vec![
                 name.to_string(),

@@ -1,31 +1,39 @@
 //! [`LiveExchange`]: producers fill per-destination queues of encoded messages within one byte
-//! budget while consumers read them.
+//! budget while consumers read them: partout's [`BoundedExchange`] of [`Message`]s, with the
+//! schema the first producer brings and the producers that join.
 //!
 //! ```text
 //!  Producer::push(p, message) ─► queue p: [first … end)   ─► consumers read from any sequence ≥ first
-//!        │ blocks while the queues hold ≥ budget bytes         ack(p, s) frees every message < s
+//!        │ past the budget: waits, or spills to disk          ack(p, s) frees every message < s
+//!        │ when a consumer waits with nothing to read
 //!  all producers finished ─► complete; one failed ─► failed (consumers get its error); cancel ─► cancelled
 //! ```
 //!
 //! A message stays queued until it is acknowledged, so a consumer that lost its connection
 //! asks again from its last sequence and gets the rest. Memory never passes the budget: a
-//! producer waits until acknowledgements make room (a single message larger than the budget
-//! passes alone, when the queues are empty).
+//! producer waits until acknowledgements make room, unless a consumer waits on a destination
+//! with nothing for it (consumers reading destinations one after another, or one far behind
+//! the others); then the message goes to a spill file in the exchange's spill directory and
+//! is read back in its turn. A single message larger than the budget passes alone, when the
+//! queues are empty.
 
 use crate::error::{ExchangeError, Result};
 use crate::message::{Message, MessageEncoder};
 use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
 use partout_core::ids::Partitioning;
-use partout_exchange::{BatchSink, PartitionedWriter, WriterError, WriterOptions};
+use partout_exchange::{
+    BatchSink, BoundedExchange, BoundedOptions, ExchangeMetrics, PartitionedWriter, SpillTarget,
+    WriterError, WriterOptions,
+};
 use partout_format::Encoding;
-use std::collections::VecDeque;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::sync::Notify;
 
 /// How a live exchange is made.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LiveOptions {
     /// Destinations.
     pub partitions: u32,
@@ -35,6 +43,9 @@ pub struct LiveOptions {
     pub budget_bytes: usize,
     /// How messages are encoded.
     pub encoding: Encoding,
+    /// Where messages are spilled when waiting for room could wait forever (default: the
+    /// system's temporary directory); the file is removed with the exchange.
+    pub spill_dir: PathBuf,
 }
 
 impl LiveOptions {
@@ -46,7 +57,14 @@ impl LiveOptions {
             producers,
             budget_bytes: 64 << 20,
             encoding: Encoding::default(),
+            spill_dir: std::env::temp_dir(),
         }
+    }
+
+    /// Spilling into `dir`.
+    pub fn with_spill_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.spill_dir = dir.into();
+        self
     }
 
     /// With a budget of `bytes`.
@@ -62,41 +80,9 @@ impl LiveOptions {
     }
 }
 
-/// How an exchange ended, if it has.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Outcome {
-    Open,
-    Complete,
-    Failed(String),
-    Cancelled(String),
-}
-
-/// One destination's messages from `first` on.
-#[derive(Debug, Default)]
-struct Queue {
-    messages: VecDeque<Message>,
-    first: u64,
-    bytes: usize,
-    rows_total: u64,
-    bytes_total: u64,
-    /// Its consumer ended it (Presto's DELETE): what comes for it is dropped.
-    closed: bool,
-}
-
-impl Queue {
-    fn end(&self) -> u64 {
-        self.first + self.messages.len() as u64
-    }
-}
-
 #[derive(Debug)]
 struct State {
-    queues: Vec<Queue>,
-    buffered: usize,
-    peak_buffered: usize,
     joined: usize,
-    finished: usize,
-    outcome: Outcome,
     encoder: Option<MessageEncoder>,
 }
 
@@ -122,15 +108,56 @@ pub struct DestinationStatus {
     pub complete: bool,
 }
 
+impl partout_exchange::Item for Message {
+    fn bytes(&self) -> usize {
+        self.size()
+    }
+
+    fn rows(&self) -> u64 {
+        Message::rows(self)
+    }
+
+    fn spill(&self, out: &mut Vec<u8>) -> std::result::Result<(), partout_exchange::ExchangeError> {
+        self.write_to(out);
+        Ok(())
+    }
+
+    fn unspill(bytes: &[u8]) -> std::result::Result<Self, partout_exchange::ExchangeError> {
+        Message::read_from(bytes).map_err(|e| partout_exchange::ExchangeError::Spill(e.to_string()))
+    }
+}
+
+/// The exchange's errors as both protocols report them.
+fn from_bounded(e: partout_exchange::ExchangeError) -> ExchangeError {
+    use partout_exchange::ExchangeError as Bounded;
+    match e {
+        Bounded::NotFound(w) => ExchangeError::NotFound(w),
+        Bounded::InvalidArgument(w) => ExchangeError::InvalidArgument(w),
+        Bounded::Freed(w) => ExchangeError::Freed(w),
+        Bounded::Cancelled(w) => ExchangeError::Cancelled(w),
+        Bounded::Failed(cause) => ExchangeError::Failed(cause.to_string()),
+        other => ExchangeError::Failed(other.to_string()),
+    }
+}
+
+/// A producer's failure, as the exchange keeps it.
+#[derive(Debug)]
+struct Failure(String);
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Failure {}
+
 /// An exchange fed while it is read.
 #[derive(Debug)]
 pub struct LiveExchange {
     options: LiveOptions,
+    queues: BoundedExchange<Message>,
     state: Mutex<State>,
-    /// Producers wait here for room.
-    room: Condvar,
-    /// Per destination: a message arrived or the exchange ended.
-    arrivals: Vec<Notify>,
     /// The schema became known or the exchange ended.
     changed: Notify,
 }
@@ -152,26 +179,26 @@ impl LiveExchange {
         let encoder = schema
             .map(|schema| MessageEncoder::try_new(schema, options.encoding))
             .transpose()?;
+        let queues = BoundedExchange::try_new(
+            BoundedOptions::new(
+                options.partitions as usize,
+                options.producers,
+                options.budget_bytes,
+            )
+            .with_spill(SpillTarget::in_dir(options.spill_dir.clone())),
+        )
+        .map_err(from_bounded)?;
         Ok(Arc::new(Self {
             options,
-            state: Mutex::new(State {
-                queues: (0..options.partitions).map(|_| Queue::default()).collect(),
-                buffered: 0,
-                peak_buffered: 0,
-                joined: 0,
-                finished: 0,
-                outcome: Outcome::Open,
-                encoder,
-            }),
-            room: Condvar::new(),
-            arrivals: (0..options.partitions).map(|_| Notify::new()).collect(),
+            queues,
+            state: Mutex::new(State { joined: 0, encoder }),
             changed: Notify::new(),
         }))
     }
 
     /// The options it was made with.
-    pub fn options(&self) -> LiveOptions {
-        self.options
+    pub fn options(&self) -> &LiveOptions {
+        &self.options
     }
 
     /// Destinations.
@@ -184,14 +211,6 @@ impl LiveExchange {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn wake_all(&self) {
-        for arrival in &self.arrivals {
-            arrival.notify_waiters();
-        }
-        self.changed.notify_waiters();
-        self.room.notify_all();
-    }
-
     fn check(&self, p: u32) -> Result<usize> {
         if p < self.options.partitions {
             Ok(p as usize)
@@ -201,6 +220,11 @@ impl LiveExchange {
                 self.options.partitions
             )))
         }
+    }
+
+    /// The error for an exchange that ended other than complete.
+    fn ended(&self) -> Result<()> {
+        self.queues.check_open().map_err(from_bounded)
     }
 
     /// The encoder, once the schema is known.
@@ -218,17 +242,14 @@ impl LiveExchange {
             let changed = self.changed.notified();
             tokio::pin!(changed);
             changed.as_mut().enable();
-            {
-                let state = self.lock();
-                if let Some(encoder) = &state.encoder {
-                    return Ok(encoder.clone());
-                }
-                ended(&state.outcome)?;
-                if state.outcome == Outcome::Complete {
-                    return Err(ExchangeError::NotFound(
-                        "the exchange completed before any producer gave its schema".into(),
-                    ));
-                }
+            if let Some(encoder) = &self.lock().encoder {
+                return Ok(encoder.clone());
+            }
+            self.ended()?;
+            if self.queues.is_over() {
+                return Err(ExchangeError::NotFound(
+                    "the exchange completed before any producer gave its schema".into(),
+                ));
             }
             changed.await;
         }
@@ -240,8 +261,8 @@ impl LiveExchange {
     /// [`ExchangeError::InvalidArgument`] when every producer has joined already; the
     /// exchange's end.
     pub fn producer(self: &Arc<Self>) -> Result<Producer> {
+        self.ended()?;
         let mut state = self.lock();
-        ended(&state.outcome)?;
         if state.joined == self.options.producers {
             return Err(ExchangeError::InvalidArgument(format!(
                 "all {} producers have joined the exchange",
@@ -292,65 +313,25 @@ impl LiveExchange {
 
     fn push(&self, p: u32, message: Message) -> Result<()> {
         let p = self.check(p)?;
-        let size = message.size();
-        let mut state = self.lock();
-        loop {
-            ended(&state.outcome)?;
-            if state.buffered == 0 || state.buffered + size <= self.options.budget_bytes {
-                break;
-            }
-            state = self.room.wait(state).unwrap_or_else(|e| e.into_inner());
-        }
-        let queue = &mut state.queues[p];
-        queue.rows_total += message.rows();
-        queue.bytes_total += size as u64;
-        if queue.closed {
-            return Ok(());
-        }
-        queue.messages.push_back(message);
-        queue.bytes += size;
-        state.buffered += size;
-        state.peak_buffered = state.peak_buffered.max(state.buffered);
-        drop(state);
-        self.arrivals[p].notify_waiters();
-        Ok(())
+        self.queues.push(p, message).map_err(from_bounded)
     }
 
     fn finish_producer(&self) {
-        let mut state = self.lock();
-        state.finished += 1;
-        if state.finished == self.options.producers && state.outcome == Outcome::Open {
-            state.outcome = Outcome::Complete;
-            drop(state);
-            self.wake_all();
-        }
+        self.queues.producer_finished();
+        self.changed.notify_waiters();
     }
 
     /// Ends the exchange in `error`: consumers and producers get it from now on.
     pub fn fail(&self, error: impl Into<String>) {
-        self.end(Outcome::Failed(error.into()));
+        self.queues.fail(Arc::new(Failure(error.into())));
+        self.changed.notify_waiters();
     }
 
     /// Cancels the exchange: consumers and producers get an error from now on, and the queues
     /// are freed.
     pub fn cancel(&self, why: impl Into<String>) {
-        self.end(Outcome::Cancelled(why.into()));
-    }
-
-    fn end(&self, outcome: Outcome) {
-        let mut state = self.lock();
-        if state.outcome != Outcome::Open {
-            return;
-        }
-        state.outcome = outcome;
-        for queue in &mut state.queues {
-            queue.first = queue.end();
-            queue.messages.clear();
-            queue.bytes = 0;
-        }
-        state.buffered = 0;
-        drop(state);
-        self.wake_all();
+        self.queues.cancel(why);
+        self.changed.notify_waiters();
     }
 
     /// Frees destination `p`'s messages before sequence `next`.
@@ -360,29 +341,12 @@ impl LiveExchange {
     /// [`ExchangeError::InvalidArgument`] for a sequence not produced yet.
     pub fn ack(&self, p: u32, next: u64) -> Result<()> {
         let p = self.check(p)?;
-        let mut state = self.lock();
-        let queue = &mut state.queues[p];
-        if next > queue.end() && !queue.closed {
-            return Err(ExchangeError::InvalidArgument(format!(
-                "acknowledging destination {p} up to sequence {next}, past the {} produced",
-                queue.end()
-            )));
-        }
-        let mut freed = 0;
-        while queue.first < next {
-            let Some(message) = queue.messages.pop_front() else {
-                break;
-            };
-            freed += message.size();
-            queue.first += 1;
-        }
-        queue.bytes -= freed;
-        state.buffered -= freed;
-        drop(state);
-        if freed > 0 {
-            self.room.notify_all();
-        }
-        Ok(())
+        self.queues.ack(p, next).map_err(|e| match e {
+            partout_exchange::ExchangeError::InvalidArgument(w) => {
+                ExchangeError::InvalidArgument(w.replace("output", "destination"))
+            }
+            other => from_bounded(other),
+        })
     }
 
     /// Ends destination `p` for its consumer (Presto's DELETE): its messages are freed, and
@@ -392,16 +356,7 @@ impl LiveExchange {
     /// [`ExchangeError::NotFound`] for a destination out of range.
     pub fn close(&self, p: u32) -> Result<()> {
         let p = self.check(p)?;
-        let mut state = self.lock();
-        let queue = &mut state.queues[p];
-        queue.closed = true;
-        let freed = queue.bytes;
-        queue.first = queue.end();
-        queue.messages.clear();
-        queue.bytes = 0;
-        state.buffered -= freed;
-        drop(state);
-        self.room.notify_all();
+        self.queues.close(p).map_err(from_bounded)?;
         Ok(())
     }
 
@@ -420,56 +375,31 @@ impl LiveExchange {
         wait: Option<Duration>,
     ) -> Result<Fetched> {
         let index = self.check(p)?;
-        let deadline = wait.map(|wait| tokio::time::Instant::now() + wait);
-        loop {
-            let arrived = self.arrivals[index].notified();
-            tokio::pin!(arrived);
-            arrived.as_mut().enable();
-            {
-                let state = self.lock();
-                ended(&state.outcome)?;
-                let queue = &state.queues[index];
-                if from < queue.first {
-                    return Err(ExchangeError::Freed(format!(
-                        "destination {p} from sequence {from}: messages before {} were acknowledged",
-                        queue.first
-                    )));
-                }
-                let end = queue.end();
-                let mut messages = Vec::new();
-                let mut bytes = 0;
-                let mut next = from;
-                while next < end && (messages.is_empty() || bytes < max_bytes) {
-                    let message = &queue.messages[(next - queue.first) as usize];
-                    if !messages.is_empty() && bytes + message.size() > max_bytes {
-                        break;
-                    }
-                    bytes += message.size();
-                    messages.push(message.clone());
-                    next += 1;
-                }
-                let complete = state.outcome == Outcome::Complete && next >= end;
-                if !messages.is_empty() || complete {
+        let fetch = self.queues.fetch(index, from, max_bytes);
+        let fetched = match wait {
+            None => fetch.await,
+            Some(wait) => match tokio::time::timeout(wait, fetch).await {
+                Ok(fetched) => fetched,
+                Err(_) => {
                     return Ok(Fetched {
-                        messages,
-                        next,
-                        complete,
+                        messages: Vec::new(),
+                        next: from,
+                        complete: false,
                     });
                 }
-            }
-            match deadline {
-                None => arrived.await,
-                Some(deadline) => {
-                    if tokio::time::timeout_at(deadline, arrived).await.is_err() {
-                        return Ok(Fetched {
-                            messages: Vec::new(),
-                            next: from,
-                            complete: false,
-                        });
-                    }
-                }
-            }
+            },
         }
+        .map_err(|e| match e {
+            partout_exchange::ExchangeError::Freed(_) => ExchangeError::Freed(format!(
+                "destination {p} from sequence {from}: messages before it were acknowledged"
+            )),
+            other => from_bounded(other),
+        })?;
+        Ok(Fetched {
+            messages: fetched.items,
+            next: fetched.next,
+            complete: fetched.complete,
+        })
     }
 
     /// Bytes destination `p` holds from sequence `from` on.
@@ -478,15 +408,7 @@ impl LiveExchange {
     /// [`ExchangeError::NotFound`] for a destination out of range.
     pub fn remaining_bytes(&self, p: u32, from: u64) -> Result<u64> {
         let p = self.check(p)?;
-        let state = self.lock();
-        let queue = &state.queues[p];
-        let skip = from.saturating_sub(queue.first) as usize;
-        Ok(queue
-            .messages
-            .iter()
-            .skip(skip)
-            .map(|m| m.size() as u64)
-            .sum())
+        self.queues.remaining_bytes(p, from).map_err(from_bounded)
     }
 
     /// Destination `p`'s rows and bytes so far.
@@ -495,22 +417,27 @@ impl LiveExchange {
     /// [`ExchangeError::NotFound`] for a destination out of range.
     pub fn status(&self, p: u32) -> Result<DestinationStatus> {
         let p = self.check(p)?;
-        let state = self.lock();
+        let status = self.queues.status(p).map_err(from_bounded)?;
         Ok(DestinationStatus {
-            rows: state.queues[p].rows_total,
-            bytes: state.queues[p].bytes_total,
-            complete: state.outcome == Outcome::Complete,
+            rows: status.rows,
+            bytes: status.bytes,
+            complete: status.complete,
         })
     }
 
-    /// Bytes the queues hold now.
+    /// Bytes the queues hold in memory now.
     pub fn buffered_bytes(&self) -> usize {
-        self.lock().buffered
+        self.queues.metrics().held_bytes
     }
 
-    /// The most bytes the queues ever held at once.
+    /// The most bytes the queues ever held in memory at once.
     pub fn peak_buffered_bytes(&self) -> usize {
-        self.lock().peak_buffered
+        self.queues.metrics().peak_held_bytes
+    }
+
+    /// Memory and spilling so far.
+    pub fn metrics(&self) -> ExchangeMetrics {
+        self.queues.metrics()
     }
 
     /// A [`PartitionedWriter`] feeding this exchange as one of its producers: its flushed
@@ -543,15 +470,6 @@ impl LiveExchange {
         };
         PartitionedWriter::with_output(schema, partitioning, options, output)
             .map_err(|e| ExchangeError::InvalidArgument(e.to_string()))
-    }
-}
-
-/// The error for an exchange that ended other than complete.
-fn ended(outcome: &Outcome) -> Result<()> {
-    match outcome {
-        Outcome::Open | Outcome::Complete => Ok(()),
-        Outcome::Failed(e) => Err(ExchangeError::Failed(e.clone())),
-        Outcome::Cancelled(e) => Err(ExchangeError::Cancelled(e.clone())),
     }
 }
 

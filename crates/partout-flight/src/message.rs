@@ -58,6 +58,101 @@ impl Message {
         }
     }
 
+    /// Writes the message for a spill file: its kind and rows, then each part's length and
+    /// bytes (see [`read_from`](Self::read_from)).
+    pub fn write_to(&self, out: &mut Vec<u8>) {
+        fn part(out: &mut Vec<u8>, bytes: &[u8]) {
+            out.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
+            out.extend_from_slice(bytes);
+        }
+        match self {
+            Self::Ipc {
+                dictionaries,
+                batch,
+                rows,
+            } => {
+                out.push(0);
+                out.extend_from_slice(&rows.to_le_bytes());
+                out.extend_from_slice(&(dictionaries.len() as u64).to_le_bytes());
+                for data in dictionaries.iter().chain([batch]) {
+                    part(out, &data.data_header);
+                    part(out, &data.data_body);
+                }
+            }
+            Self::Page { page, rows } => {
+                out.push(1);
+                out.extend_from_slice(&rows.to_le_bytes());
+                part(out, page);
+            }
+        }
+    }
+
+    /// Reads back what [`write_to`](Self::write_to) wrote, every length checked against the
+    /// bytes there are.
+    ///
+    /// # Errors
+    /// [`ExchangeError::Corrupt`] for bytes that do not hold a message.
+    pub fn read_from(bytes: &[u8]) -> Result<Self> {
+        let corrupt = || ExchangeError::Corrupt("a spilled message that does not read back".into());
+        let mut at = 0usize;
+        let word = |at: &mut usize| -> Result<u64> {
+            let end = at
+                .checked_add(8)
+                .filter(|&e| e <= bytes.len())
+                .ok_or_else(corrupt)?;
+            let value = u64::from_le_bytes(bytes[*at..end].try_into().map_err(|_| corrupt())?);
+            *at = end;
+            Ok(value)
+        };
+        let kind = *bytes.first().ok_or_else(corrupt)?;
+        at += 1;
+        let rows = word(&mut at)?;
+        let part = |at: &mut usize| -> Result<Bytes> {
+            let len = usize::try_from(word(at)?).map_err(|_| corrupt())?;
+            let end = at
+                .checked_add(len)
+                .filter(|&e| e <= bytes.len())
+                .ok_or_else(corrupt)?;
+            let piece = Bytes::copy_from_slice(&bytes[*at..end]);
+            *at = end;
+            Ok(piece)
+        };
+        let message = match kind {
+            0 => {
+                let count = word(&mut at)?;
+                let data = |at: &mut usize| -> Result<FlightData> {
+                    let header = part(at)?;
+                    let body = part(at)?;
+                    Ok(FlightData::new()
+                        .with_data_header(header)
+                        .with_data_body(body))
+                };
+                // Each dictionary takes at least 16 bytes: a count past that is corrupt.
+                if count > (bytes.len() / 16) as u64 {
+                    return Err(corrupt());
+                }
+                let dictionaries = (0..count)
+                    .map(|_| data(&mut at))
+                    .collect::<Result<Vec<_>>>()?;
+                let batch = data(&mut at)?;
+                Self::Ipc {
+                    dictionaries,
+                    batch,
+                    rows,
+                }
+            }
+            1 => Self::Page {
+                page: part(&mut at)?,
+                rows,
+            },
+            _ => return Err(corrupt()),
+        };
+        match at == bytes.len() {
+            true => Ok(message),
+            false => Err(corrupt()),
+        }
+    }
+
     /// A Presto page read from storage or the network, checked: its header against its
     /// bytes, and its checksum when it has one.
     ///

@@ -201,7 +201,7 @@ async fn sixty_four_concurrent_consumers_get_every_row_once_within_the_budget() 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_slow_consumer_holds_the_producer_back_within_the_budget() {
+async fn a_slow_consumer_neither_holds_the_fast_one_back_nor_passes_the_budget() {
     bounded(120, async {
         let budget = 128 << 10;
         let live = LiveExchange::try_new(None, LiveOptions::new(2, 1).with_budget(budget)).unwrap();
@@ -219,20 +219,65 @@ async fn a_slow_consumer_holds_the_producer_back_within_the_budget() {
             Duration::from_millis(20),
         ));
         let producer = produce(&live, inputs).pop().unwrap();
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        assert!(
-            !producer.is_finished(),
-            "the producer waits for the slow consumer"
-        );
-        assert!(live.buffered_bytes() <= budget);
         tokio::task::spawn_blocking(move || producer.join().unwrap())
             .await
             .unwrap()
             .unwrap();
-        check_destination(&mut expected, &fast.await.unwrap().unwrap(), 0, 2);
+        // The fast consumer finishes while the slow one is still at it: what the slow one
+        // has not read waits on disk, not in memory.
+        let fast = fast.await.unwrap().unwrap();
+        assert!(!slow.is_finished(), "the slow consumer was not slow");
+        check_destination(&mut expected, &fast, 0, 2);
         check_destination(&mut expected, &slow.await.unwrap().unwrap(), 1, 2);
         assert!(expected.is_empty());
-        assert!(live.peak_buffered_bytes() <= budget);
+        let metrics = live.metrics();
+        assert!(metrics.peak_held_bytes <= budget, "{metrics:?}");
+        assert!(metrics.spill.spill_count > 0, "{metrics:?}");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consumers_started_one_after_another_get_every_row_within_the_budget() {
+    bounded(120, async {
+        let budget = 128 << 10;
+        let live = LiveExchange::try_new(None, LiveOptions::new(4, 2).with_budget(budget)).unwrap();
+        let (_servers, channel) = served("in-order", &live).await;
+        let inputs: Vec<Vec<RecordBatch>> = (0..2)
+            .map(|k| (0..25).map(|i| batch(1_000, k * 1_000 + i)).collect())
+            .collect();
+        let mut expected = rows_by_id(&inputs);
+        let producers = produce(&live, inputs);
+        // Each destination read to its end before the next consumer starts: the first
+        // waits while the others' rows fill the budget many times over.
+        for p in 0..4 {
+            let got = consume(channel.clone(), "in-order", p, p % 2 == 0, Duration::ZERO)
+                .await
+                .unwrap();
+            check_destination(&mut expected, &got, p, 4);
+        }
+        assert!(expected.is_empty());
+        for producer in producers {
+            tokio::task::spawn_blocking(move || producer.join().unwrap())
+                .await
+                .unwrap()
+                .unwrap();
+        }
+        let metrics = live.metrics();
+        assert!(metrics.peak_held_bytes <= budget, "{metrics:?}");
+        assert!(metrics.spill.spill_count > 0, "{metrics:?}");
+        // GetFlightInfo reports the spilling.
+        let mut client = FlightClient::new(channel.clone());
+        let info = client
+            .get_flight_info(FlightDescriptor::new_path(vec![
+                "in-order".into(),
+                "0".into(),
+            ]))
+            .await
+            .unwrap();
+        let metadata: serde_json::Value = serde_json::from_slice(&info.app_metadata).unwrap();
+        assert_eq!(metadata["spill_count"], metrics.spill.spill_count);
+        assert_eq!(metadata["spilled_bytes"], metrics.spill.spilled_bytes);
     })
     .await;
 }
@@ -490,4 +535,38 @@ fn impossible_live_options_are_refused() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("3 destinations for an exchange of 2"), "{err}");
+}
+
+#[test]
+fn spilled_messages_read_back_equal_and_damaged_ones_are_errors() {
+    let plain = batch(300, 11);
+    for original in [plain.clone(), plain.slice(10, 200)] {
+        let schema = original.schema();
+        let mut encoder =
+            partout_flight::MessageEncoder::try_new(schema.clone(), Default::default()).unwrap();
+        let message = encoder.encode(&original).unwrap();
+        let mut bytes = Vec::new();
+        message.write_to(&mut bytes);
+        let back = Message::read_from(&bytes).unwrap();
+        assert_eq!(back.rows(), message.rows());
+        assert_eq!(back.size(), message.size());
+        assert_eq!(back.to_batch(&schema).unwrap(), original);
+        // Every cut and a trailing byte are errors, never a panic.
+        for len in 0..bytes.len() {
+            assert!(Message::read_from(&bytes[..len]).is_err(), "cut at {len}");
+        }
+        bytes.push(0);
+        assert!(Message::read_from(&bytes).is_err());
+    }
+    let page = Message::Page {
+        page: bytes::Bytes::from_static(b"a page's bytes"),
+        rows: 3,
+    };
+    let mut bytes = Vec::new();
+    page.write_to(&mut bytes);
+    assert!(
+        matches!(Message::read_from(&bytes).unwrap(), Message::Page { rows: 3, page } if &page[..] == b"a page's bytes")
+    );
+    bytes[0] = 9;
+    assert!(Message::read_from(&bytes).is_err());
 }

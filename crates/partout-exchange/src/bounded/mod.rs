@@ -546,6 +546,14 @@ impl<T: Item> BoundedExchange<T> {
         self.end_in(ExchangeError::Cancelled(why.into()));
     }
 
+    /// The error the exchange ended in, if it failed or was cancelled.
+    ///
+    /// # Errors
+    /// That error.
+    pub fn check_open(&self) -> Result<(), ExchangeError> {
+        self.lock().failed()
+    }
+
     /// Whether the exchange is over: complete, failed or cancelled.
     pub fn is_over(&self) -> bool {
         self.lock().is_over()

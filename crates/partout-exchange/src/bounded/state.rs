@@ -146,7 +146,7 @@ impl<T: Clone> State<T> {
         self.peak
     }
 
-    fn failed(&self) -> Result<(), ExchangeError> {
+    pub(crate) fn failed(&self) -> Result<(), ExchangeError> {
         match &self.outcome {
             Outcome::Ended(e) => Err(e.clone()),
             Outcome::Open | Outcome::Complete => Ok(()),
