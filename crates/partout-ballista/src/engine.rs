@@ -3,9 +3,9 @@
 
 use crate::file::{EncodedPartitions, PartitionStats, write_task_files};
 use crate::pool::SharedClientPool;
-use arrow_ipc::CompressionType;
 use ballista_core::JobId;
 use ballista_core::client_pool::BallistaClientPool;
+use ballista_core::config::{BALLISTA_SHUFFLE_COMPRESSION_CODEC, BallistaConfig};
 use ballista_core::execution_plans::sort_shuffle::SortShuffleWriterExec;
 use ballista_core::execution_plans::{RangeShuffleReaderExec, ShuffleReaderExec};
 use ballista_core::extension::SessionConfigExt;
@@ -31,7 +31,6 @@ use partout_core::ids::Partitioning as PartoutPartitioning;
 use partout_datafusion::DataFusionIds;
 use partout_exchange::{PartitionedWriter, WriterOptions};
 use partout_format::Encoding;
-use partout_format::ipc::Compression;
 use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -274,15 +273,21 @@ impl InputMetrics {
     }
 }
 
-fn compression(codec: Option<CompressionType>) -> Result<Compression> {
-    match codec {
-        None => Ok(Compression::None),
-        Some(CompressionType::LZ4_FRAME) => Ok(Compression::Lz4Frame),
-        Some(CompressionType::ZSTD) => Ok(Compression::Zstd),
-        Some(other) => Err(DataFusionError::Configuration(format!(
-            "partout writes shuffles uncompressed, with LZ4 or with ZSTD, not {other:?}"
-        ))),
-    }
+/// The shuffle files' encoding: Arrow IPC, compressed as the session's
+/// `ballista.shuffle.compression.codec` names it (`none`, `lz4` or `zstd`, read by
+/// [`Encoding::parse`]; Ballista's default when unset), trimmed and in lower case as Ballista
+/// reads it.
+fn encoding(config: &BallistaConfig) -> Result<Encoding> {
+    let key = BALLISTA_SHUFFLE_COMPRESSION_CODEC;
+    let codec = match config.settings().get(key) {
+        Some(codec) => codec.as_str(),
+        None => BallistaConfig::valid_entries()
+            .get(key)
+            .and_then(|entry| entry.default_value())
+            .unwrap_or_default(),
+    };
+    Encoding::parse("ipc", Some(&codec.trim().to_lowercase()))
+        .map_err(|e| DataFusionError::Configuration(format!("{key}: {e}")))
 }
 
 fn external(e: impl std::error::Error + Send + Sync + 'static) -> DataFusionError {
@@ -361,11 +366,7 @@ impl QueryStageExecutor for PartoutShuffleStage {
     ) -> Result<Vec<ShuffleWritePartition>> {
         let stage = &self.0;
         let inputs = stage.input.output_partitioning().partition_count();
-        let codec = context
-            .session_config()
-            .ballista_config()
-            .shuffle_compression_codec()?;
-        let encoding = Encoding::ipc(compression(codec)?);
+        let encoding = encoding(&context.session_config().ballista_config())?;
         let memory = (stage.task_memory / inputs.max(1)).max(MIN_INPUT_MEMORY);
         std::fs::create_dir_all(&stage.dir).map_err(|e| {
             DataFusionError::Execution(format!("cannot create {}: {e}", stage.dir.display()))

@@ -10,14 +10,14 @@ use crate::report::{outln, print_json};
 use anyhow::{Context, Result, ensure};
 use arrow_array::{Array, RecordBatch};
 use partout_core::ids::Partitioning;
-use partout_exchange::{
-    MemorySink, PartitionedWriter, Sink, Strategy, WriterMetrics, WriterOptions,
-};
+use partout_exchange::{MemorySink, PartitionedWriter, Sink, WriterMetrics, WriterOptions};
 use partout_format::Encoding;
 use partout_format::ipc::{Compression, decode_stream};
 use partout_testkit::baseline::{CometShuffle, DataFusionHash, DataFusionShuffle};
 use serde_json::json;
 use std::io::Write;
+
+mod scatter_copy;
 
 /// Options of `partout bench writer`.
 #[derive(Debug, Clone, clap::Args)]
@@ -59,7 +59,9 @@ const MEMORY_LIMIT: usize = 64 << 20;
 pub(crate) enum Contender {
     /// partout's writer, direct: rows move from each batch into the destinations' buffers.
     Partout,
-    /// partout's writer, each batch first laid out as a `PartitionedBatch`, then copied.
+    /// partout's kernels in the other order: each batch first laid out as a
+    /// `PartitionedBatch` (`Partitioner`), then each destination's rows copied into its
+    /// buffers (`DestinationBuffers::append_partitioned`), flushed as partout's writer flushes.
     PartoutScatterThenCopy,
     /// DataFusion's way, re-created: DataFusion 55's foldhash ids, a grouped take per batch, an
     /// IPC writer per destination.
@@ -155,28 +157,33 @@ impl Sink for Discard {
     }
 }
 
-/// partout's writer over every batch into `sink`.
+/// The IPC encoding of every contender's streams.
+fn ipc(lz4: bool) -> Encoding {
+    Encoding::ipc(if lz4 {
+        Compression::Lz4Frame
+    } else {
+        Compression::None
+    })
+}
+
+/// partout's writer, or its scatter+copy counterpart, over every batch into `sink`.
 fn run_partout<S: Sink>(
     sink: S,
-    strategy: Strategy,
+    scatter_then_copy: bool,
     lz4: bool,
     batches: &[RecordBatch],
     n: u32,
     memory_limit: usize,
 ) -> Result<(S, WriterMetrics)> {
-    let options = WriterOptions::default()
-        .with_memory_limit(memory_limit)
-        .with_strategy(strategy);
-    let compression = if lz4 {
-        Compression::Lz4Frame
-    } else {
-        Compression::None
-    };
+    let options = WriterOptions::default().with_memory_limit(memory_limit);
+    if scatter_then_copy {
+        return scatter_copy::ScatterThenCopy::run(sink, options, lz4, batches, n);
+    }
     let mut writer = PartitionedWriter::try_new(
         batches[0].schema(),
         Partitioning::hash(vec![0], n),
         options,
-        Encoding::ipc(compression),
+        ipc(lz4),
         sink,
     )?;
     for batch in batches {
@@ -234,20 +241,16 @@ pub(crate) fn run_once(
     };
     match contender {
         Contender::Partout | Contender::PartoutScatterThenCopy => {
-            let strategy = if contender == Contender::Partout {
-                Strategy::Direct
-            } else {
-                Strategy::ScatterThenCopy
-            };
+            let copy = contender == Contender::PartoutScatterThenCopy;
             if check {
                 let sink = MemorySink::new(n as usize);
-                let (sink, metrics) = run_partout(sink, strategy, lz4, batches, n, memory_limit)?;
+                let (sink, metrics) = run_partout(sink, copy, lz4, batches, n, memory_limit)?;
                 run.bytes = sink.len();
                 run.outputs = sink.into_outputs();
                 run.metrics = Some(metrics);
             } else {
                 let sink = Discard::default();
-                let (sink, metrics) = run_partout(sink, strategy, lz4, batches, n, memory_limit)?;
+                let (sink, metrics) = run_partout(sink, copy, lz4, batches, n, memory_limit)?;
                 run.bytes = sink.bytes;
                 run.metrics = Some(metrics);
             }

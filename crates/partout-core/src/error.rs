@@ -26,6 +26,13 @@ pub enum PartoutError {
         /// What was being attempted with it.
         context: &'static str,
     },
+    /// A key column named that the schema does not have.
+    MissingKeyColumn {
+        /// The name asked for.
+        name: String,
+        /// The schema's columns, in order.
+        columns: Vec<String>,
+    },
     /// The batch or array is larger than partout can index (more than `u32::MAX` rows or
     /// child values).
     TooLarge(String),
@@ -51,6 +58,11 @@ impl fmt::Display for PartoutError {
             Self::UnsupportedType { data_type, context } => {
                 write!(f, "unsupported type {data_type} for {context}")
             }
+            Self::MissingKeyColumn { name, columns } => write!(
+                f,
+                "no key column {name:?} in the data (columns: {})",
+                columns.join(", ")
+            ),
             Self::TooLarge(msg) => write!(f, "input too large: {msg}"),
             Self::Arrow(e) => write!(f, "arrow error: {e}"),
         }

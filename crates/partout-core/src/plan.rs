@@ -37,22 +37,26 @@ pub const MAX_PARTITIONS: u32 = 1 << 20;
 /// [`RangeBounds::from_sample`](crate::ids::RangeBounds::from_sample)), with the same message.
 ///
 /// # Errors
-/// [`PartoutError::InvalidArgument`] naming the count when it is 0 or above
+/// [`PartoutError::InvalidArgument`] naming the count and the bounds when it is 0 or above
 /// [`MAX_PARTITIONS`].
 ///
 /// ```
 /// use partout_core::plan::{MAX_PARTITIONS, check_partition_count};
 /// assert_eq!(check_partition_count(200).unwrap(), 200);
-/// assert!(check_partition_count(0).is_err());
-/// assert!(check_partition_count(MAX_PARTITIONS + 1).is_err());
+/// let zero = check_partition_count(0).unwrap_err().to_string();
+/// assert!(zero.contains("at least 1") && zero.contains("got 0"), "{zero}");
+/// let many = check_partition_count(MAX_PARTITIONS + 1).unwrap_err().to_string();
+/// assert!(many.contains("between 1 and 1048576, got 1048577"), "{many}");
 /// ```
 pub fn check_partition_count(n: u32) -> Result<u32> {
-    if (1..=MAX_PARTITIONS).contains(&n) {
-        Ok(n)
-    } else {
-        Err(PartoutError::InvalidArgument(format!(
+    match n {
+        0 => Err(PartoutError::InvalidArgument(format!(
+            "the partition count must be at least 1 (between 1 and {MAX_PARTITIONS}), got 0"
+        ))),
+        1..=MAX_PARTITIONS => Ok(n),
+        _ => Err(PartoutError::InvalidArgument(format!(
             "the partition count must be between 1 and {MAX_PARTITIONS}, got {n}"
-        )))
+        ))),
     }
 }
 

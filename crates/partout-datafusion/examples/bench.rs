@@ -2,8 +2,13 @@
 //! the same run (not a re-creation), alternating, medians:
 //!
 //! 1. the operator alone: TPC-H lineitem batches from 2 input partitions hash-repartitioned
-//!    by `l_orderkey` into 16, 64 and 200 partitions, every output drained concurrently;
-//! 2. the 22 TPC-H queries with the rule on and off, per query and in total, with the
+//!    by `l_orderkey` into 16, 64 and 200 partitions, every output drained concurrently,
+//!    with the memory pool's peak and what partout spilled;
+//! 2. the operator alone with its outputs read one after another to their ends (a consumer
+//!    that reads partitions in order), into 4 and 64 partitions: time, the memory pool's peak
+//!    (a pool that records every reservation), and what partout spilled,  at the default
+//!    64 MiB `buffer_bytes` (`--buffer-bytes`); each output's rows counted against DataFusion's;
+//! 3. the 22 TPC-H queries with the rule on and off, per query and in total, with the
 //!    repartition operators' own time (`repartition_time` + `send_time`, summed over their
 //!    metrics).
 //!
@@ -15,6 +20,7 @@ use clap::Parser;
 use datafusion::common::Result;
 use datafusion::datasource::memory::MemorySourceConfig;
 use datafusion::execution::TaskContext;
+use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_plan::repartition::RepartitionExec;
 use datafusion::physical_plan::{
@@ -22,6 +28,7 @@ use datafusion::physical_plan::{
 };
 use datafusion::prelude::SessionConfig;
 use futures::StreamExt;
+use partout_datafusion::tpch::PeakPool;
 use partout_datafusion::{PartoutRepartitionExec, tpch};
 use std::sync::Arc;
 use std::time::Instant;
@@ -43,6 +50,9 @@ struct Args {
     /// `target_partitions` of the queries.
     #[arg(long, default_value_t = 2)]
     target_partitions: usize,
+    /// partout's `buffer_bytes` in the operator-alone sections.
+    #[arg(long, default_value_t = 64 << 20)]
+    buffer_bytes: usize,
 }
 
 fn median(mut values: Vec<f64>) -> f64 {
@@ -71,6 +81,49 @@ async fn drain(plan: Arc<dyn ExecutionPlan>, context: Arc<TaskContext>) -> Resul
         rows += task.await.expect("a drain task")?;
     }
     Ok(rows)
+}
+
+/// Reads every output partition of `plan` to its end, one after another; the rows of each.
+async fn drain_in_order(
+    plan: Arc<dyn ExecutionPlan>,
+    context: Arc<TaskContext>,
+) -> Result<Vec<usize>> {
+    let n = plan.output_partitioning().partition_count();
+    let streams = (0..n)
+        .map(|p| plan.execute(p, context.clone()))
+        .collect::<Result<Vec<_>>>()?;
+    let mut rows = Vec::with_capacity(n);
+    for mut stream in streams {
+        let mut out = 0;
+        while let Some(batch) = stream.next().await {
+            out += batch?.num_rows();
+        }
+        rows.push(out);
+    }
+    Ok(rows)
+}
+
+/// A task context of 8192-row batches whose memory pool is `pool`.
+fn peak_context(pool: &Arc<PeakPool>) -> Result<Arc<TaskContext>> {
+    let runtime = RuntimeEnvBuilder::new()
+        .with_memory_pool(pool.clone())
+        .build_arc()?;
+    Ok(Arc::new(
+        TaskContext::default()
+            .with_session_config(SessionConfig::new().with_batch_size(8192))
+            .with_runtime(runtime),
+    ))
+}
+
+/// A metric of `plan` summed over its partitions (0 when it has none).
+fn metric(plan: &dyn ExecutionPlan, name: &str) -> usize {
+    plan.metrics().map_or(0, |metrics| {
+        metrics
+            .iter()
+            .filter(|m| m.value().name() == name)
+            .map(|m| m.value().as_usize())
+            .sum()
+    })
 }
 
 /// The repartition operators' own time in `plan`, in seconds.
@@ -121,8 +174,14 @@ async fn main() -> Result<()> {
         args.rounds
     );
     println!(
-        "{:>10} {:>16} {:>16} {:>9}",
-        "partitions", "DataFusion Mrows/s", "partout Mrows/s", "ratio"
+        "{:>10} {:>16} {:>16} {:>9} {:>16} {:>16} {:>14}",
+        "partitions",
+        "DataFusion Mrows/s",
+        "partout Mrows/s",
+        "ratio",
+        "DataFusion MiB",
+        "partout MiB",
+        "spilled MiB"
     );
     for &n in &args.partitions {
         // A fresh plan for every run: a RepartitionExec executes each partition once.
@@ -132,7 +191,7 @@ async fn main() -> Result<()> {
                     input.clone(),
                     vec![key.clone()],
                     n,
-                    64 << 20,
+                    args.buffer_bytes,
                 )?),
                 false => Arc::new(RepartitionExec::try_new(
                     input.clone(),
@@ -141,29 +200,102 @@ async fn main() -> Result<()> {
             })
         };
         let (mut their_times, mut our_times) = (Vec::new(), Vec::new());
+        let (mut peaks, mut spilled) = ([0usize; 2], Vec::new());
         // One warm-up each, then alternating rounds (the order flips every round).
         drain(plan(false)?, context.clone()).await?;
         drain(plan(true)?, context.clone()).await?;
         for round in 0..args.rounds {
             for ours in [round % 2 == 0, round % 2 != 0] {
                 let plan = plan(ours)?;
+                let pool = PeakPool::new(usize::MAX);
                 let started = Instant::now();
-                let out = drain(plan, context.clone()).await?;
+                let out = drain(plan.clone(), peak_context(&pool)?).await?;
                 assert_eq!(out, rows, "every row out");
                 let seconds = started.elapsed().as_secs_f64();
+                peaks[usize::from(ours)] = peaks[usize::from(ours)].max(pool.peak());
                 if ours {
-                    our_times.push(seconds)
+                    our_times.push(seconds);
+                    spilled.push(metric(plan.as_ref(), "spilled_bytes") as f64);
                 } else {
                     their_times.push(seconds)
                 }
             }
         }
         let (theirs_s, ours_s) = (median(their_times), median(our_times));
+        let mib = |bytes: f64| bytes / (1 << 20) as f64;
         println!(
-            "{n:>10} {:>16.1} {:>16.1} {:>8.2}x",
+            "{n:>10} {:>16.1} {:>16.1} {:>8.2}x {:>16.1} {:>16.1} {:>14.1}",
             rows as f64 / theirs_s / 1e6,
             rows as f64 / ours_s / 1e6,
-            theirs_s / ours_s
+            theirs_s / ours_s,
+            mib(peaks[0] as f64),
+            mib(peaks[1] as f64),
+            mib(median(spilled)),
+        );
+    }
+    println!(
+        "\n2. Outputs read one after another to their ends; medians of {} alternating rounds; peak memory reserved from the pool",
+        args.rounds
+    );
+    println!(
+        "{:>10} {:>14} {:>14} {:>9} {:>16} {:>16} {:>14}",
+        "partitions",
+        "DataFusion s",
+        "partout s",
+        "ratio",
+        "DataFusion MiB",
+        "partout MiB",
+        "spilled MiB"
+    );
+    for n in [4, 64] {
+        let plan = |ours: bool| -> Result<Arc<dyn ExecutionPlan>> {
+            Ok(match ours {
+                true => Arc::new(PartoutRepartitionExec::try_new(
+                    input.clone(),
+                    vec![key.clone()],
+                    n,
+                    args.buffer_bytes,
+                )?),
+                false => Arc::new(RepartitionExec::try_new(
+                    input.clone(),
+                    Partitioning::Hash(vec![key.clone()], n),
+                )?),
+            })
+        };
+        let (mut times, mut peaks) = ([Vec::new(), Vec::new()], [0usize; 2]);
+        let mut spilled = Vec::new();
+        let mut expected: Option<Vec<usize>> = None;
+        for round in 0..args.rounds {
+            for ours in [round % 2 == 0, round % 2 != 0] {
+                let pool = PeakPool::new(usize::MAX);
+                let plan = plan(ours)?;
+                let started = Instant::now();
+                let out = drain_in_order(plan.clone(), peak_context(&pool)?).await?;
+                times[usize::from(ours)].push(started.elapsed().as_secs_f64());
+                // Each output holds what DataFusion's holds.
+                match &expected {
+                    None => expected = Some(out),
+                    Some(want) => assert_eq!(&out, want, "rows per output"),
+                }
+                peaks[usize::from(ours)] = peaks[usize::from(ours)].max(pool.peak());
+                if ours {
+                    spilled.push(metric(plan.as_ref(), "spilled_bytes") as f64);
+                }
+            }
+        }
+        assert_eq!(
+            expected.iter().flatten().sum::<usize>(),
+            rows,
+            "every row out"
+        );
+        let [theirs, ours] = times.map(median);
+        let mib = |bytes: f64| bytes / (1 << 20) as f64;
+        println!(
+            "{n:>10} {theirs:>14.3} {ours:>14.3} {:>8.2}x {:>16.1} {:>16.1} {:>14.1}",
+            theirs / ours,
+            mib(peaks[0] as f64),
+            mib(peaks[1] as f64),
+            mib(median(spilled)),
         );
     }
     if args.query_rounds == 0 {
@@ -171,7 +303,7 @@ async fn main() -> Result<()> {
     }
     let t = args.target_partitions;
     println!(
-        "\n2. TPC-H, {t} target partitions, rule off / on; medians of {} alternating rounds (ms); repartition operators' own time (ms)",
+        "\n3. TPC-H, {t} target partitions, rule off / on; medians of {} alternating rounds (ms); repartition operators' own time (ms)",
         args.query_rounds
     );
     println!(

@@ -37,15 +37,16 @@ use std::sync::{Arc, Mutex};
 /// a [`BoundedExchange`].
 ///
 /// **What `buffer_bytes` covers**: everything the operator holds between its input and its
-/// outputs, reserved from the session's memory pool: half of it for the producers' writers
-/// (each input's share holds its destination buffers and the batches it flushed but has not
-/// yet handed over), half for the batches waiting for consumers. Not covered: the batch each
+/// outputs, reserved from the session's memory pool: up to 5/8 of it for the producers'
+/// writers (each input's share holds its destination buffers and the batches it flushed but
+/// has not yet handed over), a quarter for the batches waiting for consumers. Not covered: the batch each
 /// output is gathering to `batch_size` rows, and a spilled batch while it is read back. When
-/// the exchange's half is full and a consumer waits for an output with nothing for it (an
-/// output read to its end before the next is polled, or a consumer far behind the others),
-/// batches are spilled to the session's disk manager instead of waiting: any order of
-/// reading the outputs completes. Without a disk manager, or past its limit, that is
-/// DataFusion's resources-exhausted error naming the operator.
+/// the exchange's quarter is full and a consumer waits for an output with nothing for it,
+/// batches are spilled to the session's disk manager instead of waiting. This happens at once
+/// when rows are held for outputs not read yet (outputs read one after another), and after
+/// the exchange's patience (100 ms) without room otherwise (a consumer that stopped reading).
+/// Any order of reading the outputs completes. Without a disk manager, or past its limit,
+/// that is DataFusion's resources-exhausted error naming the operator.
 #[derive(Debug)]
 pub struct PartoutRepartitionExec {
     input: Arc<dyn ExecutionPlan>,
@@ -142,22 +143,29 @@ impl PartoutRepartitionExec {
 
     /// Starts a run: the exchange, and a producer task per input partition.
     fn start(&self, context: &Arc<TaskContext>) -> Result<Arc<Run>> {
-        let inputs = self.input.output_partitioning().partition_count().max(1);
+        let input_partitions = self.input.output_partitioning().partition_count();
+        // An input of no partitions counts as one producer that finishes at once.
+        let inputs = input_partitions.max(1);
         let operator = self.operator();
         let reservation = MemoryConsumer::new(operator.clone()).register(context.memory_pool());
         let mut options =
-            BoundedOptions::new(self.partitions, inputs, (self.buffer_bytes / 2).max(1))
+            BoundedOptions::new(self.partitions, inputs, (self.buffer_bytes / 4).max(1))
                 .with_account(Arc::new(Pool(reservation)));
         if let Some(target) = spill_target(context, &operator) {
             options = options.with_spill(target);
         }
         let exchange =
             Arc::new(BoundedExchange::try_new(options).map_err(|e| to_datafusion(e, &operator))?);
-        // Each producer's writer holds a quarter of the budget's half for its buffers, the
-        // rest for what it flushed and has not handed over yet.
+        if input_partitions == 0 {
+            exchange.producer_finished();
+        }
+        // Each producer's writer holds at most budget / (4 x inputs) in its buffers (new ones
+        // of a flushed destination's size included), and up to as much again plus an input
+        // piece in what it flushed and has not handed over: the producers together stay
+        // within 5/8 of the budget, the exchange within a quarter.
         let writer_limit = (self.buffer_bytes / (4 * inputs)).max(1);
         let mut tasks = Vec::with_capacity(inputs);
-        for i in 0..self.input.output_partitioning().partition_count() {
+        for i in 0..input_partitions {
             let producer = Producer {
                 input: self.input.clone(),
                 partition: i,

@@ -9,81 +9,21 @@
 use arrow_array::RecordBatch;
 use arrow_array::cast::AsArray;
 use arrow_array::types::Int64Type;
-use datafusion::common::Result;
 use datafusion::datasource::memory::MemorySourceConfig;
 use datafusion::execution::TaskContext;
-use datafusion::execution::memory_pool::{
-    GreedyMemoryPool, MemoryConsumer, MemoryLimit, MemoryPool, MemoryReservation,
-};
+use datafusion::execution::memory_pool::{GreedyMemoryPool, MemoryPool};
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_plan::repartition::RepartitionExec;
 use datafusion::physical_plan::{ExecutionPlan, Partitioning, PhysicalExpr};
 use datafusion::prelude::SessionConfig;
 use futures::StreamExt;
-use partout_datafusion::{PartoutRepartitionExec, tpch};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use partout_datafusion::PartoutRepartitionExec;
+use partout_datafusion::tpch::{self, PeakPool};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 const BUDGET: usize = 1 << 20;
-
-/// A greedy pool that records the most it ever had reserved.
-#[derive(Debug)]
-struct PeakPool {
-    inner: GreedyMemoryPool,
-    peak: AtomicUsize,
-}
-
-impl PeakPool {
-    fn new() -> Arc<Self> {
-        Arc::new(Self {
-            inner: GreedyMemoryPool::new(1 << 34),
-            peak: AtomicUsize::new(0),
-        })
-    }
-
-    fn note(&self) {
-        self.peak
-            .fetch_max(self.inner.reserved(), Ordering::Relaxed);
-    }
-}
-
-impl std::fmt::Display for PeakPool {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "PeakPool(peak {})", self.peak.load(Ordering::Relaxed))
-    }
-}
-
-impl MemoryPool for PeakPool {
-    fn name(&self) -> &str {
-        "PeakPool"
-    }
-    fn register(&self, consumer: &MemoryConsumer) {
-        self.inner.register(consumer);
-    }
-    fn unregister(&self, consumer: &MemoryConsumer) {
-        self.inner.unregister(consumer);
-    }
-    fn grow(&self, reservation: &MemoryReservation, additional: usize) {
-        self.inner.grow(reservation, additional);
-        self.note();
-    }
-    fn shrink(&self, reservation: &MemoryReservation, shrink: usize) {
-        self.inner.shrink(reservation, shrink);
-    }
-    fn try_grow(&self, reservation: &MemoryReservation, additional: usize) -> Result<()> {
-        self.inner.try_grow(reservation, additional)?;
-        self.note();
-        Ok(())
-    }
-    fn reserved(&self) -> usize {
-        self.inner.reserved()
-    }
-    fn memory_limit(&self) -> MemoryLimit {
-        self.inner.memory_limit()
-    }
-}
 
 /// lineitem at SF 0.1 in batches of 8192 rows, dealt over 2 input partitions.
 fn lineitem() -> &'static [Vec<RecordBatch>] {
@@ -170,7 +110,7 @@ fn metric(plan: &dyn ExecutionPlan, name: &str) -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn outputs_read_one_after_another_complete_within_the_budget() {
     for n in [4, 64] {
-        let pool = PeakPool::new();
+        let pool = PeakPool::new(1 << 34);
         let exec = PartoutRepartitionExec::try_new(input(), keys(), n, BUDGET).unwrap();
         let context = context(pool.clone());
         let streams: Vec<_> = (0..n)
@@ -186,7 +126,7 @@ async fn outputs_read_one_after_another_complete_within_the_budget() {
         })
         .await;
         assert_eq!(got, oracle(n).await, "{n} outputs");
-        let peak = pool.peak.load(Ordering::Relaxed);
+        let peak = pool.peak();
         assert!(
             peak <= BUDGET,
             "{n} outputs: {peak} bytes reserved at the peak"
@@ -204,7 +144,7 @@ async fn outputs_read_one_after_another_complete_within_the_budget() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stalled_output_lets_the_others_finish_and_then_reads_every_row() {
     let n = 4;
-    let pool = PeakPool::new();
+    let pool = PeakPool::new(1 << 34);
     let exec = PartoutRepartitionExec::try_new(input(), keys(), n, BUDGET).unwrap();
     let context = context(pool.clone());
     let mut streams: Vec<_> = (0..n)
@@ -219,7 +159,7 @@ async fn a_stalled_output_lets_the_others_finish_and_then_reads_every_row() {
     for task in others {
         got.push(rows(&bounded("the outputs read", task).await.unwrap()));
     }
-    let peak_while_stalled = pool.peak.load(Ordering::Relaxed);
+    let peak_while_stalled = pool.peak();
     let batches: Vec<RecordBatch> = stalled.map(|b| b.unwrap()).collect().await;
     got[0] = rows(&batches);
     assert_eq!(got, oracle(n).await);
@@ -227,6 +167,6 @@ async fn a_stalled_output_lets_the_others_finish_and_then_reads_every_row() {
         peak_while_stalled <= BUDGET,
         "{peak_while_stalled} bytes reserved while an output stalled"
     );
-    assert!(pool.peak.load(Ordering::Relaxed) <= BUDGET);
+    assert!(pool.peak() <= BUDGET);
     assert!(metric(&exec, "spilled_bytes") > 0);
 }

@@ -366,6 +366,26 @@ async fn an_input_error_reaches_every_output() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_input_of_no_partitions_gives_empty_outputs() {
+    let input = MemorySourceConfig::try_new_exec(&[], schema(), None).unwrap();
+    assert_eq!(
+        input.properties().output_partitioning().partition_count(),
+        0
+    );
+    let exec: Arc<dyn ExecutionPlan> =
+        Arc::new(PartoutRepartitionExec::try_new(input, keys(), 3, 1 << 20).unwrap());
+    let outputs = tokio::time::timeout(
+        Duration::from_secs(30),
+        drain(exec, context(8192, big_pool())),
+    )
+    .await
+    .expect("outputs end");
+    for output in outputs {
+        assert!(output.unwrap().is_empty());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pool_too_small_is_resources_exhausted() {
     let input = MemorySourceConfig::try_new_exec(&[vec![rows(0, 5000)]], schema(), None).unwrap();
     let exec: Arc<dyn ExecutionPlan> =

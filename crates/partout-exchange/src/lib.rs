@@ -32,7 +32,7 @@ pub use bounded::{
 pub use encoded::Encoded;
 pub use error::{Result, WriterError};
 pub use metrics::WriterMetrics;
-pub use options::{Flush, Strategy, WriterOptions};
+pub use options::{Flush, WriterOptions};
 pub use ready::{Ready, ReadyBatch};
 pub use sink::{FileSink, MemorySink, Sink};
 pub use writer::{BatchSink, PartitionedWriter};

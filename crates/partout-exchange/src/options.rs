@@ -1,23 +1,8 @@
-//! [`WriterOptions`]: when a [`PartitionedWriter`](crate::PartitionedWriter) flushes, how
-//! much memory it may hold, and how rows reach its buffers. What the flushed batches become
-//! (a format, a compression) is the output's business, not the writer's.
+//! [`WriterOptions`]: when a [`PartitionedWriter`](crate::PartitionedWriter) flushes and how
+//! much memory it may hold. What the flushed batches become (a format, a compression) is the
+//! output's business, not the writer's.
 
 use crate::error::{Result, WriterError};
-
-/// How rows reach the destination buffers. Both give the same output. On TPC-H lineitem
-/// (`partout bench writer`) they run within a few percent of each other, the direct way ahead
-/// or level; it is the default because it allocates nothing per batch, where the other builds
-/// a whole reordered batch for every append.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Strategy {
-    /// Rows move from the input into each destination's buffers by the plan's order, a column
-    /// at a time (gathered into reused scratch, then copied to each destination as a run).
-    #[default]
-    Direct,
-    /// The batch is first laid out destination by destination (a `PartitionedBatch`), then
-    /// each destination's contiguous rows are copied into its buffers.
-    ScatterThenCopy,
-}
 
 /// When destinations flush.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -64,8 +49,6 @@ pub struct WriterOptions {
     pub replicate_nulls_and_any: bool,
     /// Seeds the jitter, for reproducible flush points (default 0).
     pub seed: u64,
-    /// How rows reach the buffers (default [`Strategy::Direct`]).
-    pub strategy: Strategy,
     /// When destinations flush (default [`Flush::AtTarget`]).
     pub flush: Flush,
     /// A destination also flushes when it holds this many rows (default: no row target),
@@ -81,7 +64,6 @@ impl Default for WriterOptions {
             memory_limit: 64 << 20,
             replicate_nulls_and_any: false,
             seed: 0,
-            strategy: Strategy::Direct,
             flush: Flush::AtTarget,
             target_rows: None,
         }
@@ -116,12 +98,6 @@ impl WriterOptions {
     /// Sets [`seed`](Self::seed).
     pub fn with_seed(mut self, seed: u64) -> Self {
         self.seed = seed;
-        self
-    }
-
-    /// Sets [`strategy`](Self::strategy).
-    pub fn with_strategy(mut self, strategy: Strategy) -> Self {
-        self.strategy = strategy;
         self
     }
 

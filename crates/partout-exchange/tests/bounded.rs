@@ -319,3 +319,80 @@ fn spilled_batches_of_every_type_come_back_equal() {
     let err = unspill_batch(&[0xff; 16]).unwrap_err();
     assert!(matches!(err, ExchangeError::Spill(_)), "{err}");
 }
+
+#[test]
+fn consumers_that_are_only_slow_hold_producers_back_without_spilling() {
+    let (outputs, producers, batches) = (4, 2, 60);
+    let budget = 4 * batch(0, 0).bytes();
+    // A patience far beyond any consumer's pause: room always comes first.
+    let options = BoundedOptions::new(outputs, producers, budget)
+        .with_spill(SpillTarget::in_dir(std::env::temp_dir()))
+        .with_patience(Duration::from_secs(30));
+    let ex = Arc::new(BoundedExchange::try_new(options).unwrap());
+    // Every consumer has asked before the producers start (threads start in no set order):
+    // none of their outputs is one nobody asked for.
+    for p in 0..outputs {
+        assert!(ex.try_fetch(p, 0, 1).unwrap().items.is_empty());
+    }
+    let readers: Vec<_> = (0..outputs)
+        .map(|p| {
+            let ex = ex.clone();
+            std::thread::spawn(move || {
+                let mut items = Vec::new();
+                while let Some(item) = block_on(ex.take(p)).unwrap() {
+                    items.push(item);
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                items
+            })
+        })
+        .collect();
+    let handles = spawn_producers(&ex, producers, batches);
+    let got: Vec<Vec<Rows>> = bounded("slow consumers", move || {
+        readers.into_iter().map(|r| r.join().unwrap()).collect()
+    });
+    for h in handles {
+        h.join().unwrap().unwrap();
+    }
+    let want = expected(producers, batches, outputs);
+    for p in 0..outputs {
+        assert_eq!(values(&got[p]), want[p], "output {p}");
+    }
+    let metrics = ex.metrics();
+    assert_eq!(metrics.spill.spill_count, 0, "{metrics:?}");
+    assert!(metrics.peak_held_bytes <= budget, "{metrics:?}");
+}
+
+#[test]
+fn a_consumer_that_stops_after_asking_is_waited_for_only_its_patience() {
+    let (outputs, producers, batches) = (4, 2, 60);
+    let budget = 4 * batch(0, 0).bytes();
+    let options = BoundedOptions::new(outputs, producers, budget)
+        .with_spill(SpillTarget::in_dir(std::env::temp_dir()))
+        .with_patience(Duration::from_millis(20));
+    let ex = Arc::new(BoundedExchange::try_new(options).unwrap());
+    // Output 0 is asked for once, then left until the others have finished.
+    assert!(ex.try_fetch(0, 0, 1).unwrap().items.is_empty());
+    let handles = spawn_producers(&ex, producers, batches);
+    let others: Vec<_> = (1..outputs)
+        .map(|p| {
+            let ex = ex.clone();
+            std::thread::spawn(move || drain(&ex, p).unwrap())
+        })
+        .collect();
+    let got: Vec<Vec<Rows>> = bounded("the other outputs", move || {
+        others.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for h in handles {
+        h.join().unwrap().unwrap();
+    }
+    let first = drain(&ex, 0).unwrap();
+    let want = expected(producers, batches, outputs);
+    assert_eq!(values(&first), want[0]);
+    for p in 1..outputs {
+        assert_eq!(values(&got[p - 1]), want[p], "output {p}");
+    }
+    let metrics = ex.metrics();
+    assert!(metrics.spill.spill_count > 0, "{metrics:?}");
+    assert!(metrics.peak_held_bytes <= budget, "{metrics:?}");
+}

@@ -5,7 +5,7 @@ use arrow_array::{Array, ArrayRef, Int64Array, RecordBatch, StringArray, UInt32A
 use arrow_schema::{DataType, Field, Schema};
 use partout_core::ids::{PartitionIds, Partitioning};
 use partout_exchange::{
-    FileSink, Flush, MemorySink, PartitionedWriter, Sink, Strategy, WriterError, WriterOptions,
+    FileSink, Flush, MemorySink, PartitionedWriter, Sink, WriterError, WriterOptions,
 };
 use partout_format::Encoding;
 use partout_format::ipc::{Compression, decode_stream};
@@ -102,20 +102,19 @@ fn every_type_round_trips_under_every_compression() {
 #[test]
 fn all_types_together_up_to_2000_destinations_under_either_flush() {
     let types = every_type();
-    for (n, strategy, flush) in [
-        (1, Strategy::Direct, Flush::AtTarget),
-        (64, Strategy::ScatterThenCopy, Flush::AtTarget),
-        (2000, Strategy::Direct, Flush::AtTarget),
+    for (n, flush) in [
+        (1, Flush::AtTarget),
+        (64, Flush::AtTarget),
+        (2000, Flush::AtTarget),
         // Batches merged into the buffers a few at a time (from 512 destinations), and the
         // rest at the end.
-        (600, Strategy::Direct, Flush::AtTarget),
-        (1, Strategy::Direct, Flush::AllAtLimit),
-        (2000, Strategy::Direct, Flush::AllAtLimit),
+        (600, Flush::AtTarget),
+        (1, Flush::AllAtLimit),
+        (2000, Flush::AllAtLimit),
     ] {
         let options = WriterOptions::default()
             .with_target_bytes(16 << 10)
             .with_memory_limit(4 << 20)
-            .with_strategy(strategy)
             .with_flush(flush);
         let rows: &[usize] = if n == 600 {
             &[300, 0, 700, 1, 500, 300, 300, 300, 900, 20, 300, 300]
@@ -144,7 +143,6 @@ proptest! {
         target in 1usize..200_000,
         limit_factor in 1usize..64,
         compression in 0usize..3,
-        copy in any::<bool>(),
         all_at_limit in any::<bool>(),
         seed in any::<u64>(),
     ) {
@@ -153,7 +151,6 @@ proptest! {
         let options = WriterOptions::default()
             .with_target_bytes(target)
             .with_memory_limit(target * limit_factor)
-            .with_strategy(if copy { Strategy::ScatterThenCopy } else { Strategy::Direct })
             .with_flush(if all_at_limit { Flush::AllAtLimit } else { Flush::AtTarget })
             .with_seed(seed);
         round_trip(&types, n, &rows, options, COMPRESSIONS[compression], seed);
@@ -297,14 +294,9 @@ fn replicated_rows_reach_every_destination() {
         .collect();
     let schema = batches[0].schema();
     let partitioning = Partitioning::hash(vec![0], n);
-    for (strategy, flush) in [
-        (Strategy::Direct, Flush::AtTarget),
-        (Strategy::ScatterThenCopy, Flush::AtTarget),
-        (Strategy::Direct, Flush::AllAtLimit),
-    ] {
+    for flush in [Flush::AtTarget, Flush::AllAtLimit] {
         let options = WriterOptions::default()
             .with_replicate_nulls_and_any(true)
-            .with_strategy(strategy)
             .with_flush(flush)
             .with_target_bytes(512)
             .with_memory_limit(4096);
@@ -350,10 +342,7 @@ fn replicated_rows_reach_every_destination() {
                         .collect::<Vec<_>>()
                 })
                 .collect();
-            assert_eq!(
-                got, expected[p],
-                "destination {p} ({strategy:?}, {flush:?})"
-            );
+            assert_eq!(got, expected[p], "destination {p} ({flush:?})");
         }
     }
 }
@@ -409,6 +398,65 @@ fn impossible_setups_are_errors() {
     )
     .unwrap_err();
     assert!(matches!(err, WriterError::InvalidOption(_)), "{err}");
+}
+
+/// `check` finds what building a writer finds, naming the problem, and a setup it passes
+/// builds under either flush.
+#[test]
+fn check_finds_what_building_a_writer_finds() {
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("k", DataType::Int64, true),
+        Field::new("tag", DataType::Utf8, true),
+    ]));
+    let hash = Partitioning::hash(vec![0, 1], 16);
+    for flush in [Flush::AtTarget, Flush::AllAtLimit] {
+        let options = WriterOptions::default().with_flush(flush);
+        PartitionedWriter::check(&schema, &hash, &options).unwrap();
+        PartitionedWriter::try_new(
+            schema.clone(),
+            hash.clone(),
+            options,
+            Encoding::default(),
+            MemorySink::new(16),
+        )
+        .unwrap();
+    }
+    let check = |partitioning: Partitioning, options: WriterOptions| {
+        let err = PartitionedWriter::check(&schema, &partitioning, &options).unwrap_err();
+        let built = PartitionedWriter::try_new(
+            schema.clone(),
+            partitioning,
+            options,
+            Encoding::default(),
+            MemorySink::new(16),
+        );
+        assert_eq!(
+            built.map(|_| ()).unwrap_err().to_string(),
+            err.to_string(),
+            "building finds the same"
+        );
+        err
+    };
+    let err = check(Partitioning::hash(vec![2], 16), WriterOptions::default());
+    assert!(
+        matches!(err, WriterError::Partition(_)) && err.to_string().contains("key column 2"),
+        "{err}"
+    );
+    let err = check(
+        hash.clone(),
+        WriterOptions::default().with_memory_limit(1000),
+    );
+    assert!(
+        matches!(err, WriterError::InvalidOption(_)) && err.to_string().contains("memory_limit"),
+        "{err}"
+    );
+    // Ids given by a string column: not partition ids.
+    let err = check(Partitioning::given(1, 16), WriterOptions::default());
+    assert!(
+        matches!(err, WriterError::Partition(_))
+            && err.to_string().contains("unsupported type Utf8"),
+        "{err}"
+    );
 }
 
 /// A sink that fails on its third write.

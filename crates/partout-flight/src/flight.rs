@@ -23,8 +23,7 @@ use arrow_flight::{
 };
 use arrow_ipc::writer::IpcWriteOptions;
 use futures::stream::{self, BoxStream, StreamExt};
-use partout_format::ipc::Compression;
-use partout_format::{Encoding, OutputFormat};
+use partout_format::Encoding;
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
@@ -91,7 +90,8 @@ pub struct CreateRequest {
     /// The most bytes its queues hold (default 64 MiB).
     #[serde(default)]
     pub budget_bytes: Option<usize>,
-    /// `ipc` (default) or `presto`: how its batches are held.
+    /// `ipc` (default; also `arrow`) or `presto`: how its batches are held
+    /// ([`Encoding::parse`]).
     #[serde(default)]
     pub format: Option<String>,
     /// `none` (default), `lz4` or `zstd` (IPC only).
@@ -101,27 +101,9 @@ pub struct CreateRequest {
 
 impl CreateRequest {
     fn options(&self) -> Result<LiveOptions> {
-        let format = match self.format.as_deref().unwrap_or("ipc") {
-            "ipc" | "arrow" => OutputFormat::ArrowIpc,
-            "presto" => OutputFormat::Presto,
-            other => {
-                return Err(ExchangeError::InvalidArgument(format!(
-                    "format {other:?}: expected \"ipc\" or \"presto\""
-                )));
-            }
-        };
-        let compression = match self.compression.as_deref().unwrap_or("none") {
-            "none" => Compression::None,
-            "lz4" => Compression::Lz4Frame,
-            "zstd" => Compression::Zstd,
-            other => {
-                return Err(ExchangeError::InvalidArgument(format!(
-                    "compression {other:?}: expected \"none\", \"lz4\" or \"zstd\""
-                )));
-            }
-        };
-        let mut options = LiveOptions::new(self.partitions, self.producers)
-            .with_encoding(Encoding::try_new(format, compression)?);
+        let format = self.format.as_deref().unwrap_or("ipc");
+        let encoding = Encoding::parse(format, self.compression.as_deref())?;
+        let mut options = LiveOptions::new(self.partitions, self.producers).with_encoding(encoding);
         if let Some(budget) = self.budget_bytes {
             options = options.with_budget(budget);
         }

@@ -12,10 +12,11 @@
 //! A message stays queued until it is acknowledged, so a consumer that lost its connection
 //! asks again from its last sequence and gets the rest. Memory never passes the budget: a
 //! producer waits until acknowledgements make room, unless a consumer waits on a destination
-//! with nothing for it (consumers reading destinations one after another, or one far behind
-//! the others); then the message goes to a spill file in the exchange's spill directory and
-//! is read back in its turn. A single message larger than the budget passes alone, when the
-//! queues are empty.
+//! with nothing for it while the budget holds messages of destinations nobody has asked for
+//! yet (consumers reading destinations one after another), or while no room comes within
+//! [`LiveOptions::patience`] (a consumer that stopped): then the message goes to a spill
+//! file in the exchange's spill directory and is read back in its turn. A single message
+//! larger than the budget passes alone, when the queues are empty.
 
 use crate::error::{ExchangeError, Result};
 use crate::message::{Message, MessageEncoder};
@@ -46,6 +47,10 @@ pub struct LiveOptions {
     /// Where messages are spilled when waiting for room could wait forever (default: the
     /// system's temporary directory); the file is removed with the exchange.
     pub spill_dir: PathBuf,
+    /// How long a producer waits for room while a consumer that asked before waits with
+    /// nothing to read, before it spills (default 100 ms; a destination nobody asked for yet
+    /// is spilled at once).
+    pub patience: Duration,
 }
 
 impl LiveOptions {
@@ -58,7 +63,14 @@ impl LiveOptions {
             budget_bytes: 64 << 20,
             encoding: Encoding::default(),
             spill_dir: std::env::temp_dir(),
+            patience: Duration::from_millis(100),
         }
+    }
+
+    /// Waiting up to `patience` for room before spilling.
+    pub fn with_patience(mut self, patience: Duration) -> Self {
+        self.patience = patience;
+        self
     }
 
     /// Spilling into `dir`.
@@ -185,7 +197,8 @@ impl LiveExchange {
                 options.producers,
                 options.budget_bytes,
             )
-            .with_spill(SpillTarget::in_dir(options.spill_dir.clone())),
+            .with_spill(SpillTarget::in_dir(options.spill_dir.clone()))
+            .with_patience(options.patience),
         )
         .map_err(from_bounded)?;
         Ok(Arc::new(Self {

@@ -201,7 +201,7 @@ async fn sixty_four_concurrent_consumers_get_every_row_once_within_the_budget() 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_slow_consumer_keeps_the_exchange_within_the_budget_by_spilling() {
+async fn a_slow_consumer_keeps_the_exchange_within_the_budget() {
     bounded(120, async {
         let budget = 128 << 10;
         let live = LiveExchange::try_new(None, LiveOptions::new(2, 1).with_budget(budget)).unwrap();
@@ -223,14 +223,13 @@ async fn a_slow_consumer_keeps_the_exchange_within_the_budget_by_spilling() {
             .await
             .unwrap()
             .unwrap();
-        // The producer finished without waiting for the slow consumer: what it has not read
-        // waits on disk, not in memory.
+        // Whether the producer waited for the slow consumer or spilled (when a consumer's
+        // first request comes after the budget filled), memory stayed within the budget.
         check_destination(&mut expected, &fast.await.unwrap().unwrap(), 0, 2);
         check_destination(&mut expected, &slow.await.unwrap().unwrap(), 1, 2);
         assert!(expected.is_empty());
         let metrics = live.metrics();
         assert!(metrics.peak_held_bytes <= budget, "{metrics:?}");
-        assert!(metrics.spill.spill_count > 0, "{metrics:?}");
     })
     .await;
 }

@@ -6,9 +6,10 @@
 //!    Arrow IPC: [schema][batch][batch]…[end of stream]      Presto: [page][page]…
 //! ```
 //!
-//! An [`Encoding`] is checked when it is made (Presto pages take no ZSTD) and against a schema
-//! before anything is written ([`Encoding::check_schema`]: every column must be of a type the
-//! format can carry), so a writer finds out before its first flush, not during it.
+//! An [`Encoding`] is named by a format and a compression ([`Encoding::parse`], the one place
+//! these names are read), checked when it is made (Presto pages take no ZSTD) and against a
+//! schema before anything is written ([`Encoding::check_schema`]: every column must be of a
+//! type the format can carry), so a writer finds out before its first flush, not during it.
 
 use crate::ipc::{Compression, IpcStreamEncoder, SharedIpcStreams};
 use crate::presto::{PageOptions, encode_page};
@@ -81,6 +82,61 @@ impl Encoding {
         Ok(Self {
             format,
             compression,
+        })
+    }
+
+    /// The encoding named by `format` and `compression`: the one reading of these names
+    /// (a job's options, the Python package, the Flight service's `create` action, Ballista's
+    /// shuffle codec). Formats: `ipc` (or `arrow`), `presto`. Compressions: `none` (also
+    /// when `compression` is `None`), `lz4` (Arrow IPC: LZ4_FRAME buffers; Presto: raw LZ4
+    /// page bodies), `zstd` (Arrow IPC only).
+    ///
+    /// # Errors
+    /// [`FormatError::InvalidArgument`] naming the format or the compression that is not
+    /// taken, and those that are.
+    ///
+    /// ```
+    /// use partout_format::ipc::Compression;
+    /// use partout_format::{Encoding, OutputFormat};
+    ///
+    /// let ipc = Encoding::parse("ipc", Some("zstd")).unwrap();
+    /// assert_eq!((ipc.format(), ipc.compression()), (OutputFormat::ArrowIpc, Compression::Zstd));
+    /// assert_eq!(Encoding::parse("arrow", None).unwrap(), Encoding::ipc(Compression::None));
+    /// assert_eq!(Encoding::parse("presto", Some("lz4")).unwrap(), Encoding::presto(true));
+    /// let err = Encoding::parse("presto", Some("zstd")).unwrap_err().to_string();
+    /// assert!(err.contains("presto output takes no zstd compression: expected \"none\" or \"lz4\""), "{err}");
+    /// let err = Encoding::parse("csv", None).unwrap_err().to_string();
+    /// assert!(err.contains("unknown format \"csv\": expected \"ipc\" or \"presto\""), "{err}");
+    /// ```
+    pub fn parse(format: &str, compression: Option<&str>) -> Result<Self> {
+        let output = match format {
+            "ipc" | "arrow" => OutputFormat::ArrowIpc,
+            "presto" => OutputFormat::Presto,
+            other => {
+                return Err(FormatError::InvalidArgument(format!(
+                    "unknown format {other:?}: expected \"ipc\" or \"presto\" (\"arrow\" is ipc too)"
+                )));
+            }
+        };
+        let name = compression.unwrap_or("none");
+        let not_taken = |why: &str| {
+            let expected = match output {
+                OutputFormat::ArrowIpc => "\"none\", \"lz4\" or \"zstd\"",
+                OutputFormat::Presto => "\"none\" or \"lz4\"",
+            };
+            FormatError::InvalidArgument(format!(
+                "{format} output takes no {name} compression: expected {expected}{why}"
+            ))
+        };
+        let compression = match name {
+            "none" => Compression::None,
+            "lz4" => Compression::Lz4Frame,
+            "zstd" => Compression::Zstd,
+            _ => return Err(not_taken("")),
+        };
+        Self::try_new(output, compression).map_err(|e| match e {
+            FormatError::InvalidArgument(why) => not_taken(&format!(" ({why})")),
+            other => other,
         })
     }
 
@@ -353,6 +409,75 @@ impl StreamEncoders {
                 };
                 encoder.finish(out).map(|()| true)
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_accepted_name_parses() {
+        let ipc = |c| Encoding::ipc(c);
+        let accepted = [
+            ("ipc", None, ipc(Compression::None)),
+            ("ipc", Some("none"), ipc(Compression::None)),
+            ("ipc", Some("lz4"), ipc(Compression::Lz4Frame)),
+            ("ipc", Some("zstd"), ipc(Compression::Zstd)),
+            ("arrow", None, ipc(Compression::None)),
+            ("arrow", Some("none"), ipc(Compression::None)),
+            ("arrow", Some("lz4"), ipc(Compression::Lz4Frame)),
+            ("arrow", Some("zstd"), ipc(Compression::Zstd)),
+            ("presto", None, Encoding::presto(false)),
+            ("presto", Some("none"), Encoding::presto(false)),
+            ("presto", Some("lz4"), Encoding::presto(true)),
+        ];
+        for (format, compression, want) in accepted {
+            let got = Encoding::parse(format, compression);
+            assert_eq!(got.unwrap(), want, "{format} {compression:?}");
+        }
+    }
+
+    #[test]
+    fn a_name_not_taken_is_named_with_those_that_are() {
+        let refused = [
+            (
+                "csv",
+                None,
+                "unknown format \"csv\": expected \"ipc\" or \"presto\"",
+            ),
+            ("parquet", Some("lz4"), "unknown format \"parquet\""),
+            ("IPC", None, "unknown format \"IPC\""),
+            ("", None, "unknown format \"\""),
+            (
+                "ipc",
+                Some("snappy"),
+                "ipc output takes no snappy compression: expected \"none\", \"lz4\" or \"zstd\"",
+            ),
+            (
+                "arrow",
+                Some("gzip"),
+                "arrow output takes no gzip compression",
+            ),
+            ("ipc", Some("LZ4"), "ipc output takes no LZ4 compression"),
+            (
+                "presto",
+                Some("zstd"),
+                "presto output takes no zstd compression: expected \"none\" or \"lz4\" (Presto pages are compressed with LZ4 or not at all, not ZSTD)",
+            ),
+            (
+                "presto",
+                Some("snappy"),
+                "presto output takes no snappy compression",
+            ),
+        ];
+        for (format, compression, want) in refused {
+            let err = Encoding::parse(format, compression).unwrap_err();
+            assert!(
+                matches!(&err, FormatError::InvalidArgument(m) if m.contains(want)),
+                "{format} {compression:?}: {err}"
+            );
         }
     }
 }

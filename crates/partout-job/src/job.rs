@@ -24,10 +24,11 @@ use crate::options::{Compression, Format, JobOptions, Layout, Scheme};
 use crate::staging::{Staging, check_output};
 use parquet::basic::{Compression as ParquetCompression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
-use partout_core::ids::{Partitioning, RangeBounds};
+use partout_core::PartoutError;
+use partout_core::ids::{Partitioning, PartitioningSpec};
 use partout_exchange::{BatchSink, Flush, PartitionedWriter, WriterMetrics, WriterOptions};
-use partout_format::Encoding;
 use partout_format::ipc::Compression as IpcCompression;
+use partout_format::{Encoding, FormatError};
 use partout_io::{
     DestinationFiles, Frames, InputFile, ParquetOptions, RunOptions, ShuffleFile, SortedRuns,
     StagedParquet, discover, plan_frames_by,
@@ -152,19 +153,14 @@ impl Job {
                 (rows as usize / (threads * 16)).max(64 << 10)
             })
         })?;
-        let partitioning = partitioning(&options, &frames)?;
         // The key columns and the output format checked before anything is written.
         let context = || match options.keys.is_empty() {
             true => format!("partitioning by {}", options.scheme),
             false => format!("partitioning by {}", options.keys.join(",")),
         };
-        PartitionedWriter::with_output(
-            frames.schema.clone(),
-            partitioning.clone(),
-            writer.clone(),
-            NoOutput,
-        )
-        .map_err(writing(context()))?;
+        let partitioning = partitioning(&options, &frames, context())?;
+        PartitionedWriter::check(&frames.schema, &partitioning, &writer)
+            .map_err(writing(context()))?;
         match &output {
             Output::Stream(encoding) => encoding
                 .check_schema(&frames.schema)
@@ -530,37 +526,27 @@ fn first_error(results: Vec<Result<WriterMetrics, Failure>>) -> Result<Vec<Write
     Ok(metrics)
 }
 
-/// Range bounds for `n` destinations over key columns `keys`, from the first batch of up to
-/// [`SAMPLE_FRAMES`] frames spread over the input.
-fn sample_bounds(frames: &Frames, keys: &[usize], n: u32) -> Result<RangeBounds> {
+/// Range partitioning's sample of the input: the key columns of the first batch of up to
+/// [`SAMPLE_FRAMES`] frames spread over it. `None` without keys or with a key the input does
+/// not have (resolving the partitioning says which).
+fn sample(frames: &Frames, spec: &PartitioningSpec) -> Result<Option<arrow_array::RecordBatch>> {
+    let keys = match spec.key_columns(&frames.schema) {
+        Ok(keys) if !keys.is_empty() => keys,
+        _ => return Ok(None),
+    };
     let count = frames.frames.len();
     let picks = count.min(SAMPLE_FRAMES);
     let mut samples = Vec::with_capacity(picks);
-    let context = "sampling range bounds";
+    let failed = |e: arrow_schema::ArrowError| writing("sampling range bounds")(e.into());
     for i in 0..picks {
         let frame = &frames.frames[i * count / picks];
         if let Some(batch) = frame.read(&frames.schema)?.next() {
-            let batch = batch?
-                .project(keys)
-                .map_err(|e| writing(context)(e.into()))?;
-            samples.push(batch);
+            samples.push(batch?.project(&keys).map_err(failed)?);
         }
     }
-    let schema = std::sync::Arc::new(
-        frames
-            .schema
-            .project(keys)
-            .map_err(|e| writing(context)(e.into()))?,
-    );
-    let sample = arrow_select::concat::concat_batches(&schema, &samples)
-        .map_err(|e| writing(context)(e.into()))?;
-    if sample.num_rows() == 0 {
-        return Err(JobError::InvalidOption(
-            "range partitioning of an input without rows".into(),
-        ));
-    }
-    let options = vec![arrow_schema::SortOptions::default(); keys.len()];
-    RangeBounds::from_sample(&sample, n, options).map_err(|e| writing(context)(e.into()))
+    let schema = std::sync::Arc::new(frames.schema.project(&keys).map_err(failed)?);
+    let sample = arrow_select::concat::concat_batches(&schema, &samples).map_err(failed)?;
+    Ok(Some(sample))
 }
 
 /// The split points of range partitioning, each as its key values' text.
@@ -580,40 +566,21 @@ fn describe_bounds(partitioning: &Partitioning) -> Option<Vec<Vec<String>>> {
     )
 }
 
-/// The partitioning the options ask for, with the key columns' names checked.
-fn partitioning(options: &JobOptions, frames: &Frames) -> Result<Partitioning> {
-    let schema = &frames.schema;
-    let keys: Vec<usize> = options
-        .keys
-        .iter()
-        .map(|name| {
-            schema.index_of(name).map_err(|_| {
-                let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
-                JobError::InvalidOption(format!(
-                    "no key column {name:?} in the input (columns: {})",
-                    names.join(", ")
-                ))
-            })
+/// The partitioning the options ask for ([`PartitioningSpec::resolve`]; range split points
+/// from a [`sample`] of the input). Options that cannot work are [`JobError::InvalidOption`]s;
+/// key types the scheme cannot take are errors of `context`.
+fn partitioning(options: &JobOptions, frames: &Frames, context: String) -> Result<Partitioning> {
+    let spec = PartitioningSpec::new(options.scheme, &options.keys, options.partitions);
+    let sample = match spec.scheme {
+        Scheme::Range => sample(frames, &spec)?,
+        _ => None,
+    };
+    spec.resolve(&frames.schema, sample.as_ref())
+        .map_err(|e| match e {
+            PartoutError::InvalidArgument(what) => JobError::InvalidOption(what),
+            e @ PartoutError::MissingKeyColumn { .. } => JobError::InvalidOption(e.to_string()),
+            e => writing(context)(e.into()),
         })
-        .collect::<Result<_>>()?;
-    let n = options.partitions;
-    let scheme = options.scheme;
-    Ok(match options.scheme {
-        Scheme::RoundRobin if !keys.is_empty() => {
-            return Err(JobError::InvalidOption(
-                "round-robin takes no key columns".into(),
-            ));
-        }
-        Scheme::RoundRobin => Partitioning::round_robin(n),
-        _ if keys.is_empty() => {
-            return Err(JobError::InvalidOption(format!(
-                "the {scheme} scheme needs key columns to partition by"
-            )));
-        }
-        Scheme::Hash => Partitioning::hash(keys, n),
-        Scheme::Spark => Partitioning::spark(keys, n),
-        Scheme::Range => Partitioning::range(keys.clone(), sample_bounds(frames, &keys, n)?),
-    })
 }
 
 /// Most rows a Parquet row group holds: parquet's own default, 1Mi rows (the writer's byte
@@ -659,15 +626,13 @@ fn output(options: &JobOptions, budget: Budget, threads: usize) -> Result<Output
                 staging: STAGING_COMPRESSION,
             }))
         }
-        (Format::Ipc, C::None) => Output::Stream(Encoding::ipc(IpcCompression::None)),
-        (Format::Ipc, C::Lz4) => Output::Stream(Encoding::ipc(IpcCompression::Lz4Frame)),
-        (Format::Ipc, C::Zstd) => Output::Stream(Encoding::ipc(IpcCompression::Zstd)),
-        (Format::Presto, C::None) => Output::Stream(Encoding::presto(false)),
-        (Format::Presto, C::Lz4) => Output::Stream(Encoding::presto(true)),
         (format, compression) => {
-            return Err(JobError::InvalidOption(format!(
-                "{format} output takes no {compression} compression"
-            )));
+            let name = compression.to_string();
+            let encoding = Encoding::parse(&format.to_string(), Some(&name));
+            Output::Stream(encoding.map_err(|e| match e {
+                FormatError::InvalidArgument(what) => JobError::InvalidOption(what),
+                other => JobError::InvalidOption(other.to_string()),
+            })?)
         }
     })
 }
@@ -690,23 +655,6 @@ fn inputs_outside(files: Vec<InputFile>, out: &Path) -> Result<Vec<InputFile>> {
         )));
     }
     Ok(kept)
-}
-
-/// An output that takes nothing: for checking a writer's options before the run.
-struct NoOutput;
-
-impl BatchSink for NoOutput {
-    fn write_batch(
-        &mut self,
-        _: usize,
-        _: &arrow_array::RecordBatch,
-    ) -> partout_exchange::Result<u64> {
-        Ok(0)
-    }
-
-    fn finish(&mut self, _: &mut [u64]) -> partout_exchange::Result<()> {
-        Ok(())
-    }
 }
 
 /// The process's peak resident memory, where the system tells it (Linux).

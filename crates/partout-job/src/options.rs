@@ -4,21 +4,9 @@
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
-/// How rows find their destination.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Scheme {
-    /// partout's fast hash of the key columns.
-    #[default]
-    Hash,
-    /// Spark's Murmur3 hash, `pmod(hash, n)`: Spark's bucket ids (files named `bucket-…`).
-    Spark,
-    /// Rows dealt to destinations in turn (no key).
-    RoundRobin,
-    /// Key ranges, ascending: split points drawn from a sample of the input (the first batch
-    /// of up to 64 frames spread over it), recorded in the manifest.
-    Range,
-}
+/// How rows find their destination: partout-core's scheme, named and parsed there
+/// (`hash`, `spark`, `round-robin`, `range`).
+pub use partout_core::ids::Scheme;
 
 /// What each destination's output holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -100,7 +88,6 @@ impl Format {
     }
 }
 
-named!(Scheme: Hash = "hash", Spark = "spark", RoundRobin = "round-robin", Range = "range");
 named!(Format: Parquet = "parquet", Ipc = "ipc", Presto = "presto");
 named!(Compression: None = "none", Snappy = "snappy", Lz4 = "lz4", Zstd = "zstd");
 named!(Layout: Files = "files", Shuffle = "shuffle");
@@ -130,7 +117,12 @@ pub struct JobOptions {
     pub keys: Vec<String>,
     /// Number of destinations.
     pub partitions: u32,
-    /// How rows find their destination (default hash).
+    /// How rows find their destination (default hash): [`Scheme::Hash`], partout's fast hash
+    /// of the key columns; [`Scheme::Spark`], Spark's Murmur3 hash, `pmod(hash, n)`, Spark's
+    /// bucket ids (files named `bucket-…`); [`Scheme::RoundRobin`], rows dealt to
+    /// destinations in turn (no key); [`Scheme::Range`], key ranges, ascending, with split
+    /// points drawn from a sample of the input (the first batch of up to 64 frames spread
+    /// over it), recorded in the manifest.
     pub scheme: Scheme,
     /// Output format (default Parquet).
     pub format: Format,
@@ -268,8 +260,15 @@ mod tests {
             Scheme::RoundRobin,
             Scheme::Range,
         ] {
-            assert_eq!(scheme.to_string().parse::<Scheme>(), Ok(scheme));
+            assert_eq!(scheme.to_string().parse::<Scheme>().unwrap(), scheme);
+            let json = serde_json::to_string(&scheme).unwrap();
+            assert_eq!(serde_json::from_str::<Scheme>(&json).unwrap(), scheme);
         }
+        // Manifests name the schemes in lower case, as they always have.
+        assert_eq!(
+            serde_json::to_string(&Scheme::RoundRobin).unwrap(),
+            "\"roundrobin\""
+        );
         for format in [Format::Parquet, Format::Ipc, Format::Presto] {
             assert_eq!(format.to_string().parse::<Format>(), Ok(format));
         }

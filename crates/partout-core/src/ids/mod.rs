@@ -6,7 +6,9 @@
 //!
 //! A [`Partitioning`] describes the scheme, the key columns and the partition count;
 //! [`PartitionIds`] checks it against a schema once and then computes ids batch after batch
-//! into a caller-owned buffer, reusing its own scratch.
+//! into a caller-owned buffer, reusing its own scratch. A [`PartitioningSpec`] is a
+//! partitioning as callers name it (a scheme, key column names, a partition count), resolved
+//! against a schema, and for range partitioning a sample of the data, into a [`Partitioning`].
 //!
 //! | scheme | destination of a row |
 //! |---|---|
@@ -20,8 +22,10 @@
 pub mod hash;
 mod reduce;
 pub mod spark;
+mod spec;
 
 pub use reduce::{Modulo, Modulo64, Pmod, multiply_shift};
+pub use spec::PartitioningSpec;
 
 use crate::error::{PartoutError, Result};
 use crate::plan::check_partition_count;
@@ -31,7 +35,17 @@ use arrow_array::{Array, RecordBatch};
 use arrow_schema::{DataType, Schema};
 
 /// How rows are assigned to destinations.
+///
+/// Named by [`name`](Self::name) (also its `Display`) and parsed by `FromStr`, the one
+/// spelling of the schemes callers choose by name. With the `serde` feature it is
+/// (de)serialized as its variant's name in lower case (`roundrobin`), as job manifests write
+/// it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(rename_all = "lowercase")
+)]
 pub enum Scheme {
     /// The fast 64-bit hash of the key columns, multiply-shift reduced.
     Hash,
@@ -46,6 +60,55 @@ pub enum Scheme {
     /// Sorted split points over the key columns: destination `p` holds the keys above split
     /// point `p - 1` and up to split point `p`.
     Range,
+}
+
+impl Scheme {
+    /// The scheme's name: `hash`, `spark`, `round-robin`, `range`, `single` or `given`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Hash => "hash",
+            Self::Spark => "spark",
+            Self::RoundRobin => "round-robin",
+            Self::Range => "range",
+            Self::Single => "single",
+            Self::Given => "given",
+        }
+    }
+}
+
+impl std::fmt::Display for Scheme {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Parses the name of a scheme a caller chooses: `hash`, `spark`, `round-robin` (or
+/// `round_robin`, as Python spells it) or `range`. `single` and `given` are not chosen by name:
+/// code that sends every row to one destination, or reads destinations from a column, makes
+/// them itself ([`Partitioning::single`], [`Partitioning::given`]).
+///
+/// ```
+/// use partout_core::ids::Scheme;
+///
+/// assert_eq!("round_robin".parse::<Scheme>().unwrap(), Scheme::RoundRobin);
+/// assert_eq!("range".parse::<Scheme>().unwrap().to_string(), "range");
+/// let err = "modulo".parse::<Scheme>().unwrap_err().to_string();
+/// assert!(err.contains("unknown scheme \"modulo\"") && err.contains("\"spark\""), "{err}");
+/// ```
+impl std::str::FromStr for Scheme {
+    type Err = PartoutError;
+
+    fn from_str(name: &str) -> Result<Self> {
+        match name {
+            "hash" => Ok(Self::Hash),
+            "spark" => Ok(Self::Spark),
+            "round-robin" | "round_robin" => Ok(Self::RoundRobin),
+            "range" => Ok(Self::Range),
+            other => Err(PartoutError::InvalidArgument(format!(
+                "unknown scheme {other:?}: expected \"hash\", \"spark\", \"round-robin\" (or \"round_robin\") or \"range\""
+            ))),
+        }
+    }
 }
 
 /// The split points of range partitioning: `num_partitions - 1` rows of the key columns, in

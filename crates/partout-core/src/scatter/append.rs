@@ -106,7 +106,9 @@ impl ColumnBuffer {
     }
 
     /// Takes back, emptied, the buffers lent to the last array [`take_column`] built, where
-    /// that array is gone and no other array shares them (those are simply released).
+    /// that array is gone and no other array shares them; a buffer still shared (the batch
+    /// was kept, as a pull-side writer's caller keeps it) is left to its holder, and a new
+    /// one of its size takes its place, as [`renew`](Self::renew) gives.
     pub(super) fn reclaim(&mut self) {
         let [values, data, validity] = &mut self.lent;
         for (lent, home) in [
@@ -114,12 +116,21 @@ impl ColumnBuffer {
             (data, &mut self.data),
             (validity, &mut self.validity),
         ] {
-            if let Some(Ok(mut buffer)) = lent.take().map(Buffer::into_mutable)
-                && home.capacity() == 0
-            {
-                buffer.clear();
-                *home = buffer;
+            let Some(lent) = lent.take() else {
+                continue;
+            };
+            if home.capacity() != 0 {
+                continue;
             }
+            let len = lent.len();
+            *home = match lent.into_mutable() {
+                Ok(mut buffer) => {
+                    buffer.clear();
+                    buffer
+                }
+                // The kernels reserve a little past what they write (copies in whole blocks).
+                Err(_) => MutableBuffer::with_capacity(len + 64),
+            };
         }
     }
 

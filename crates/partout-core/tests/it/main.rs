@@ -5,3 +5,4 @@ mod buffers;
 mod ids;
 mod oracle;
 mod spark;
+mod spec;

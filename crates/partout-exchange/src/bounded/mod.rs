@@ -4,6 +4,9 @@
 //!  producer ─ push(p, item) ─► budget has room ─────────────► output p's queue (memory)
 //!                            └► full, a consumer waits on an
 //!                               output with nothing for it ─► spill file ─► output p's queue
+//!                               (p's own consumer waits: the newest item of the output
+//!                               holding most memory goes to the spill file instead, and
+//!                               the item is queued in memory)
 //!                            └► full, every waiting consumer
 //!                               has something to take ──────► wait for room
 //!  consumer ◄─ next(p, from) / take(p): items in order, spilled ones read back; ack frees
@@ -19,8 +22,12 @@
 //!   what is before it. A producer's failure ends the exchange in its error for everyone:
 //!   never a short output that looks complete.
 //! - **No consumer waits forever.** A producer waits for room only while every consumer
-//!   waiting has something to take; when one waits on an output with nothing for it, the
-//!   producer spills instead. Without a spill file, or past its limit, that is
+//!   waiting has something to take. When one waits on an output with nothing for it, the
+//!   producer spills instead: after letting the other tasks run once when memory is held
+//!   for an output no consumer has asked for yet (outputs read one after another, one never
+//!   read), and after waiting
+//!   [`BoundedOptions::patience`] for room otherwise (consumers that are only slow make room
+//!   first, and nothing is spilled). Without a spill file, or past its limit, that is
 //!   [`ExchangeError::ResourcesExhausted`]: an error, never a hang. Every order of reading
 //!   the outputs completes (the interleaving test in `model.rs` walks every order of a small
 //!   exchange's steps).
@@ -39,9 +46,10 @@ pub use spill::{SpillMetrics, SpillTarget, spill_batch, unspill_batch};
 
 use event_listener::{Event, EventListener, Listener};
 use spill::SpillFile;
-use state::{Found, Offer, State, Stored, Wake};
+use state::{Found, Offer, Patience, State, Stored, Wake};
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 /// What travels through a [`BoundedExchange`].
 pub trait Item: Clone + Send + Sync + 'static {
@@ -133,6 +141,9 @@ pub struct BoundedOptions {
     pub spill: Option<SpillTarget>,
     /// A memory pool every byte held is reserved from as well.
     pub account: Option<Arc<dyn Account>>,
+    /// How long a producer waits for room while a consumer waits on an output with nothing
+    /// for it, before it spills (default 100 ms).
+    pub patience: Duration,
 }
 
 impl BoundedOptions {
@@ -145,7 +156,14 @@ impl BoundedOptions {
             budget_bytes,
             spill: None,
             account: None,
+            patience: Duration::from_millis(100),
         }
+    }
+
+    /// Waiting up to `patience` for room before spilling.
+    pub fn with_patience(mut self, patience: Duration) -> Self {
+        self.patience = patience;
+        self
     }
 
     /// Spilling to `target`.
@@ -198,6 +216,7 @@ pub struct ExchangeMetrics {
 /// N producers to M outputs within one byte budget: see the [module](self) docs.
 pub struct BoundedExchange<T> {
     state: Mutex<State<T>>,
+    patience: Duration,
     spill: Option<SpillFile>,
     account: Option<Arc<dyn Account>>,
     /// Producers waiting for room (or for a consumer to starve).
@@ -228,10 +247,34 @@ impl<T: Item> Drop for Waiting<'_, T> {
 }
 
 /// What a push found under the lock.
-enum Step {
+enum Step<T> {
     Done,
     Spill,
-    Wait(EventListener),
+    /// Write this queued item to the spill file to make room, then try again.
+    Evict(usize, u64, T),
+    /// Wait for room, as long as the patience says, on the listener (taken before the
+    /// state was looked at: see [`BoundedExchange::attempt`]).
+    Wait(Option<EventListener>, Patience),
+}
+
+/// Lets the other tasks of the executor run once: pending the first time it is polled
+/// (waking itself at once), ready the second.
+struct YieldNow(bool);
+
+impl std::future::Future for YieldNow {
+    type Output = ();
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<()> {
+        if self.0 {
+            return std::task::Poll::Ready(());
+        }
+        self.0 = true;
+        cx.waker().wake_by_ref();
+        std::task::Poll::Pending
+    }
 }
 
 impl<T: Item> BoundedExchange<T> {
@@ -248,6 +291,7 @@ impl<T: Item> BoundedExchange<T> {
         }
         let can_spill = options.spill.is_some();
         Ok(Self {
+            patience: options.patience,
             state: Mutex::new(State::new(
                 options.outputs,
                 options.producers,
@@ -309,11 +353,15 @@ impl<T: Item> BoundedExchange<T> {
     }
 
     /// One attempt to queue `item`: queued (or let go), to spill, or to wait.
-    fn step(&self, p: usize, item: &mut Option<T>) -> Result<Step, ExchangeError> {
-        let listener = self.room.listen();
+    fn step(
+        &self,
+        p: usize,
+        item: &mut Option<T>,
+        patience_expired: bool,
+    ) -> Result<Step<T>, ExchangeError> {
         let mut state = self.lock();
         let bytes = item.as_ref().map_or(0, Item::bytes);
-        let offer = match state.offer(p, bytes) {
+        let offer = match state.offer(p, bytes, patience_expired) {
             Ok(offer) => offer,
             // Waiting could wait forever and nothing may spill: the exchange ends, for
             // every consumer too.
@@ -347,7 +395,33 @@ impl<T: Item> BoundedExchange<T> {
                 Ok(Step::Done)
             }
             Offer::Spill => Ok(Step::Spill),
-            Offer::Wait => Ok(Step::Wait(listener)),
+            Offer::Evict {
+                output,
+                sequence,
+                item,
+            } => Ok(Step::Evict(output, sequence, item)),
+            Offer::Wait(patience) => Ok(Step::Wait(None, patience)),
+        }
+    }
+
+    /// [`step`](Self::step), and when it says wait, a listener for room taken and the step
+    /// tried again before waiting on it (no wake-up between the two is lost; no listener is
+    /// made while there is room).
+    fn attempt(
+        &self,
+        p: usize,
+        item: &mut Option<T>,
+        patience_expired: bool,
+    ) -> Result<Step<T>, ExchangeError> {
+        match self.step(p, item, patience_expired)? {
+            Step::Wait(None, _) => {
+                let listener = self.room.listen();
+                Ok(match self.step(p, item, patience_expired)? {
+                    Step::Wait(None, patience) => Step::Wait(Some(listener), patience),
+                    other => other,
+                })
+            }
+            other => Ok(other),
         }
     }
 
@@ -370,6 +444,23 @@ impl<T: Item> BoundedExchange<T> {
         Ok(())
     }
 
+    /// Writes `item`, queued at `sequence` of `output`, to the spill file (outside the lock)
+    /// and serves it from there, freeing its memory.
+    fn evict(&self, output: usize, sequence: u64, item: &T) -> Result<(), ExchangeError> {
+        let spill = self
+            .spill
+            .as_ref()
+            .expect("evicting only with a spill file");
+        let mut bytes = Vec::new();
+        let at = item
+            .spill(&mut bytes)
+            .and_then(|()| spill.write(&bytes))
+            .map_err(|e| self.end_in(e))?;
+        let wake = self.lock().evicted(output, sequence, at);
+        self.wake(wake);
+        Ok(())
+    }
+
     /// Queues `item` at the end of output `p`, waiting (blocking the thread) while the budget
     /// is full and every waiting consumer has something to take. An item for a closed output
     /// is let go.
@@ -379,11 +470,21 @@ impl<T: Item> BoundedExchange<T> {
     pub fn push(&self, p: usize, item: T) -> Result<(), ExchangeError> {
         let p = self.check(p)?;
         let mut item = Some(item);
+        let mut expired = false;
         loop {
-            match self.step(p, &mut item)? {
+            match self.attempt(p, &mut item, expired)? {
                 Step::Done => return Ok(()),
                 Step::Spill => return self.spill_item(p, item.take().expect("an item")),
-                Step::Wait(listener) => listener.wait(),
+                Step::Evict(output, sequence, victim) => self.evict(output, sequence, &victim)?,
+                Step::Wait(_, Patience::Yield) => {
+                    std::thread::yield_now();
+                    expired = true;
+                }
+                Step::Wait(None, _) => {}
+                Step::Wait(Some(listener), Patience::Endless) => listener.wait(),
+                Step::Wait(Some(listener), Patience::Bounded) => {
+                    expired = listener.wait_timeout(self.patience).is_none();
+                }
             }
         }
     }
@@ -395,11 +496,25 @@ impl<T: Item> BoundedExchange<T> {
     pub async fn push_async(&self, p: usize, item: T) -> Result<(), ExchangeError> {
         let p = self.check(p)?;
         let mut item = Some(item);
+        let mut expired = false;
         loop {
-            match self.step(p, &mut item)? {
+            match self.attempt(p, &mut item, expired)? {
                 Step::Done => return Ok(()),
                 Step::Spill => return self.spill_item(p, item.take().expect("an item")),
-                Step::Wait(listener) => listener.await,
+                Step::Evict(output, sequence, victim) => self.evict(output, sequence, &victim)?,
+                Step::Wait(_, Patience::Yield) => {
+                    YieldNow(false).await;
+                    expired = true;
+                }
+                Step::Wait(None, _) => {}
+                Step::Wait(Some(listener), Patience::Endless) => listener.await,
+                Step::Wait(Some(listener), Patience::Bounded) => {
+                    let timer = futures_timer::Delay::new(self.patience);
+                    expired = matches!(
+                        futures::future::select(listener, timer).await,
+                        futures::future::Either::Right(_)
+                    );
+                }
             }
         }
     }
@@ -431,7 +546,8 @@ impl<T: Item> BoundedExchange<T> {
     ) -> Result<Fetched<T>, ExchangeError> {
         let p = self.check(p)?;
         let (stored, next, complete) = {
-            let state = self.lock();
+            let mut state = self.lock();
+            state.polled(p);
             let (stored, next) = state.find_many(p, from, max_bytes)?;
             let complete = matches!(state.find(p, next)?, Found::End);
             (stored, next, complete)
@@ -461,24 +577,38 @@ impl<T: Item> BoundedExchange<T> {
     ) -> Result<Fetched<T>, ExchangeError> {
         let p = self.check(p)?;
         loop {
-            let listener = self.arrivals[p].listen();
-            let waiting = {
-                let mut state = self.lock();
-                match state.find(p, from)? {
-                    Found::Item(_) | Found::End => None,
-                    Found::Empty => Some(state.wait_begins(p, from)),
-                }
-            };
-            let Some(wake) = waiting else {
+            if self.wait_for(p, from).await? {
                 return self.try_fetch(p, from, max_bytes);
-            };
-            let _waiting = Waiting {
-                exchange: self,
-                output: p,
-            };
-            self.wake(wake);
-            listener.await;
+            }
         }
+    }
+
+    /// Whether output `p` has an item at `from` or nothing follows; when neither, waits until
+    /// something may have changed (a listener is taken, and the state looked at again, before
+    /// the wait: no wake-up is lost) and says false.
+    async fn wait_for(&self, p: usize, from: u64) -> Result<bool, ExchangeError> {
+        let ready = |state: &mut State<T>| -> Result<bool, ExchangeError> {
+            state.polled(p);
+            Ok(!matches!(state.find(p, from)?, Found::Empty))
+        };
+        if ready(&mut self.lock())? {
+            return Ok(true);
+        }
+        let listener = self.arrivals[p].listen();
+        let wake = {
+            let mut state = self.lock();
+            if ready(&mut state)? {
+                return Ok(true);
+            }
+            state.wait_begins(p, from)
+        };
+        let _waiting = Waiting {
+            exchange: self,
+            output: p,
+        };
+        self.wake(wake);
+        listener.await;
+        Ok(false)
     }
 
     /// Output `p`'s next item, acknowledged as it is taken (one consumer per output); `None`
@@ -487,13 +617,25 @@ impl<T: Item> BoundedExchange<T> {
     /// # Errors
     /// As [`fetch`](Self::fetch).
     pub async fn take(&self, p: usize) -> Result<Option<T>, ExchangeError> {
-        let from = self.lock().range(self.check(p)?).0;
-        let mut fetched = self.fetch(p, from, 0).await?;
-        if fetched.items.is_empty() {
-            return Ok(None);
+        let p = self.check(p)?;
+        loop {
+            let taken = {
+                let mut state = self.lock();
+                state.polled(p);
+                let from = state.range(p).0;
+                match state.find(p, from)? {
+                    Found::Item(stored) => Some((stored, state.ack(p, from + 1)?)),
+                    Found::End => return Ok(None),
+                    Found::Empty => None,
+                }
+            };
+            if let Some((stored, wake)) = taken {
+                self.wake(wake);
+                return self.load(stored).map(Some);
+            }
+            let from = self.lock().range(p).0;
+            self.wait_for(p, from).await?;
         }
-        self.ack(p, fetched.next)?;
-        Ok(fetched.items.pop())
     }
 
     /// Frees output `p`'s items before sequence `next`.

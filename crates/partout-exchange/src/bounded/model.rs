@@ -34,6 +34,10 @@ struct Producer {
     next: usize,
     /// An item decided to spill, written (outside the lock) by the next step.
     spilling: bool,
+    /// A queued item (output, sequence, item) being written to make room, by the next step.
+    evicting: Option<(usize, u64, It)>,
+    /// Its wait for room ran out of patience.
+    expired: bool,
     /// Fails instead of finishing.
     fails: bool,
     wait: Wait,
@@ -85,17 +89,22 @@ impl World {
             None => (&self.producers[actor].wait, self.producers[actor].done),
             Some(c) => (&self.consumers[c].wait, self.consumers[c].done),
         };
+        // A producer waiting for room while a consumer starves runs out of patience at some
+        // point: it may run again whenever that holds.
+        let patience = actor < self.producers.len() && self.state.any_starving();
         !done
             && match wait {
                 Wait::No => true,
-                Wait::Room(woken) | Wait::Output(_, woken) => *woken,
+                Wait::Room(woken) => *woken || patience,
+                Wait::Output(_, woken) => *woken,
             }
     }
 
     fn step_producer(&mut self, i: usize) {
         let producer = &mut self.producers[i];
-        if let Wait::Room(_) = producer.wait {
+        if let Wait::Room(woken) = producer.wait {
             producer.wait = Wait::No;
+            producer.expired = !woken;
         }
         if producer.next == producer.script.len() {
             producer.done = true;
@@ -111,6 +120,14 @@ impl World {
         }
         let p = producer.script[producer.next];
         let item = (i, producer.next);
+        if let Some((q, sequence, victim)) = producer.evicting.take() {
+            let offset = (victim.0 * 1000 + victim.1) as u64;
+            let at = super::state::Spilled { offset, len: 0 };
+            let wake = self.state.evicted(q, sequence, at);
+            self.trace.push(format!("p{i} evicted {victim:?} of {q}"));
+            self.apply(wake);
+            return;
+        }
         if producer.spilling {
             producer.spilling = false;
             producer.next += 1;
@@ -123,7 +140,8 @@ impl World {
             self.apply(wake);
             return;
         }
-        match self.state.offer(p, ITEM) {
+        let expired = std::mem::take(&mut self.producers[i].expired);
+        match self.state.offer(p, ITEM, expired) {
             Err(e) => {
                 self.producers[i].done = true;
                 self.trace.push(format!("p{i} gets {e}"));
@@ -145,7 +163,16 @@ impl World {
                 self.producers[i].spilling = true;
                 self.trace.push(format!("p{i} spills {item:?}"));
             }
-            Ok(Offer::Wait) => {
+            Ok(Offer::Evict {
+                output,
+                sequence,
+                item: victim,
+            }) => {
+                self.producers[i].evicting = Some((output, sequence, victim));
+                self.trace
+                    .push(format!("p{i} evicts {victim:?} of {output}"));
+            }
+            Ok(Offer::Wait(_)) => {
                 self.producers[i].wait = Wait::Room(false);
                 self.trace.push(format!("p{i} waits for room"));
             }
@@ -170,6 +197,7 @@ impl World {
             return;
         }
         let from = consumer.from;
+        self.state.polled(p);
         match self.state.find(p, from) {
             Err(e) => {
                 self.trace.push(format!("c{c} gets {e}"));
@@ -209,6 +237,7 @@ impl World {
             None => self.step_producer(actor),
             Some(c) => self.step_consumer(c),
         }
+        self.state.check_counts();
         let held = self.state.held();
         assert!(
             held <= self.budget.max(ITEM),
@@ -269,6 +298,8 @@ struct Walk {
     seen: HashSet<String>,
     complete: u64,
     errors: u64,
+    /// States reached by a producer deciding to evict a queued item.
+    evictions: u64,
 }
 
 impl std::fmt::Debug for Walk {
@@ -286,6 +317,9 @@ fn explore(world: World, spills: bool, walk: &mut Walk) {
     let seen = &mut walk.seen;
     if !seen.insert(world.key()) {
         return;
+    }
+    if world.trace.last().is_some_and(|t| t.contains(" evicts ")) {
+        walk.evictions += 1;
     }
     let actors = world.producers.len() + world.consumers.len();
     let runnable: Vec<usize> = (0..actors).filter(|&a| world.runnable(a)).collect();
@@ -331,6 +365,8 @@ fn world(
                 script: script.to_vec(),
                 next: 0,
                 spilling: false,
+                evicting: None,
+                expired: false,
                 fails: failing == Some(i),
                 wait: Wait::No,
                 done: false,
@@ -381,6 +417,7 @@ fn one_consumer_reading_outputs_one_after_another_always_finishes() {
             None,
         );
         assert!(walk.seen.len() > 100 && walk.errors == 0, "{walk:?}");
+        assert!(walk.evictions > 0, "{walk:?}");
         let walk = run(
             &[&[0, 1, 1], &[1, 1]],
             &[&[(1, true), (0, true)]],

@@ -26,6 +26,8 @@ struct Entry<T> {
     memory: usize,
     /// What it is charged as a message, wherever it is (for `remaining_bytes`).
     bytes: usize,
+    /// A producer is writing it to the spill file to make room.
+    evicting: bool,
 }
 
 /// One output's queue: the items from sequence `first` on.
@@ -40,6 +42,8 @@ struct Queue<T> {
     /// for: the output starves while no item is there for it.
     waiters: usize,
     wanted: u64,
+    /// A consumer has asked it for items.
+    polled: bool,
     rows_total: u64,
     bytes_total: u64,
 }
@@ -65,17 +69,42 @@ pub(crate) enum Outcome {
 }
 
 /// What a push may do with an item.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Offer {
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Offer<T> {
     /// Queue it in memory: the budget has room.
     Memory,
     /// Write it to the spill file, then queue it there: the budget is full and a consumer
     /// waits on an output with nothing for it, so waiting could wait forever.
     Spill,
-    /// Wait for room: every waiting consumer has something to take.
-    Wait,
+    /// Make room first: write `item`, queued at `sequence` of `output`, to the spill file
+    /// (see [`State::evicted`]), then offer again. The budget is full and the consumer of
+    /// the item's own output waits for it: it should get it from memory, and the newest
+    /// item of the output holding most memory goes to disk instead.
+    Evict {
+        output: usize,
+        sequence: u64,
+        item: T,
+    },
+    /// Wait for room, then offer again.
+    Wait(Patience),
     /// Its output is closed: let it go.
     Dropped,
+}
+
+/// How long a producer waits for room before it offers again with its patience run out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Patience {
+    /// Until room comes: every waiting consumer has something to take.
+    Endless,
+    /// Up to the exchange's patience: a consumer waits on an output with nothing for it,
+    /// and the consumers holding the budget have asked for items before (they may be slow,
+    /// or gone).
+    Bounded,
+    /// Only while the other tasks on its thread run once: a consumer waits on an output with
+    /// nothing for it, and memory is held for outputs nobody has asked for yet. Their
+    /// consumers may just not have run yet (a producer that never waits would keep them
+    /// from running), or may come only after the waiting one is done.
+    Yield,
 }
 
 /// What a consumer found at a sequence.
@@ -124,6 +153,7 @@ impl<T: Clone> State<T> {
                     closed: false,
                     waiters: 0,
                     wanted: 0,
+                    polled: false,
                     rows_total: 0,
                     bytes_total: 0,
                 })
@@ -154,13 +184,25 @@ impl<T: Clone> State<T> {
     }
 
     /// What a producer may do with an item of `bytes` for output `p`: queue it while the
-    /// budget has room (an item alone passes when nothing is held); past it, spill when a
-    /// consumer waits on an output with nothing for it, and wait otherwise.
+    /// budget has room (an item alone passes when nothing is held). Past the budget it waits
+    /// for room while no consumer waits on an output with nothing for it. When one does, the
+    /// consumers holding the budget may be slow or may never come back:
+    /// - when memory is held for an output no consumer has asked for yet (outputs read one
+    ///   after another, or one never read), it lets the other tasks run once
+    ///   ([`Patience::Yield`]), then spills;
+    /// - otherwise it waits for room up to the exchange's patience, then spills.
+    ///
+    /// `patience_expired` says the producer waited as the last offer said and no room came.
     ///
     /// # Errors
     /// The exchange's end; [`ExchangeError::ResourcesExhausted`] when it should spill and
     /// cannot (no spill file): an error, never a wait that may not end.
-    pub(crate) fn offer(&self, p: usize, bytes: usize) -> Result<Offer, ExchangeError> {
+    pub(crate) fn offer(
+        &mut self,
+        p: usize,
+        bytes: usize,
+        patience_expired: bool,
+    ) -> Result<Offer<T>, ExchangeError> {
         self.failed()?;
         if self.queues[p].closed {
             return Ok(Offer::Dropped);
@@ -169,7 +211,23 @@ impl<T: Clone> State<T> {
             return Ok(Offer::Memory);
         }
         if !self.queues.iter().any(Queue::starving) {
-            return Ok(Offer::Wait);
+            return Ok(Offer::Wait(Patience::Endless));
+        }
+        if !patience_expired {
+            let unasked = self
+                .queues
+                .iter()
+                .any(|q| !q.polled && !q.closed && q.memory > 0);
+            return Ok(Offer::Wait(match unasked {
+                true => Patience::Yield,
+                false => Patience::Bounded,
+            }));
+        }
+        if self.can_spill
+            && self.queues[p].starving()
+            && let Some(evict) = self.victim()
+        {
+            return Ok(evict);
         }
         match self.can_spill {
             true => Ok(Offer::Spill),
@@ -178,6 +236,56 @@ impl<T: Clone> State<T> {
                  nothing for it, and there is no disk to spill to",
                 self.held, self.budget
             ))),
+        }
+    }
+
+    /// The newest item in memory, not being evicted already, of the output holding most
+    /// memory among those not starving, marked as being evicted.
+    fn victim(&mut self) -> Option<Offer<T>> {
+        let output = (0..self.queues.len())
+            .filter(|&q| !self.queues[q].starving() && self.queues[q].memory > 0)
+            .max_by_key(|&q| self.queues[q].memory)?;
+        let queue = &mut self.queues[output];
+        let first = queue.first;
+        let (at, entry) = queue
+            .entries
+            .iter_mut()
+            .enumerate()
+            .rev()
+            .find(|(_, e)| matches!(e.stored, Stored::Memory(_)) && !e.evicting)?;
+        let Stored::Memory(item) = &entry.stored else {
+            return None;
+        };
+        entry.evicting = true;
+        Some(Offer::Evict {
+            output,
+            sequence: first + at as u64,
+            item: item.clone(),
+        })
+    }
+
+    /// The item at `sequence` of `output` was written to the spill file at `at`: it is
+    /// served from there now, and its memory is free (nothing changes when it was taken or
+    /// let go meanwhile).
+    pub(crate) fn evicted(&mut self, output: usize, sequence: u64, at: Spilled) -> Wake {
+        let queue = &mut self.queues[output];
+        if sequence < queue.first || sequence >= queue.end() {
+            return Wake::default();
+        }
+        let entry = &mut queue.entries[(sequence - queue.first) as usize];
+        if !matches!(entry.stored, Stored::Memory(_)) {
+            return Wake::default();
+        }
+        let freed = entry.memory;
+        entry.stored = Stored::Spilled(at);
+        entry.memory = 0;
+        entry.evicting = false;
+        queue.memory -= freed;
+        self.held -= freed;
+        Wake {
+            room: true,
+            freed,
+            ..Wake::default()
         }
     }
 
@@ -209,6 +317,7 @@ impl<T: Clone> State<T> {
             stored,
             memory,
             bytes,
+            evicting: false,
         });
         queue.memory += memory;
         self.held += memory;
@@ -226,6 +335,17 @@ impl<T: Clone> State<T> {
         let queue = &mut self.queues[p];
         queue.rows_total += rows;
         queue.bytes_total += bytes as u64;
+    }
+
+    /// A consumer asked output `p` for items.
+    pub(crate) fn polled(&mut self, p: usize) {
+        self.queues[p].polled = true;
+    }
+
+    /// Whether a consumer waits on an output with nothing for it.
+    #[cfg(test)]
+    pub(crate) fn any_starving(&self) -> bool {
+        self.queues.iter().any(Queue::starving)
     }
 
     /// What output `p` holds at sequence `from`.
@@ -408,6 +528,27 @@ impl<T: Clone> State<T> {
     /// The first sequence output `p` still holds and the one after its last.
     pub(crate) fn range(&self, p: usize) -> (u64, u64) {
         (self.queues[p].first, self.queues[p].end())
+    }
+
+    /// Panics unless the counts agree with the queues: each output's memory is the sum of
+    /// its items in memory, the exchange's the sum of the outputs', and only items in memory
+    /// are charged (the interleaving test checks this after every step).
+    #[cfg(test)]
+    pub(crate) fn check_counts(&self) {
+        let mut held = 0;
+        for (p, queue) in self.queues.iter().enumerate() {
+            let mut memory = 0;
+            for entry in &queue.entries {
+                match entry.stored {
+                    Stored::Memory(_) => assert_eq!(entry.memory, entry.bytes, "output {p}"),
+                    Stored::Spilled(_) => assert_eq!(entry.memory, 0, "output {p}"),
+                }
+                memory += entry.memory;
+            }
+            assert_eq!(queue.memory, memory, "output {p}'s memory");
+            held += memory;
+        }
+        assert_eq!(self.held, held, "memory held");
     }
 
     /// Whether the exchange ended (any way).

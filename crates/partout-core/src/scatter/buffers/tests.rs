@@ -1,0 +1,219 @@
+//! The destination buffers' unit tests, which also run under Miri: nested, dictionary and
+//! every other layout appended and taken back, and renewed buffers taking the same rows
+//! without growing.
+
+use super::*;
+use crate::Partitioner;
+use crate::scatter::tests::{NESTED_ROWS, ids_leaving_one_empty, nested_columns};
+use arrow_array::{
+    ArrayRef, BooleanArray, Decimal128Array, FixedSizeBinaryArray, Int16Array, LargeStringArray,
+    StringViewArray, UInt32Array,
+};
+use std::sync::Arc;
+
+/// Dictionary and nested columns (kept as moved pieces, concatenated by `take`), small
+/// enough for Miri: sliced inputs with nulls at every level, both ways in, a destination
+/// that never receives a row, takes of one piece, of several and of none.
+#[test]
+fn nested_and_dictionary_columns_append_and_take() {
+    let batch = RecordBatch::try_from_iter(
+        nested_columns()
+            .into_iter()
+            .enumerate()
+            .map(|(i, c)| (format!("c{i}"), c)),
+    )
+    .unwrap();
+    let ids = ids_leaving_one_empty();
+    let mut plan = ScatterPlan::new();
+    plan.build(&ids, 4).unwrap();
+    let mut partitioner = Partitioner::try_new(4).unwrap();
+    let partitioned = partitioner.partition(&batch, &ids).unwrap();
+    let mut buffers = DestinationBuffers::try_new(batch.schema(), 4).unwrap();
+    let rows_of = |p: u32| -> Vec<u32> {
+        (0..NESTED_ROWS as u32)
+            .filter(|&r| ids[r as usize] == p)
+            .collect()
+    };
+    let expect = |rows: &[u32], times: usize| -> Vec<ArrayRef> {
+        let indices = UInt32Array::from(rows.repeat(times));
+        batch
+            .columns()
+            .iter()
+            .map(|c| arrow_select::take::take(c.as_ref(), &indices, None).unwrap())
+            .collect()
+    };
+    let check = |got: &RecordBatch, want: &[ArrayRef], p: usize| {
+        assert_eq!(got.num_rows(), want[0].len(), "destination {p}");
+        for (g, w) in got.columns().iter().zip(want) {
+            g.to_data().validate_full().unwrap();
+            assert_eq!(g.as_ref(), w.as_ref(), "destination {p}, {}", w.data_type());
+        }
+    };
+
+    // One piece per destination, then two.
+    buffers.append(&batch, &plan).unwrap();
+    let first = buffers.take(0).unwrap();
+    check(&first, &expect(&rows_of(0), 1), 0);
+    buffers.recycle(0, first);
+    buffers.append_partitioned(&partitioned).unwrap();
+    for p in 0..4 {
+        let times = if p == 0 { 1 } else { 2 };
+        let out = buffers.take(p).unwrap();
+        check(&out, &expect(&rows_of(p as u32), times), p);
+        buffers.recycle(p, out);
+        assert_eq!(buffers.rows(p), 0);
+    }
+    assert_eq!(buffers.rows(2), 0);
+    // Nothing appended since: every destination takes out empty.
+    for p in 0..4 {
+        let out = buffers.take(p).unwrap();
+        check(&out, &expect(&[], 1), p);
+        buffers.release(p);
+    }
+    assert_eq!(buffers.buffered_bytes(), 0);
+    assert_eq!(buffers.held_bytes(), 0);
+}
+
+/// A batch of `columns`, named `c0`, `c1`, ….
+fn numbered(columns: &[ArrayRef]) -> RecordBatch {
+    RecordBatch::try_from_iter(
+        columns
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (format!("c{i}"), c.clone())),
+    )
+    .unwrap()
+}
+
+/// A destination renewed after a take holds buffers of the taken batch's sizes: the same
+/// rows again fit without growing them, and the batch handed on keeps its rows.
+#[test]
+fn renewed_or_recycled_buffers_take_the_same_rows_without_growing() {
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(Int16Array::from_iter(
+            (0..300).map(|i| (i % 4 != 0).then_some(i)),
+        )),
+        Arc::new(LargeStringArray::from_iter_values(
+            (0..300).map(|i| "xy".repeat(i % 9)),
+        )),
+        Arc::new(StringViewArray::from_iter_values(
+            (0..300).map(|i| "a string longer than twelve bytes".repeat(i % 3)),
+        )),
+        Arc::new(BooleanArray::from_iter((0..300).map(|i| Some(i % 3 == 0)))),
+    ];
+    let batch = numbered(&columns);
+    let ids: Vec<u32> = (0..300u32).map(|i| i % 2).collect();
+    let mut plan = ScatterPlan::new();
+    plan.build(&ids, 2).unwrap();
+    // Each destination's rows, copied by arrow's take: what every batch must hold.
+    let expected: Vec<RecordBatch> = (0..2u32)
+        .map(|p| {
+            let rows: Vec<u32> = (0..300u32).filter(|&r| ids[r as usize] == p).collect();
+            let indices = UInt32Array::from(rows);
+            arrow_select::take::take_record_batch(&batch, &indices).unwrap()
+        })
+        .collect();
+    // Renewed, or recycled while the batch taken is still held (its buffers cannot come
+    // back): new buffers of the same size either way.
+    for recycled in [false, true] {
+        let mut buffers = DestinationBuffers::try_new(batch.schema(), 2).unwrap();
+        buffers.append(&batch, &plan).unwrap();
+        let first: Vec<RecordBatch> = (0..2).map(|p| buffers.take(p).unwrap()).collect();
+        for (p, kept) in first.iter().enumerate() {
+            match recycled {
+                false => buffers.renew(p),
+                true => buffers.recycle(p, kept.clone()),
+            }
+        }
+        assert_eq!(buffers.rows(0) + buffers.rows(1), 0);
+        let renewed = buffers.held_bytes();
+        let sizes: usize = first.iter().map(|b| b.get_array_memory_size()).sum();
+        assert!(
+            renewed >= sizes / 2,
+            "recycled {recycled}: {renewed} of {sizes}"
+        );
+        buffers.append(&batch, &plan).unwrap();
+        assert_eq!(
+            buffers.held_bytes(),
+            renewed,
+            "recycled {recycled}: a buffer grew"
+        );
+        for p in 0..2 {
+            assert_eq!(buffers.take(p).unwrap(), expected[p], "destination {p}");
+            assert_eq!(first[p], expected[p], "the batch handed on is untouched");
+        }
+    }
+}
+
+/// Every kernel of the buffers on a few rows (small enough for Miri): both ways in,
+/// unaligned and sliced inputs, a take in the middle.
+#[test]
+fn every_layout_appends_and_takes() {
+    let long = "a string longer than twelve bytes";
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(Int16Array::from_iter(
+            (0..23).map(|i| (i % 4 != 0).then_some(i)),
+        )),
+        Arc::new(Decimal128Array::from_iter_values(
+            (0..23).map(|i| i * 1_000_000_007),
+        )),
+        Arc::new(
+            FixedSizeBinaryArray::try_from_iter((0..24u8).map(|i| [i, i + 1, i + 2]))
+                .unwrap()
+                .slice(1, 23),
+        ),
+        Arc::new(BooleanArray::from_iter(
+            (0..23).map(|i| (i % 5 != 1).then_some(i % 3 == 0)),
+        )),
+        Arc::new(LargeStringArray::from_iter_values(
+            (0..23).map(|i| "xy".repeat(i % 6)),
+        )),
+        Arc::new(StringViewArray::from_iter((0..23).map(|i| {
+            (i % 7 != 3).then(|| {
+                if i % 2 == 0 {
+                    &long[i..]
+                } else {
+                    &long[..i % 12]
+                }
+            })
+        }))),
+    ];
+    let batch = numbered(&columns);
+    let ids: Vec<u32> = (0..23u32).map(|i| (i * 5 + i / 4) % 3).collect();
+    let mut plan = ScatterPlan::new();
+    plan.build(&ids, 3).unwrap();
+    let mut partitioner = Partitioner::try_new(3).unwrap();
+    let partitioned = partitioner.partition(&batch, &ids).unwrap();
+    let mut buffers = DestinationBuffers::try_new(batch.schema(), 3).unwrap();
+    buffers.append(&batch, &plan).unwrap();
+    let first = buffers.take(2).unwrap();
+    buffers.append_partitioned(&partitioned).unwrap();
+    buffers.recycle(2, first.clone());
+    buffers.append(&batch, &plan).unwrap();
+    for p in 0..3 {
+        let rows: Vec<u32> = (0..23u32)
+            .filter(|&r| ids[r as usize] == p as u32)
+            .collect();
+        let times = if p == 2 { 2 } else { 3 };
+        let out = buffers.take(p).unwrap();
+        assert_eq!(out.num_rows(), rows.len() * times);
+        for (c, column) in out.columns().iter().enumerate() {
+            column.to_data().validate_full().unwrap();
+            for (k, value) in (0..column.len())
+                .map(|k| (k, column.slice(k, 1)))
+                .collect::<Vec<_>>()
+            {
+                let row = rows[k % rows.len()] as usize;
+                assert_eq!(
+                    value.as_ref(),
+                    batch.column(c).slice(row, 1).as_ref(),
+                    "{p} {c} {k}"
+                );
+            }
+        }
+        if p == 2 {
+            assert_eq!(first.num_rows(), rows.len());
+        }
+        buffers.recycle(p, out);
+    }
+}

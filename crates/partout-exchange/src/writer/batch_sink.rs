@@ -1,0 +1,65 @@
+//! [`BatchSink`]: where a [`PartitionedWriter`](super::PartitionedWriter) hands its flushed
+//! batches, destination by destination.
+
+use crate::error::Result;
+use arrow_array::RecordBatch;
+use std::time::Duration;
+
+/// Receives flushed batches, destination by destination.
+pub trait BatchSink {
+    /// Writes `batch` as the next piece of destination `destination`'s output and returns the
+    /// bytes it added there.
+    ///
+    /// # Errors
+    /// Encoding or IO errors, naming the destination.
+    fn write_batch(&mut self, destination: usize, batch: &RecordBatch) -> Result<u64>;
+
+    /// No more batches come: end every destination's output, adding the bytes that ends each
+    /// to `destination_bytes` (one entry per destination).
+    ///
+    /// # Errors
+    /// Encoding or IO errors.
+    fn finish(&mut self, destination_bytes: &mut [u64]) -> Result<()>;
+
+    /// Writes `batch`, rows of several destinations in destination order: `runs` gives each
+    /// destination and its rows, in the batch's order. Adds the bytes each destination's
+    /// output grew by to `destination_bytes` and returns their sum. By default each
+    /// destination's slice is written with [`write_batch`](Self::write_batch); a writer with
+    /// [`Flush::AllAtLimit`](crate::Flush::AllAtLimit) hands its rows over this way.
+    ///
+    /// # Errors
+    /// Encoding or IO errors, naming the destination.
+    fn write_sorted(
+        &mut self,
+        batch: &RecordBatch,
+        runs: &[(usize, usize)],
+        destination_bytes: &mut [u64],
+    ) -> Result<u64> {
+        let mut offset = 0;
+        let mut total = 0;
+        for &(p, rows) in runs {
+            let bytes = self.write_batch(p, &batch.slice(offset, rows))?;
+            destination_bytes[p] += bytes;
+            total += bytes;
+            offset += rows;
+        }
+        Ok(total)
+    }
+
+    /// Every row held was just written, in destination order: a writer with
+    /// [`Flush::AllAtLimit`](crate::Flush::AllAtLimit) calls this after each such round (the
+    /// last one included, before [`finish`](Self::finish)), so that an output spilling sorted
+    /// runs can end one.
+    ///
+    /// # Errors
+    /// Encoding or IO errors.
+    fn end_run(&mut self) -> Result<()> {
+        Ok(())
+    }
+
+    /// Time spent handing bytes on (in [`write_batch`](Self::write_batch) and
+    /// [`finish`](Self::finish)), where the sink can tell it from encoding; zero otherwise.
+    fn sink_time(&self) -> Duration {
+        Duration::ZERO
+    }
+}

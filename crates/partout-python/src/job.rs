@@ -1,0 +1,167 @@
+//! `repartition`: the `partout repartition` job, run on a thread of its own while the calling
+//! thread waits without the GIL, reports progress and lets Ctrl-C cancel it.
+
+use crate::errors::{Error, Result, job_error};
+use crate::partition::key_names;
+use partout_core::ids::Scheme;
+use partout_job::{Job, JobOptions, Progress, parse_bytes};
+use pyo3::prelude::*;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::RecvTimeoutError;
+use std::time::Duration;
+
+/// What the waiting thread sees of a running job, and how it cancels it.
+#[derive(Default)]
+struct Watch {
+    cancel: AtomicBool,
+    /// The inputs' rows, where their metadata tells (`u64::MAX` until known or when not).
+    total: AtomicU64,
+    rows: AtomicU64,
+}
+
+/// Shares a [`Watch`] with the job.
+struct Watched(Arc<Watch>);
+
+impl Progress for Watched {
+    fn start(&self, rows: Option<u64>) {
+        self.0
+            .total
+            .store(rows.unwrap_or(u64::MAX), Ordering::Relaxed);
+    }
+
+    fn advance(&self, rows: u64, _bytes: u64) {
+        self.0.rows.fetch_add(rows, Ordering::Relaxed);
+    }
+
+    fn cancelled(&self) -> bool {
+        self.0.cancel.load(Ordering::Relaxed)
+    }
+}
+
+/// repartition(inputs, output, n, *, by=None, scheme="hash", format="parquet",
+/// compression=None, layout="files", threads=None, memory_limit=None, overwrite=False,
+/// progress=None) -> dict
+///
+/// The `partout repartition` job: every Parquet, Arrow IPC and CSV file of `inputs` into `n`
+/// destinations under `output`. Returns the manifest. The GIL is released while it runs;
+/// Ctrl-C (or any signal handler raising) cancels it, and it leaves no output. `progress`, a
+/// callable, is called about every 50 ms and at the end with the rows partitioned so far and
+/// the inputs' rows (`None` when their metadata does not tell); an exception it raises
+/// cancels the job.
+#[pyfunction]
+#[pyo3(signature = (inputs, output, n, *, by=None, scheme="hash", format="parquet",
+    compression=None, layout="files", threads=None, memory_limit=None, overwrite=false,
+    progress=None))]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn repartition<'py>(
+    py: Python<'py>,
+    inputs: &Bound<'py, PyAny>,
+    output: PathBuf,
+    n: u32,
+    by: Option<&Bound<'py, PyAny>>,
+    scheme: &str,
+    format: &str,
+    compression: Option<&str>,
+    layout: &str,
+    threads: Option<usize>,
+    memory_limit: Option<&Bound<'py, PyAny>>,
+    overwrite: bool,
+    progress: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let inputs: Vec<PathBuf> = match inputs.extract::<PathBuf>() {
+        Ok(one) => vec![one],
+        Err(_) => inputs.extract()?,
+    };
+    let keys = key_names(by)?;
+    let memory_limit: Option<u64> = match memory_limit {
+        None => None,
+        Some(limit) => Some(match limit.extract::<u64>() {
+            Ok(bytes) => bytes,
+            Err(_) => {
+                let text: String = limit.extract()?;
+                parse_bytes(&text).map_err(|e| Error::InvalidArgument(e).into_py(py))?
+            }
+        }),
+    };
+    let options = || -> Result<JobOptions> {
+        let parse = |what: &str, text: &str, err: String| {
+            Error::InvalidArgument(format!("{what} {text:?}: {err}"))
+        };
+        let mut options = JobOptions::new(inputs, output, n)
+            .with_keys(keys)
+            .with_scheme(scheme.parse::<Scheme>()?)
+            .with_format(format.parse().map_err(|e| parse("format", format, e))?)
+            .with_layout(layout.parse().map_err(|e| parse("layout", layout, e))?)
+            .with_overwrite(overwrite);
+        if let Some(text) = compression {
+            options =
+                options.with_compression(text.parse().map_err(|e| parse("compression", text, e))?);
+        }
+        if let Some(threads) = threads {
+            options = options.with_threads(threads);
+        }
+        if let Some(bytes) = memory_limit {
+            options = options.with_memory_limit(bytes);
+        }
+        Ok(options)
+    };
+    let options = options().map_err(|e| e.into_py(py))?;
+    let watch = Arc::new(Watch::default());
+    watch.total.store(u64::MAX, Ordering::Relaxed);
+    let (done, result) = std::sync::mpsc::channel();
+    let job = {
+        let watched = Watched(watch.clone());
+        std::thread::spawn(move || {
+            let report = Job::try_new(options).and_then(|job| job.run(&watched));
+            let _ = done.send(report);
+        })
+    };
+    let report_progress = || -> PyResult<()> {
+        let Some(progress) = progress else {
+            return Ok(());
+        };
+        let total = watch.total.load(Ordering::Relaxed);
+        let total = (total != u64::MAX).then_some(total);
+        progress
+            .call1((watch.rows.load(Ordering::Relaxed), total))
+            .map(drop)
+    };
+    // Wait without the GIL, taking it back now and then to run Python's signal handlers.
+    // (The receiver moves into each wait and back: it is not `Sync`.)
+    let mut result = result;
+    let report = loop {
+        let (back, waited) = py.detach(move || {
+            let waited = result.recv_timeout(Duration::from_millis(50));
+            (result, waited)
+        });
+        result = back;
+        match waited {
+            Ok(report) => break report,
+            Err(RecvTimeoutError::Timeout) => {
+                let checked = py.check_signals().and_then(|()| report_progress());
+                if let Err(interrupt) = checked {
+                    watch.cancel.store(true, Ordering::Relaxed);
+                    // The job stops at its next check and removes what it wrote.
+                    py.detach(move || {
+                        let _ = result.recv();
+                        let _ = job.join();
+                    });
+                    return Err(interrupt);
+                }
+            }
+            Err(RecvTimeoutError::Disconnected) => {
+                return Err(
+                    Error::Input("the job's thread ended without a result".into()).into_py(py),
+                );
+            }
+        }
+    };
+    let _ = job.join();
+    let report = report.map_err(|e| job_error(e).into_py(py))?;
+    report_progress()?;
+    let json = serde_json::to_string(&report.manifest)
+        .map_err(|e| Error::Input(format!("the manifest: {e}")).into_py(py))?;
+    py.import("json")?.getattr("loads")?.call1((json,))
+}

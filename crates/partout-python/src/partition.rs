@@ -1,0 +1,142 @@
+//! `partition` and `partition_ids`: the rows of Arrow data that arrives through the Arrow
+//! PyCapsule interface, laid out by destination, or each row's destination.
+
+use crate::errors::{Error, Result};
+use arrow_array::{RecordBatch, RecordBatchReader, UInt32Array};
+use arrow_schema::{DataType, Field, SchemaRef};
+use partout_core::Partitioner;
+use partout_core::ids::{PartitionIds, PartitioningSpec, Scheme};
+use pyo3::prelude::*;
+use pyo3::types::PyString;
+use pyo3_arrow::input::AnyRecordBatch;
+use pyo3_arrow::{PyArray, PyTable};
+use std::sync::Arc;
+
+/// The `data` argument: anything exporting the Arrow PyCapsule interface.
+pub(crate) fn arrow_data(py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<AnyRecordBatch> {
+    data.extract().map_err(|_| {
+        Error::InvalidArgument(format!(
+            "data must export the Arrow PyCapsule interface (__arrow_c_array__ or \
+             __arrow_c_stream__: a pyarrow Table, RecordBatch or RecordBatchReader, a polars \
+             DataFrame, a DuckDB relation), not {}",
+            data.get_type()
+                .name()
+                .map_or_else(|_| "this object".to_string(), |n| n.to_string())
+        ))
+        .into_py(py)
+    })
+}
+
+/// The `by` argument: `None`, one column name, or a sequence of names.
+pub(crate) fn key_names(by: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<String>> {
+    match by {
+        None => Ok(Vec::new()),
+        Some(by) if by.is_instance_of::<PyString>() => Ok(vec![by.extract()?]),
+        Some(by) => by.extract(),
+    }
+}
+
+/// Reads every batch of `data` (the GIL released) and hands it, with its partition ids under
+/// `scheme` on the columns `by` names, to `each`. Returns the schema.
+fn for_each_batch(
+    py: Python<'_>,
+    data: &Bound<'_, PyAny>,
+    n: u32,
+    by: Option<&Bound<'_, PyAny>>,
+    scheme: &str,
+    mut each: impl FnMut(&RecordBatch, &[u32]) -> Result<()> + Send,
+) -> PyResult<SchemaRef> {
+    let data = arrow_data(py, data)?;
+    let by = key_names(by)?;
+    let run = || -> Result<SchemaRef> {
+        let spec = PartitioningSpec::new(scheme.parse::<Scheme>()?, by, n);
+        let reader = data
+            .into_reader()
+            .map_err(|e| Error::Input(e.to_string()))?;
+        py.detach(move || {
+            let schema = reader.schema();
+            let mut reader = reader.peekable();
+            // Range partitioning's sample: the first batch (none: the data has no rows).
+            let first = match spec.scheme {
+                Scheme::Range => match reader.peek() {
+                    Some(Ok(batch)) => Some(batch.clone()),
+                    Some(Err(_)) => reader.next().transpose()?,
+                    None => Some(RecordBatch::new_empty(schema.clone())),
+                },
+                _ => None,
+            };
+            let partitioning = spec.resolve(&schema, first.as_ref())?;
+            let mut ids = PartitionIds::try_new(partitioning, &schema)?;
+            let mut buffer = Vec::new();
+            for batch in reader {
+                let batch = batch?;
+                if batch.schema_ref().fields() != schema.fields() {
+                    return Err(Error::SchemaMismatch(format!(
+                        "a batch of schema {} in a stream of {}",
+                        batch.schema(),
+                        schema
+                    )));
+                }
+                ids.compute(&batch, &mut buffer)?;
+                each(&batch, &buffer)?;
+            }
+            Ok(schema)
+        })
+    };
+    run().map_err(|e| e.into_py(py))
+}
+
+/// partition(data, n, *, by=None, scheme="hash") -> list[pyarrow.Table]
+///
+/// The rows of `data` in `n` tables, one per destination (empty ones included), in input order
+/// within each. The tables are zero-copy slices of the batches partout laid out by
+/// destination.
+#[pyfunction]
+#[pyo3(signature = (data, n, *, by=None, scheme="hash"))]
+pub(crate) fn partition<'py>(
+    py: Python<'py>,
+    data: &Bound<'py, PyAny>,
+    n: u32,
+    by: Option<&Bound<'py, PyAny>>,
+    scheme: &str,
+) -> PyResult<Vec<Bound<'py, PyAny>>> {
+    let mut partitioner = Partitioner::try_new(n.max(1)).map_err(|e| Error::from(e).into_py(py))?;
+    let mut parts: Vec<Vec<RecordBatch>> = vec![Vec::new(); n as usize];
+    let schema = for_each_batch(py, data, n, by, scheme, |batch, ids| {
+        let partitioned = partitioner.partition(batch, ids)?;
+        for (p, rows) in partitioned.non_empty() {
+            parts[p].push(rows);
+        }
+        Ok(())
+    })?;
+    parts
+        .into_iter()
+        .map(|batches| PyTable::try_new(batches, schema.clone())?.into_pyarrow(py))
+        .collect()
+}
+
+/// partition_ids(data, n, *, by=None, scheme="hash") -> pyarrow.UInt32Array
+///
+/// Each row's destination, in input order.
+#[pyfunction]
+#[pyo3(signature = (data, n, *, by=None, scheme="hash"))]
+pub(crate) fn partition_ids<'py>(
+    py: Python<'py>,
+    data: &Bound<'py, PyAny>,
+    n: u32,
+    by: Option<&Bound<'py, PyAny>>,
+    scheme: &str,
+) -> PyResult<Bound<'py, PyAny>> {
+    let mut all = Vec::new();
+    for_each_batch(py, data, n, by, scheme, |_, ids| {
+        all.extend_from_slice(ids);
+        Ok(())
+    })?;
+    let field = Arc::new(Field::new("partition", DataType::UInt32, false));
+    // As `PyArray::to_pyarrow` does, without its borrow: pyarrow imports the array through
+    // the PyCapsule interface.
+    let array = PyArray::new(Arc::new(UInt32Array::from(all)), field);
+    py.import("pyarrow")?
+        .getattr("array")?
+        .call1((array.into_pyobject(py)?,))
+}
