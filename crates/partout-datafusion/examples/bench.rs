@@ -103,6 +103,29 @@ async fn drain_in_order(
     Ok(rows)
 }
 
+/// `input` hash-repartitioned by `key` into `n` partitions: by partout with `buffer_bytes`
+/// when given, by DataFusion's `RepartitionExec` otherwise.
+fn repartition(
+    input: &Arc<dyn ExecutionPlan>,
+    key: &Arc<dyn PhysicalExpr>,
+    n: usize,
+    buffer_bytes: Option<usize>,
+) -> Result<Arc<dyn ExecutionPlan>> {
+    let keys = vec![key.clone()];
+    Ok(match buffer_bytes {
+        Some(bytes) => Arc::new(PartoutRepartitionExec::try_new(
+            input.clone(),
+            keys,
+            n,
+            bytes,
+        )?),
+        None => Arc::new(RepartitionExec::try_new(
+            input.clone(),
+            Partitioning::Hash(keys, n),
+        )?),
+    })
+}
+
 /// A task context of 8192-row batches whose memory pool is `pool`.
 fn peak_context(pool: &Arc<PeakPool>) -> Result<Arc<TaskContext>> {
     let runtime = RuntimeEnvBuilder::new()
@@ -164,7 +187,8 @@ async fn main() -> Result<()> {
     for (i, batch) in lineitem.batches.iter().enumerate() {
         inputs[i % 2].push(batch.clone());
     }
-    let input = MemorySourceConfig::try_new_exec(&inputs, lineitem.schema.clone(), None)?;
+    let input: Arc<dyn ExecutionPlan> =
+        MemorySourceConfig::try_new_exec(&inputs, lineitem.schema.clone(), None)?;
     let key: Arc<dyn PhysicalExpr> = Arc::new(Column::new("l_orderkey", 0));
     let context = Arc::new(
         TaskContext::default().with_session_config(SessionConfig::new().with_batch_size(8192)),
@@ -185,20 +209,7 @@ async fn main() -> Result<()> {
     );
     for &n in &args.partitions {
         // A fresh plan for every run: a RepartitionExec executes each partition once.
-        let plan = |ours: bool| -> Result<Arc<dyn ExecutionPlan>> {
-            Ok(match ours {
-                true => Arc::new(PartoutRepartitionExec::try_new(
-                    input.clone(),
-                    vec![key.clone()],
-                    n,
-                    args.buffer_bytes,
-                )?),
-                false => Arc::new(RepartitionExec::try_new(
-                    input.clone(),
-                    Partitioning::Hash(vec![key.clone()], n),
-                )?),
-            })
-        };
+        let plan = |ours: bool| repartition(&input, &key, n, ours.then_some(args.buffer_bytes));
         let (mut their_times, mut our_times) = (Vec::new(), Vec::new());
         let (mut peaks, mut spilled) = ([0usize; 2], Vec::new());
         // One warm-up each, then alternating rounds (the order flips every round).
@@ -248,20 +259,7 @@ async fn main() -> Result<()> {
         "spilled MiB"
     );
     for n in [4, 64] {
-        let plan = |ours: bool| -> Result<Arc<dyn ExecutionPlan>> {
-            Ok(match ours {
-                true => Arc::new(PartoutRepartitionExec::try_new(
-                    input.clone(),
-                    vec![key.clone()],
-                    n,
-                    args.buffer_bytes,
-                )?),
-                false => Arc::new(RepartitionExec::try_new(
-                    input.clone(),
-                    Partitioning::Hash(vec![key.clone()], n),
-                )?),
-            })
-        };
+        let plan = |ours: bool| repartition(&input, &key, n, ours.then_some(args.buffer_bytes));
         let (mut times, mut peaks) = ([Vec::new(), Vec::new()], [0usize; 2]);
         let mut spilled = Vec::new();
         let mut expected: Option<Vec<usize>> = None;
