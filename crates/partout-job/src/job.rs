@@ -17,9 +17,7 @@
 
 use crate::budget::Budget;
 use crate::error::{JobError, Result, io, writing};
-use crate::manifest::{
-    DestinationEntry, FileName, Manifest, RowGroupSizes, ShuffleFiles, WorkerTimings,
-};
+use crate::manifest::{Manifest, ShuffleFiles, WorkerTimings, Written};
 use crate::options::{Compression, Format, JobOptions, Layout, Scheme};
 use crate::staging::{Staging, check_output};
 use parquet::basic::{Compression as ParquetCompression, ZstdLevel};
@@ -228,7 +226,6 @@ impl Job {
 
     /// Runs the workers into `staging` and writes the manifest there.
     fn write_all(&self, progress: &dyn Progress, staging: &Path) -> Result<Manifest> {
-        let n = self.options.partitions as usize;
         let run = Run {
             job: self,
             progress,
@@ -241,134 +238,145 @@ impl Job {
             .thread_name(|i| format!("partout-worker-{i}"))
             .build()
             .map_err(|e| io("starting the worker threads")(std::io::Error::other(e)))?;
-        let schema = &self.frames.schema;
-        let prefix = if self.options.scheme == Scheme::Spark {
-            "bucket"
-        } else {
-            "part"
-        };
-        let mut finish_seconds = 0.0;
-        let (metrics, files, shuffle_files) = match (self.options.layout, &self.output) {
+        let written = match (self.options.layout, &self.output) {
             (Layout::Files, Output::Stream(encoding)) => {
-                let files =
-                    DestinationFiles::try_new(staging, prefix, schema.clone(), n, *encoding)
-                        .map_err(writing("creating the destination files"))?;
-                let results = pool.broadcast(|ctx| {
-                    run.guard(|| run.work_in(ctx.index(), files.handle(), staging))
-                });
-                let metrics = first_error(results)?;
-                let finishing = Instant::now();
-                let files = files
-                    .finish(self.threads)
-                    .map_err(writing("ending the destination files"))?;
-                finish_seconds = finishing.elapsed().as_secs_f64();
-                (metrics, Some(files), None)
+                self.write_streams(&pool, &run, staging, *encoding)?
             }
             (Layout::Files, Output::Parquet(parquet)) => {
-                let staged =
-                    StagedParquet::try_new(staging, prefix, schema.clone(), n, (**parquet).clone())
-                        .map_err(writing("creating the Parquet output"))?;
-                let results = pool.broadcast(|ctx| {
-                    run.guard(|| {
-                        let scratch = staged.scratch(ctx.index()).map_err(writing(format!(
-                            "creating worker {}'s scratch file",
-                            ctx.index()
-                        )))?;
-                        run.work_in(ctx.index(), scratch, staging)
-                    })
-                });
-                let metrics = first_error(results)?;
-                let finishing = Instant::now();
-                let files = staged
-                    .finish(self.threads, &|| progress.cancelled())
-                    .map_err(|e| match progress.cancelled() {
-                        true => JobError::Cancelled,
-                        false => writing("writing the Parquet files from the staged rows")(e),
-                    })?;
-                finish_seconds = finishing.elapsed().as_secs_f64();
-                (metrics, Some(files), None)
+                self.write_parquet(&pool, &run, staging, parquet.as_ref())?
             }
             (Layout::Shuffle, Output::Parquet(_)) => {
                 return Err(JobError::InvalidOption(SHUFFLE_PARQUET.into()));
             }
             (Layout::Shuffle, Output::Stream(encoding)) => {
-                let results = pool.broadcast(|ctx| {
-                    let name = format!("shuffle-{:03}", ctx.index());
-                    run.guard(|| {
-                        let output =
-                            ShuffleFile::try_new(staging, &name, schema.clone(), n, *encoding)
-                                .map_err(writing(format!("creating {name}.data")))?;
-                        run.work_in(ctx.index(), output, staging)
-                    })
-                });
-                let metrics = first_error(results)?;
-                let workers = (0..self.threads)
-                    .map(|w| ShuffleFiles {
-                        data: format!("shuffle-{w:03}.data"),
-                        index: format!("shuffle-{w:03}.index"),
-                    })
-                    .collect();
-                (metrics, None, Some(workers))
+                self.write_shuffle(&pool, &run, staging, *encoding)?
             }
         };
-        let sum = |f: &dyn Fn(&WriterMetrics) -> u64| metrics.iter().map(f).sum::<u64>();
-        let destinations: Vec<DestinationEntry> = (0..n)
-            .map(|p| {
-                let rows = metrics.iter().map(|m| m.destination_rows[p]).sum();
-                match &files {
-                    Some(files) => DestinationEntry {
-                        destination: p as u32,
-                        file: files[p]
-                            .name
-                            .clone()
-                            .map_or(FileName::None(()), FileName::Name),
-                        rows,
-                        bytes: files[p].bytes,
-                        row_groups: files[p].row_groups.clone(),
-                    },
-                    None => DestinationEntry {
-                        destination: p as u32,
-                        file: FileName::Absent,
-                        rows,
-                        bytes: metrics.iter().map(|m| m.destination_bytes[p]).sum(),
-                        row_groups: None,
-                    },
-                }
-            })
-            .collect();
         let mut workers = run.timings.into_inner().unwrap_or_default();
         workers.sort_by_key(|t| t.worker);
-        let options = &self.options;
-        let manifest = Manifest {
-            scheme: options.scheme,
-            keys: options.keys.clone(),
-            partitions: options.partitions,
-            format: options.format,
-            compression: options.output_compression(),
-            layout: options.layout,
-            threads: self.threads,
-            input_rows: sum(&|m| m.rows_in),
-            input_arrow_bytes: sum(&|m| m.bytes_in),
-            output_rows: sum(&|m| m.rows_out),
-            output_bytes: destinations.iter().map(|d| d.bytes).sum(),
-            flushes: sum(&|m| m.flushes),
-            memory_flushes: sum(&|m| m.memory_flushes),
-            memory_limit: options.memory_limit,
-            memory_budget: self.budget,
-            peak_rss_bytes: peak_rss(),
-            workers,
-            files_finish_seconds: finish_seconds,
-            row_groups: RowGroupSizes::of(
-                destinations
-                    .iter()
-                    .flat_map(|d| d.row_groups.iter().flatten().copied()),
-            ),
-            destinations,
-            range_bounds: describe_bounds(&self.partitioning),
-            shuffle_files,
-        };
+        let manifest = self.manifest(written, workers);
         manifest.write(staging)?;
         Ok(manifest)
+    }
+
+    /// The file name prefix of each destination's file: Spark's buckets, or parts.
+    fn prefix(&self) -> &'static str {
+        match self.options.scheme == Scheme::Spark {
+            true => "bucket",
+            false => "part",
+        }
+    }
+
+    /// The files layout of Arrow IPC streams or Presto pages: every worker writes into each
+    /// destination's one file.
+    fn write_streams(
+        &self,
+        pool: &rayon::ThreadPool,
+        run: &Run<'_>,
+        staging: &Path,
+        encoding: Encoding,
+    ) -> Result<Written> {
+        let n = self.options.partitions as usize;
+        let schema = self.frames.schema.clone();
+        let files = DestinationFiles::try_new(staging, self.prefix(), schema, n, encoding)
+            .map_err(writing("creating the destination files"))?;
+        let results =
+            pool.broadcast(|ctx| run.guard(|| run.work_in(ctx.index(), files.handle(), staging)));
+        let metrics = first_error(results)?;
+        let finishing = Instant::now();
+        let files = files
+            .finish(self.threads)
+            .map_err(writing("ending the destination files"))?;
+        Ok(Written {
+            metrics,
+            files: Some(files),
+            shuffle_files: None,
+            finish_seconds: finishing.elapsed().as_secs_f64(),
+        })
+    }
+
+    /// The files layout of Parquet: workers stage their rows, then each destination's file is
+    /// written whole.
+    fn write_parquet(
+        &self,
+        pool: &rayon::ThreadPool,
+        run: &Run<'_>,
+        staging: &Path,
+        parquet: &ParquetOptions,
+    ) -> Result<Written> {
+        let n = self.options.partitions as usize;
+        let schema = self.frames.schema.clone();
+        let staged = StagedParquet::try_new(staging, self.prefix(), schema, n, parquet.clone())
+            .map_err(writing("creating the Parquet output"))?;
+        let results = pool.broadcast(|ctx| {
+            run.guard(|| {
+                let scratch = staged.scratch(ctx.index()).map_err(writing(format!(
+                    "creating worker {}'s scratch file",
+                    ctx.index()
+                )))?;
+                run.work_in(ctx.index(), scratch, staging)
+            })
+        });
+        let metrics = first_error(results)?;
+        let finishing = Instant::now();
+        let progress = run.progress;
+        let files = staged
+            .finish(self.threads, &|| progress.cancelled())
+            .map_err(|e| match progress.cancelled() {
+                true => JobError::Cancelled,
+                false => writing("writing the Parquet files from the staged rows")(e),
+            })?;
+        Ok(Written {
+            metrics,
+            files: Some(files),
+            shuffle_files: None,
+            finish_seconds: finishing.elapsed().as_secs_f64(),
+        })
+    }
+
+    /// The shuffle layout: one data file and its index per worker.
+    fn write_shuffle(
+        &self,
+        pool: &rayon::ThreadPool,
+        run: &Run<'_>,
+        staging: &Path,
+        encoding: Encoding,
+    ) -> Result<Written> {
+        let n = self.options.partitions as usize;
+        let schema = &self.frames.schema;
+        let results = pool.broadcast(|ctx| {
+            let name = format!("shuffle-{:03}", ctx.index());
+            run.guard(|| {
+                let output = ShuffleFile::try_new(staging, &name, schema.clone(), n, encoding)
+                    .map_err(writing(format!("creating {name}.data")))?;
+                run.work_in(ctx.index(), output, staging)
+            })
+        });
+        let metrics = first_error(results)?;
+        let workers = (0..self.threads)
+            .map(|w| ShuffleFiles {
+                data: format!("shuffle-{w:03}.data"),
+                index: format!("shuffle-{w:03}.index"),
+            })
+            .collect();
+        Ok(Written {
+            metrics,
+            files: None,
+            shuffle_files: Some(workers),
+            finish_seconds: 0.0,
+        })
+    }
+
+    /// The manifest of a run that wrote `written`, its workers' timings `workers`.
+    fn manifest(&self, written: Written, workers: Vec<WorkerTimings>) -> Manifest {
+        Manifest::from_run(
+            &self.options,
+            self.threads,
+            self.budget,
+            describe_bounds(&self.partitioning),
+            written,
+            workers,
+        )
     }
 }
 
@@ -655,12 +663,4 @@ fn inputs_outside(files: Vec<InputFile>, out: &Path) -> Result<Vec<InputFile>> {
         )));
     }
     Ok(kept)
-}
-
-/// The process's peak resident memory, where the system tells it (Linux).
-fn peak_rss() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib << 10)
 }

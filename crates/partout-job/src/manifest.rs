@@ -2,7 +2,9 @@
 
 use crate::budget::Budget;
 use crate::error::{Result, io};
-use crate::options::{Compression, Format, Layout, Scheme};
+use crate::options::{Compression, Format, JobOptions, Layout, Scheme};
+use partout_exchange::WriterMetrics;
+use partout_io::DestinationFile;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -190,4 +192,91 @@ impl Manifest {
         text.and_then(|text| std::fs::write(&path, text))
             .map_err(io(format!("writing {}", path.display())))
     }
+}
+
+/// What the workers of one layout wrote: their metrics, each destination's file (files
+/// layout) or each worker's shuffle files (shuffle layout), and the time ending the files took.
+pub(crate) struct Written {
+    pub(crate) metrics: Vec<WriterMetrics>,
+    pub(crate) files: Option<Vec<DestinationFile>>,
+    pub(crate) shuffle_files: Option<Vec<ShuffleFiles>>,
+    pub(crate) finish_seconds: f64,
+}
+
+impl Manifest {
+    /// The manifest of a run of `options` on `threads` workers within `budget`, split at
+    /// `range_bounds` (range partitioning), that wrote `written`; its workers' timings
+    /// `workers`.
+    pub(crate) fn from_run(
+        options: &JobOptions,
+        threads: usize,
+        budget: Budget,
+        range_bounds: Option<Vec<Vec<String>>>,
+        written: Written,
+        workers: Vec<WorkerTimings>,
+    ) -> Manifest {
+        let n = options.partitions as usize;
+        let metrics = &written.metrics;
+        let sum = |f: &dyn Fn(&WriterMetrics) -> u64| metrics.iter().map(f).sum::<u64>();
+        let destinations: Vec<DestinationEntry> = (0..n)
+            .map(|p| {
+                let rows = metrics.iter().map(|m| m.destination_rows[p]).sum();
+                match &written.files {
+                    Some(files) => DestinationEntry {
+                        destination: p as u32,
+                        file: files[p]
+                            .name
+                            .clone()
+                            .map_or(FileName::None(()), FileName::Name),
+                        rows,
+                        bytes: files[p].bytes,
+                        row_groups: files[p].row_groups.clone(),
+                    },
+                    None => DestinationEntry {
+                        destination: p as u32,
+                        file: FileName::Absent,
+                        rows,
+                        bytes: metrics.iter().map(|m| m.destination_bytes[p]).sum(),
+                        row_groups: None,
+                    },
+                }
+            })
+            .collect();
+        Manifest {
+            scheme: options.scheme,
+            keys: options.keys.clone(),
+            partitions: options.partitions,
+            format: options.format,
+            compression: options.output_compression(),
+            layout: options.layout,
+            threads,
+            input_rows: sum(&|m| m.rows_in),
+            input_arrow_bytes: sum(&|m| m.bytes_in),
+            output_rows: sum(&|m| m.rows_out),
+            output_bytes: destinations.iter().map(|d| d.bytes).sum(),
+            flushes: sum(&|m| m.flushes),
+            memory_flushes: sum(&|m| m.memory_flushes),
+            memory_limit: options.memory_limit,
+            memory_budget: budget,
+            peak_rss_bytes: peak_rss(),
+            workers,
+            files_finish_seconds: written.finish_seconds,
+            row_groups: RowGroupSizes::of(
+                destinations
+                    .iter()
+                    .flat_map(|d| d.row_groups.iter().flatten().copied()),
+            ),
+            destinations,
+            range_bounds,
+            shuffle_files: written.shuffle_files,
+        }
+    }
+}
+
+/// The process's peak resident memory, where the system tells it (Linux).
+fn peak_rss() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib << 10)
 }
