@@ -36,12 +36,18 @@
 //! lock, the waits (blocking and async alike, through `event-listener`) and the spill IO,
 //! which runs outside the lock.
 
+mod error;
+mod item;
+mod options;
 mod spill;
 mod state;
 
 #[cfg(test)]
 mod model;
 
+pub use error::ExchangeError;
+pub use item::{Account, Item};
+pub use options::{BoundedOptions, ExchangeMetrics, Fetched, OutputStatus};
 pub use spill::{SpillMetrics, SpillTarget, spill_batch, unspill_batch};
 
 use event_listener::{Event, EventListener, Listener};
@@ -50,168 +56,6 @@ use state::{Found, Offer, Patience, State, Stored, Wake};
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
-
-/// What travels through a [`BoundedExchange`].
-pub trait Item: Clone + Send + Sync + 'static {
-    /// Bytes of memory it is charged while queued in memory.
-    fn bytes(&self) -> usize;
-
-    /// Rows it carries (for each output's totals).
-    fn rows(&self) -> u64;
-
-    /// Writes itself to `out`, for the spill file.
-    ///
-    /// # Errors
-    /// When it cannot be written.
-    fn spill(&self, out: &mut Vec<u8>) -> Result<(), ExchangeError>;
-
-    /// Reads back what [`spill`](Self::spill) wrote.
-    ///
-    /// # Errors
-    /// When the bytes do not read back.
-    fn unspill(bytes: &[u8]) -> Result<Self, ExchangeError>;
-}
-
-/// Memory outside the exchange's own count that must grant what it holds: a memory pool.
-pub trait Account: Send + Sync + fmt::Debug {
-    /// Takes `bytes` more, or says why not.
-    ///
-    /// # Errors
-    /// Why the bytes cannot be had (the item is then spilled, or the exchange fails).
-    fn try_grow(&self, bytes: usize) -> Result<(), String>;
-
-    /// Gives `bytes` back.
-    fn shrink(&self, bytes: usize);
-}
-
-/// Why an exchange cannot do what was asked.
-#[derive(Debug, Clone)]
-#[non_exhaustive]
-pub enum ExchangeError {
-    /// No such output.
-    NotFound(String),
-    /// A request that cannot be served as asked (an acknowledgement past the end).
-    InvalidArgument(String),
-    /// The items asked for were acknowledged and freed.
-    Freed(String),
-    /// A producer failed: the exchange ends in its error.
-    Failed(Arc<dyn std::error::Error + Send + Sync>),
-    /// The exchange was cancelled.
-    Cancelled(String),
-    /// The budget is full, a consumer waits, and nothing may be spilled (no spill file, or
-    /// past its limit, or the memory pool refused and there is no disk).
-    ResourcesExhausted(String),
-    /// Writing or reading the spill file failed.
-    Spill(String),
-}
-
-impl fmt::Display for ExchangeError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::NotFound(w) => write!(f, "not found: {w}"),
-            Self::InvalidArgument(w) => write!(f, "invalid argument: {w}"),
-            Self::Freed(w) => write!(f, "already acknowledged and freed: {w}"),
-            Self::Failed(e) => write!(f, "a producer failed: {e}"),
-            Self::Cancelled(w) => write!(f, "cancelled: {w}"),
-            Self::ResourcesExhausted(w) => write!(f, "resources exhausted: {w}"),
-            Self::Spill(w) => write!(f, "spilling failed: {w}"),
-        }
-    }
-}
-
-impl std::error::Error for ExchangeError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            Self::Failed(e) => Some(e.as_ref()),
-            _ => None,
-        }
-    }
-}
-
-/// How a [`BoundedExchange`] is made.
-#[derive(Debug)]
-pub struct BoundedOptions {
-    /// Outputs (destinations).
-    pub outputs: usize,
-    /// Producers that will finish; the exchange is complete when all of them have.
-    pub producers: usize,
-    /// The most bytes of items held in memory at once.
-    pub budget_bytes: usize,
-    /// Where items go when waiting could wait forever (`None`: that is an error).
-    pub spill: Option<SpillTarget>,
-    /// A memory pool every byte held is reserved from as well.
-    pub account: Option<Arc<dyn Account>>,
-    /// How long a producer waits for room while a consumer waits on an output with nothing
-    /// for it, before it spills (default 100 ms).
-    pub patience: Duration,
-}
-
-impl BoundedOptions {
-    /// `outputs` outputs fed by `producers` producers within `budget_bytes`, without a spill
-    /// file or an account.
-    pub fn new(outputs: usize, producers: usize, budget_bytes: usize) -> Self {
-        Self {
-            outputs,
-            producers,
-            budget_bytes,
-            spill: None,
-            account: None,
-            patience: Duration::from_millis(100),
-        }
-    }
-
-    /// Waiting up to `patience` for room before spilling.
-    pub fn with_patience(mut self, patience: Duration) -> Self {
-        self.patience = patience;
-        self
-    }
-
-    /// Spilling to `target`.
-    pub fn with_spill(mut self, target: SpillTarget) -> Self {
-        self.spill = Some(target);
-        self
-    }
-
-    /// Reserving every byte held from `account` too.
-    pub fn with_account(mut self, account: Arc<dyn Account>) -> Self {
-        self.account = Some(account);
-        self
-    }
-}
-
-/// What a consumer fetched: items from the sequence asked for, the sequence after them, and
-/// whether nothing follows.
-#[derive(Debug)]
-pub struct Fetched<T> {
-    /// The items, in order.
-    pub items: Vec<T>,
-    /// The sequence after the last item.
-    pub next: u64,
-    /// Whether nothing follows `next`.
-    pub complete: bool,
-}
-
-/// An output's totals so far.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct OutputStatus {
-    /// Rows produced for it (closed outputs included).
-    pub rows: u64,
-    /// Bytes produced for it.
-    pub bytes: u64,
-    /// Whether every producer finished.
-    pub complete: bool,
-}
-
-/// What the exchange did: memory and spilling.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ExchangeMetrics {
-    /// Bytes held in memory now.
-    pub held_bytes: usize,
-    /// The most bytes held in memory at once.
-    pub peak_held_bytes: usize,
-    /// Spilling.
-    pub spill: SpillMetrics,
-}
 
 /// N producers to M outputs within one byte budget: see the [module](self) docs.
 pub struct BoundedExchange<T> {
