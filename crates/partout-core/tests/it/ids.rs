@@ -566,8 +566,19 @@ fn run_end_encoded(array: &ArrayRef) -> ArrayRef {
             ends.push(i as i32 + 1);
         }
     }
-    let values =
-        arrow_select::take::take(array.as_ref(), &UInt32Array::from(starts), None).unwrap();
+    let mut values =
+        arrow_select::take::take(array.as_ref(), &UInt32Array::from(starts.clone()), None).unwrap();
+    if values.len() != starts.len() {
+        // arrow 59's take gives fixed-size lists of size 0 the length of their (empty)
+        // values: the runs' first rows, sliced and concatenated, instead.
+        let rows: Vec<ArrayRef> = starts.iter().map(|&s| array.slice(s as usize, 1)).collect();
+        let rows: Vec<&dyn Array> = rows.iter().map(|r| r.as_ref()).collect();
+        values = arrow_select::concat::concat(&rows).unwrap();
+    }
+    if values.len() != starts.len() {
+        // Neither keeps their length: the column stays as it is.
+        return array.clone();
+    }
     Arc::new(RunArray::try_new(&Int32Array::from(ends), values.as_ref()).unwrap())
 }
 
