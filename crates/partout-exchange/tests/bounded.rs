@@ -2,41 +2,23 @@
 //! complete, every row arrives once, errors reach everyone, and spilled batches of every
 //! Arrow type come back equal.
 
-use arrow_array::{Array, Int64Array, RecordBatch};
+mod rows;
+
+use arrow_array::{Array, Int64Array};
 use futures::executor::block_on;
 use partout_exchange::{
     BoundedExchange, BoundedOptions, ExchangeError, Item, SpillTarget, spill_batch, unspill_batch,
 };
+use rows::Rows;
 use std::sync::Arc;
 use std::sync::mpsc;
 use std::time::Duration;
-
-/// A batch charged its memory.
-#[derive(Debug, Clone)]
-struct Rows(RecordBatch);
-
-impl Item for Rows {
-    fn bytes(&self) -> usize {
-        self.0.get_array_memory_size()
-    }
-    fn rows(&self) -> u64 {
-        self.0.num_rows() as u64
-    }
-    fn spill(&self, out: &mut Vec<u8>) -> Result<(), ExchangeError> {
-        spill_batch(&self.0, out)
-    }
-    fn unspill(bytes: &[u8]) -> Result<Self, ExchangeError> {
-        unspill_batch(bytes).map(Rows)
-    }
-}
 
 const ROWS: i64 = 4096;
 
 /// Producer `producer`'s `k`th batch: values unique over every producer and batch.
 fn batch(producer: usize, k: usize) -> Rows {
-    let start = ((producer as i64) << 32) + k as i64 * ROWS;
-    let values = Int64Array::from_iter_values(start..start + ROWS);
-    Rows(RecordBatch::try_from_iter([("v", Arc::new(values) as _)]).unwrap())
+    rows::numbered(producer, k, ROWS)
 }
 
 /// Where producer `producer`'s `k`th batch goes: skewed, so that outputs fill unevenly.

@@ -2,11 +2,11 @@
 //! every byte the process holds while producers fill a budget that one stalled output would
 //! pass many times over. One test in this binary, so nothing else allocates beside it.
 
-use arrow_array::{Int64Array, RecordBatch};
+mod rows;
+
 use futures::executor::block_on;
-use partout_exchange::{
-    BoundedExchange, BoundedOptions, ExchangeError, Item, SpillTarget, spill_batch, unspill_batch,
-};
+use partout_exchange::{BoundedExchange, BoundedOptions, Item, SpillTarget};
+use rows::Rows;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -50,30 +50,10 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
-#[derive(Debug, Clone)]
-struct Rows(RecordBatch);
-
-impl Item for Rows {
-    fn bytes(&self) -> usize {
-        self.0.get_array_memory_size()
-    }
-    fn rows(&self) -> u64 {
-        self.0.num_rows() as u64
-    }
-    fn spill(&self, out: &mut Vec<u8>) -> Result<(), ExchangeError> {
-        spill_batch(&self.0, out)
-    }
-    fn unspill(bytes: &[u8]) -> Result<Self, ExchangeError> {
-        unspill_batch(bytes).map(Rows)
-    }
-}
-
 const ROWS: i64 = 8192;
 
 fn batch(producer: usize, k: usize) -> Rows {
-    let start = ((producer as i64) << 32) + k as i64 * ROWS;
-    let values = Int64Array::from_iter_values(start..start + ROWS);
-    Rows(RecordBatch::try_from_iter([("v", Arc::new(values) as _)]).unwrap())
+    rows::numbered(producer, k, ROWS)
 }
 
 #[test]

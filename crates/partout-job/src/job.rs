@@ -287,12 +287,7 @@ impl Job {
         let files = files
             .finish(self.threads)
             .map_err(writing("ending the destination files"))?;
-        Ok(Written {
-            metrics,
-            files: Some(files),
-            shuffle_files: None,
-            finish_seconds: finishing.elapsed().as_secs_f64(),
-        })
+        Ok(Written::files(metrics, files, finishing))
     }
 
     /// The files layout of Parquet: workers stage their rows, then each destination's file is
@@ -326,12 +321,7 @@ impl Job {
                 true => JobError::Cancelled,
                 false => writing("writing the Parquet files from the staged rows")(e),
             })?;
-        Ok(Written {
-            metrics,
-            files: Some(files),
-            shuffle_files: None,
-            finish_seconds: finishing.elapsed().as_secs_f64(),
-        })
+        Ok(Written::files(metrics, files, finishing))
     }
 
     /// The shuffle layout: one data file and its index per worker.

@@ -203,6 +203,22 @@ pub(crate) struct Written {
     pub(crate) finish_seconds: f64,
 }
 
+impl Written {
+    /// Each destination's file, ended after the workers finished at `finishing`.
+    pub(crate) fn files(
+        metrics: Vec<WriterMetrics>,
+        files: Vec<DestinationFile>,
+        finishing: std::time::Instant,
+    ) -> Self {
+        Self {
+            metrics,
+            files: Some(files),
+            shuffle_files: None,
+            finish_seconds: finishing.elapsed().as_secs_f64(),
+        }
+    }
+}
+
 impl Manifest {
     /// The manifest of a run of `options` on `threads` workers within `budget`, split at
     /// `range_bounds` (range partitioning), that wrote `written`; its workers' timings

@@ -269,17 +269,21 @@ impl<T: Item> BoundedExchange<T> {
         }
     }
 
-    /// Writes `item` to the spill file and queues it there (outside the lock while writing).
-    fn spill_item(&self, p: usize, item: T) -> Result<(), ExchangeError> {
+    /// Writes `item` at the spill file's end (outside the lock); a failure ends the exchange.
+    fn write_spilled(&self, item: &T) -> Result<state::Spilled, ExchangeError> {
         let spill = self
             .spill
             .as_ref()
             .expect("spilling only with a spill file");
         let mut bytes = Vec::new();
-        let at = item
-            .spill(&mut bytes)
+        item.spill(&mut bytes)
             .and_then(|()| spill.write(&bytes))
-            .map_err(|e| self.end_in(e))?;
+            .map_err(|e| self.end_in(e))
+    }
+
+    /// Writes `item` to the spill file and queues it there.
+    fn spill_item(&self, p: usize, item: T) -> Result<(), ExchangeError> {
+        let at = self.write_spilled(&item)?;
         let wake = self
             .lock()
             .enqueue(p, Stored::Spilled(at), item.bytes(), item.rows())
@@ -288,18 +292,10 @@ impl<T: Item> BoundedExchange<T> {
         Ok(())
     }
 
-    /// Writes `item`, queued at `sequence` of `output`, to the spill file (outside the lock)
-    /// and serves it from there, freeing its memory.
+    /// Writes `item`, queued at `sequence` of `output`, to the spill file and serves it from
+    /// there, freeing its memory.
     fn evict(&self, output: usize, sequence: u64, item: &T) -> Result<(), ExchangeError> {
-        let spill = self
-            .spill
-            .as_ref()
-            .expect("evicting only with a spill file");
-        let mut bytes = Vec::new();
-        let at = item
-            .spill(&mut bytes)
-            .and_then(|()| spill.write(&bytes))
-            .map_err(|e| self.end_in(e))?;
+        let at = self.write_spilled(item)?;
         let wake = self.lock().evicted(output, sequence, at);
         self.wake(wake);
         Ok(())
