@@ -33,6 +33,10 @@ use partout_datafusion::{PartoutRepartitionExec, tpch};
 use std::sync::Arc;
 use std::time::Instant;
 
+// datafusion-cli's allocator; both contenders run in this one process under it.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 struct Args {
     /// TPC-H scale factor.
@@ -44,6 +48,9 @@ struct Args {
     /// Output partition counts of the operator alone.
     #[arg(long, value_delimiter = ',', default_value = "16,64,200")]
     partitions: Vec<usize>,
+    /// Output partition counts of the outputs read one after another (`--sequential` alone: none).
+    #[arg(long, value_delimiter = ',', num_args = 0.., default_value = "4,64")]
+    sequential: Vec<usize>,
     /// Alternating rounds of the 22 queries (0: skip them).
     #[arg(long, default_value_t = 3)]
     query_rounds: usize,
@@ -258,7 +265,7 @@ async fn main() -> Result<()> {
         "partout MiB",
         "spilled MiB"
     );
-    for n in [4, 64] {
+    for &n in &args.sequential {
         let plan = |ours: bool| repartition(&input, &key, n, ours.then_some(args.buffer_bytes));
         let (mut times, mut peaks) = ([Vec::new(), Vec::new()], [0usize; 2]);
         let mut spilled = Vec::new();

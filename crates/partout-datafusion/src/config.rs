@@ -10,9 +10,10 @@ extensions_options! {
         /// Whether hash repartitioning is done by partout (default true).
         pub enabled: bool, default = true
         /// Bytes each repartition holds between its input and its outputs (default 64 MiB),
-        /// reserved from the session's memory pool: up to 5/8 for its producers' writers
-        /// (destination buffers and flushed batches), a quarter for batches waiting for
-        /// consumers. Past it, producers wait for room; when a consumer waits on an output
+        /// reserved from the session's memory pool: up to 3/4 for its producers' writers
+        /// (destination buffers and flushed batches), an eighth for batches waiting for
+        /// consumers, an eighth for batches consumers have read, kept for the producers to
+        /// reuse their buffers. Past it, producers wait for room; when a consumer waits on an output
         /// with nothing for it, they spill to the disk manager: at once while rows of outputs
         /// nobody asked for yet are held, after 100 ms without room otherwise. Not counted:
         /// the batch each output gathers to `batch_size` rows, and a spilled batch being

@@ -23,7 +23,7 @@ use datafusion::physical_plan::{
 use futures::StreamExt;
 use partout_core::ids;
 use partout_exchange::{
-    BoundedExchange, BoundedOptions, PartitionedWriter, Ready, WriterError, WriterOptions,
+    BoundedExchange, BoundedOptions, PartitionedWriter, Ready, Spares, WriterError, WriterOptions,
 };
 use std::fmt::Formatter;
 use std::sync::{Arc, Mutex};
@@ -37,11 +37,13 @@ use std::sync::{Arc, Mutex};
 /// a [`BoundedExchange`].
 ///
 /// **What `buffer_bytes` covers**: everything the operator holds between its input and its
-/// outputs, reserved from the session's memory pool: up to 5/8 of it for the producers'
+/// outputs, reserved from the session's memory pool: up to 3/4 of it for the producers'
 /// writers (each input's share holds its destination buffers and the batches it flushed but
-/// has not yet handed over), a quarter for the batches waiting for consumers. Not covered: the batch each
-/// output is gathering to `batch_size` rows, and a spilled batch while it is read back. When
-/// the exchange's quarter is full and a consumer waits for an output with nothing for it,
+/// has not yet handed over), an eighth for the batches waiting for consumers, and an eighth
+/// for batches whose rows the outputs have gathered, on their way back to the producers,
+/// whose next flushes reuse their buffers ([`Spares`]): in steady state the operator
+/// allocates only what it hands downstream. Not covered: the batch each output is gathering to `batch_size` rows, and a spilled batch while it is read back. When
+/// the exchange's eighth is full and a consumer waits for an output with nothing for it,
 /// batches are spilled to the session's disk manager instead of waiting. This happens at once
 /// when rows are held for outputs not read yet (outputs read one after another), and after
 /// the exchange's patience (100 ms) without room otherwise (a consumer that stopped reading).
@@ -66,6 +68,8 @@ pub struct PartoutRepartitionExec {
 #[derive(Debug)]
 struct Run {
     exchange: Arc<BoundedExchange<Queued>>,
+    /// Batches the outputs gathered rows from, back to the producers for their buffers.
+    spares: Arc<Spares>,
     _tasks: Vec<SpawnedTask<()>>,
     spill_count: Count,
     spilled_bytes: Count,
@@ -149,7 +153,7 @@ impl PartoutRepartitionExec {
         let operator = self.operator();
         let reservation = MemoryConsumer::new(operator.clone()).register(context.memory_pool());
         let mut options =
-            BoundedOptions::new(self.partitions, inputs, (self.buffer_bytes / 4).max(1))
+            BoundedOptions::new(self.partitions, inputs, (self.buffer_bytes / 8).max(1))
                 .with_account(Arc::new(Pool(reservation)));
         if let Some(target) = spill_target(context, &operator) {
             options = options.with_spill(target);
@@ -159,11 +163,19 @@ impl PartoutRepartitionExec {
         if input_partitions == 0 {
             exchange.producer_finished();
         }
-        // Each producer's writer holds at most budget / (4 x inputs) in its buffers (new ones
-        // of a flushed destination's size included), and up to as much again plus an input
-        // piece in what it flushed and has not handed over: the producers together stay
-        // within 5/8 of the budget, the exchange within a quarter.
-        let writer_limit = (self.buffer_bytes / (4 * inputs)).max(1);
+        // An eighth of the budget: batches whose rows the outputs have gathered, on
+        // their way back to the producers, whose next flushes reuse their buffers.
+        let spares = Arc::new(
+            Spares::new(self.buffer_bytes / 8).with_account(Arc::new(Pool(
+                MemoryConsumer::new(format!("{operator} spares")).register(context.memory_pool()),
+            ))),
+        );
+        // Each producer's writer holds at most 3/8 of the budget / inputs in its buffers (new
+        // ones of a flushed destination's size included), and up to as much again in what it
+        // flushed and has not handed over: the producers together stay within 3/4 of the
+        // budget, the exchange within an eighth, the spares within the last eighth. The
+        // writers' share sets the flush size at high output counts, so it is the largest.
+        let writer_limit = (self.buffer_bytes / 8 * 3 / inputs).max(1);
         let mut tasks = Vec::with_capacity(inputs);
         for i in 0..input_partitions {
             let producer = Producer {
@@ -174,6 +186,7 @@ impl PartoutRepartitionExec {
                 partitions: self.partitions,
                 writer_limit,
                 exchange: exchange.clone(),
+                spares: spares.clone(),
                 operator: operator.clone(),
                 fetch_time: MetricBuilder::new(&self.metrics).subset_time("fetch_time", i),
                 repartition_time: MetricBuilder::new(&self.metrics)
@@ -190,6 +203,7 @@ impl PartoutRepartitionExec {
         }
         Ok(Arc::new(Run {
             exchange,
+            spares,
             _tasks: tasks,
             spill_count: MetricBuilder::new(&self.metrics).spill_count(0),
             spilled_bytes: MetricBuilder::new(&self.metrics).spilled_bytes(0),
@@ -210,6 +224,7 @@ struct Producer {
     /// The memory the writer's buffers may hold.
     writer_limit: usize,
     exchange: Arc<BoundedExchange<Queued>>,
+    spares: Arc<Spares>,
     operator: String,
     fetch_time: Time,
     repartition_time: Time,
@@ -231,7 +246,7 @@ impl Producer {
             self.input.schema(),
             ids::Partitioning::round_robin(n),
             options,
-            Ready::new(batch_size),
+            Ready::new(batch_size).with_spares(self.spares.clone()),
         )
         .map_err(external)?;
         // The writer's buffers and the batches it flushed, reserved as they change.
@@ -251,13 +266,16 @@ impl Producer {
                     Some(batch) => {
                         let batch = batch?;
                         self.ids.compute(&batch, &mut ids)?;
-                        // In pieces of at most half the writer's memory, each handed over
+                        // In pieces of an eighth of the writer's memory, each handed over
                         // before the next is appended: what the writer flushed and what it
-                        // holds stay within its share, whatever the input's batch size.
+                        // holds stay within its share, whatever the input's batch size; and
+                        // one piece brings a destination a small part of its flush target,
+                        // so fills stay within the buffers their last fill left (a larger
+                        // fill would grow them, copying).
                         let rows = batch.num_rows();
                         let row_bytes = batch.get_array_memory_size() / rows.max(1);
                         let piece =
-                            (self.writer_limit / 2 / row_bytes.max(1)).clamp(1, rows.max(1));
+                            (self.writer_limit / 8 / row_bytes.max(1)).clamp(1, rows.max(1));
                         for start in (0..rows).step_by(piece) {
                             let len = piece.min(rows - start);
                             writer
@@ -483,10 +501,12 @@ impl Output {
                     return Some(Ok(queued.rows));
                 }
                 Ok(Some(queued)) => {
-                    if let Err(e) = self.coalescer.push_batch(queued.rows) {
+                    if let Err(e) = self.coalescer.push_batch(queued.rows.clone()) {
                         self.done = true;
                         return Some(Err(e.into()));
                     }
+                    // Its rows are copied out: its buffers can go back to a producer.
+                    self.run.spares.give(queued.rows);
                 }
                 Ok(None) => {
                     self.done = true;

@@ -23,6 +23,7 @@ mod metrics;
 mod options;
 mod ready;
 mod sink;
+mod spares;
 mod writer;
 
 pub use bounded::{
@@ -35,4 +36,5 @@ pub use metrics::WriterMetrics;
 pub use options::{Flush, WriterOptions};
 pub use ready::{Ready, ReadyBatch};
 pub use sink::{FileSink, MemorySink, Sink};
+pub use spares::Spares;
 pub use writer::{BatchSink, PartitionedWriter};

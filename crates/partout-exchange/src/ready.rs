@@ -29,8 +29,10 @@
 //! ```
 
 use crate::error::Result;
+use crate::spares::Spares;
 use crate::writer::{BatchSink, PartitionedWriter};
 use arrow_array::RecordBatch;
+use std::sync::Arc;
 
 /// A flushed batch waiting to be handed on.
 #[derive(Debug, Clone)]
@@ -51,6 +53,7 @@ pub struct Ready {
     max_rows: usize,
     batches: Vec<ReadyBatch>,
     bytes: usize,
+    spares: Option<Arc<Spares>>,
 }
 
 impl Ready {
@@ -60,7 +63,15 @@ impl Ready {
             max_rows: max_rows.max(1),
             batches: Vec::new(),
             bytes: 0,
+            spares: None,
         }
+    }
+
+    /// Batches handed on come back through `spares` once their readers are done with them,
+    /// and the writer reuses their buffers (see [`Spares`]).
+    pub fn with_spares(mut self, spares: Arc<Spares>) -> Self {
+        self.spares = Some(spares);
+        self
     }
 
     /// Takes the batches waiting, in the order they were flushed.
@@ -79,6 +90,16 @@ impl BatchSink for Ready {
     fn write_batch(&mut self, destination: usize, batch: &RecordBatch) -> Result<u64> {
         let rows = batch.num_rows();
         let bytes = batch.get_array_memory_size();
+        self.bytes += bytes;
+        if rows <= self.max_rows {
+            // One piece: the batch itself (slicing would build every array anew).
+            self.batches.push(ReadyBatch {
+                destination,
+                batch: batch.clone(),
+                bytes,
+            });
+            return Ok(bytes as u64);
+        }
         let mut charged = 0;
         for start in (0..rows.max(1)).step_by(self.max_rows) {
             let len = self.max_rows.min(rows - start);
@@ -93,12 +114,15 @@ impl BatchSink for Ready {
                 bytes: share,
             });
         }
-        self.bytes += bytes;
         Ok(bytes as u64)
     }
 
     fn finish(&mut self, _destination_bytes: &mut [u64]) -> Result<()> {
         Ok(())
+    }
+
+    fn spare(&mut self) -> Option<RecordBatch> {
+        self.spares.as_ref()?.take()
     }
 }
 

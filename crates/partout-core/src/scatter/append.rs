@@ -106,30 +106,38 @@ impl ColumnBuffer {
     }
 
     /// Takes back, emptied, the buffers lent to the last array [`take_column`] built, where
-    /// that array is gone and no other array shares them; a buffer still shared (the batch
-    /// was kept, as a pull-side writer's caller keeps it) is left to its holder, and a new
-    /// one of its size takes its place, as [`renew`](Self::renew) gives.
-    pub(super) fn reclaim(&mut self) {
+    /// that array is gone and no other array shares them. A buffer still shared (the batch
+    /// was kept, as a pull-side writer's caller keeps it) is left to its holder; the same
+    /// slot of `donor` (buffers of an earlier array of this column that nothing holds any
+    /// more, see [`donor_buffers`]) takes its place, or else a new one of its size, as
+    /// [`renew`](Self::renew) gives.
+    pub(super) fn reclaim(&mut self, donor: [Option<Buffer>; 3]) {
         let [values, data, validity] = &mut self.lent;
-        for (lent, home) in [
+        for ((lent, home), spare) in [
             (values, &mut self.values),
             (data, &mut self.data),
             (validity, &mut self.validity),
-        ] {
+        ]
+        .into_iter()
+        .zip(donor)
+        {
             let Some(lent) = lent.take() else {
                 continue;
             };
             if home.capacity() != 0 {
                 continue;
             }
-            let len = lent.len();
-            *home = match lent.into_mutable() {
-                Ok(mut buffer) => {
+            let last = lent.len();
+            let reused = lent
+                .into_mutable()
+                .ok()
+                .or_else(|| spare.and_then(|spare| spare.into_mutable().ok()));
+            *home = match reused {
+                Some(mut buffer) => {
                     buffer.clear();
                     buffer
                 }
-                // The kernels reserve a little past what they write (copies in whole blocks).
-                Err(_) => MutableBuffer::with_capacity(len + 64),
+                None => MutableBuffer::with_capacity(next_capacity(last)),
             };
         }
     }
@@ -147,8 +155,7 @@ impl ColumnBuffer {
             if let Some(lent) = lent
                 && home.capacity() == 0
             {
-                // The kernels reserve a little past what they write (copies in whole blocks).
-                *home = MutableBuffer::with_capacity(lent.len() + 64);
+                *home = MutableBuffer::with_capacity(next_capacity(lent.len()));
             }
         }
     }
@@ -160,6 +167,14 @@ impl ColumnBuffer {
             *self = ColumnBuffer::default();
         }
     }
+}
+
+/// The capacity of a new buffer for the next rows of a destination whose last rows took
+/// `len` bytes: half as much again, as the next fill may be larger (flush targets are drawn
+/// anew, within a jitter, after every flush) and a buffer that must grow copies what it
+/// holds; and a little past that, as the kernels copy in whole blocks.
+fn next_capacity(len: usize) -> usize {
+    len + len / 2 + 64
 }
 
 /// Which rows of a batch go to a destination.
@@ -433,6 +448,30 @@ fn append_views(views: &[u8], buffers: &[Buffer], column: &mut ColumnBuffer) {
     unsafe {
         column.values.set_len(views_len + n * 16);
         column.data.set_len(at);
+    }
+}
+
+/// The buffers of `array`, an array [`take_column`] built for a column of `kind`, in the
+/// slots [`ColumnBuffer::reclaim`] takes them by: values (views, offsets or bits), data
+/// (var-width bytes or the one buffer of out-of-line view data) and validity. None for
+/// dictionary and nested columns, whose rows are moved as pieces.
+pub(super) fn donor_buffers(kind: Kind, array: ArrayRef) -> [Option<Buffer>; 3] {
+    if matches!(kind, Kind::Null | Kind::Pieces) {
+        return Default::default();
+    }
+    let data = array.to_data();
+    drop(array);
+    let buffers = data.buffers();
+    let validity = data.nulls().map(|nulls| nulls.buffer().clone());
+    match kind {
+        Kind::Bytes32 | Kind::Bytes64 => {
+            [buffers.first().cloned(), buffers.get(1).cloned(), validity]
+        }
+        // One buffer of out-of-line data, as the destination's own; more came from elsewhere.
+        Kind::Views if buffers.len() == 2 => {
+            [buffers.first().cloned(), buffers.get(1).cloned(), validity]
+        }
+        _ => [buffers.first().cloned(), None, validity],
     }
 }
 

@@ -57,6 +57,14 @@ pub trait BatchSink {
         Ok(())
     }
 
+    /// A batch this writer flushed earlier that its holder is done with, whose buffers the
+    /// writer may reuse for a destination whose flushed batch is still held (see
+    /// [`Spares`](crate::Spares)). None by default: a sink that writes a batch out and drops it
+    /// leaves the writer its own buffers back.
+    fn spare(&mut self) -> Option<RecordBatch> {
+        None
+    }
+
     /// Time spent handing bytes on (in [`write_batch`](Self::write_batch) and
     /// [`finish`](Self::finish)), where the sink can tell it from encoding; zero otherwise.
     fn sink_time(&self) -> Duration {

@@ -122,7 +122,8 @@ impl Buffered {
             drop(batch);
             self.buffers.release(p);
         } else {
-            self.buffers.recycle(p, batch);
+            let donor = shared.output.spare();
+            self.buffers.recycle_with(p, batch, donor);
         }
         let metrics = &mut shared.metrics;
         metrics.bytes_out += bytes;

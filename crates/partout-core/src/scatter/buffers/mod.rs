@@ -15,8 +15,8 @@
 //! steady state no buffer is allocated.
 
 use super::append::{
-    ColumnBuffer, Kind, Rows, Source, append_column, append_run, append_validity, push_piece,
-    take_column, var_offsets,
+    ColumnBuffer, Kind, Rows, Source, append_column, append_run, append_validity, donor_buffers,
+    push_piece, take_column, var_offsets,
 };
 use super::{Order, ScatterScratch, bits, fixed, fixed_bytes, scatter_array, view_parts};
 use crate::batch::PartitionedBatch;
@@ -554,8 +554,47 @@ impl DestinationBuffers {
     /// # Panics
     /// If there is no destination `p`.
     pub fn recycle(&mut self, p: usize, batch: RecordBatch) {
+        self.recycle_with(p, batch, None);
+    }
+
+    /// [`recycle`](Self::recycle), and where a buffer lent to `batch` is still shared (the
+    /// batch was handed on), the buffer in the same place of `donor` takes its place: `donor`
+    /// is an earlier batch [`take`](Self::take) built, from any destination, that its holder is
+    /// done with. A pull-side writer whose batches come back this way allocates nothing in
+    /// steady state. Donor buffers still shared, or a donor of another schema, are simply
+    /// released.
+    ///
+    /// # Panics
+    /// If there is no destination `p`.
+    pub fn recycle_with(&mut self, p: usize, batch: RecordBatch, donor: Option<RecordBatch>) {
         drop(batch);
-        self.rebuffer(p, ColumnBuffer::reclaim);
+        let donor = donor.filter(|donor| {
+            let fields = donor.schema_ref().fields();
+            fields.len() == self.kinds.len()
+                && fields
+                    .iter()
+                    .zip(self.schema.fields())
+                    .all(|(theirs, ours)| theirs.data_type() == ours.data_type())
+        });
+        let mut donors: Vec<[Option<Buffer>; 3]> = match donor {
+            Some(donor) => {
+                let (_, columns, _) = donor.into_parts();
+                columns
+                    .into_iter()
+                    .zip(&self.kinds)
+                    .map(|(column, &kind)| donor_buffers(kind, column))
+                    .collect()
+            }
+            None => Vec::new(),
+        };
+        donors.resize_with(self.kinds.len(), Default::default);
+        let destination = &mut self.destinations[p];
+        for (column, donor) in destination.columns.iter_mut().zip(donors) {
+            column.reclaim(donor);
+        }
+        self.held -= destination.held;
+        destination.update();
+        self.held += destination.held;
     }
 
     /// Gives destination `p` new buffers as large as those lent to the batch

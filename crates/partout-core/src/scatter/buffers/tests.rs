@@ -85,10 +85,9 @@ fn numbered(columns: &[ArrayRef]) -> RecordBatch {
     .unwrap()
 }
 
-/// A destination renewed after a take holds buffers of the taken batch's sizes: the same
-/// rows again fit without growing them, and the batch handed on keeps its rows.
-#[test]
-fn renewed_or_recycled_buffers_take_the_same_rows_without_growing() {
+/// 300 rows of a column of each layout the buffers keep apart: fixed-width with nulls,
+/// offsets and bytes, views with out-of-line data, bits.
+fn mixed_rows() -> RecordBatch {
     let columns: Vec<ArrayRef> = vec![
         Arc::new(Int16Array::from_iter(
             (0..300).map(|i| (i % 4 != 0).then_some(i)),
@@ -101,7 +100,14 @@ fn renewed_or_recycled_buffers_take_the_same_rows_without_growing() {
         )),
         Arc::new(BooleanArray::from_iter((0..300).map(|i| Some(i % 3 == 0)))),
     ];
-    let batch = numbered(&columns);
+    numbered(&columns)
+}
+
+/// A destination renewed after a take holds buffers of the taken batch's sizes: the same
+/// rows again fit without growing them, and the batch handed on keeps its rows.
+#[test]
+fn renewed_or_recycled_buffers_take_the_same_rows_without_growing() {
+    let batch = mixed_rows();
     let ids: Vec<u32> = (0..300u32).map(|i| i % 2).collect();
     let mut plan = ScatterPlan::new();
     plan.build(&ids, 2).unwrap();
@@ -141,6 +147,59 @@ fn renewed_or_recycled_buffers_take_the_same_rows_without_growing() {
         for p in 0..2 {
             assert_eq!(buffers.take(p).unwrap(), expected[p], "destination {p}");
             assert_eq!(first[p], expected[p], "the batch handed on is untouched");
+        }
+    }
+}
+
+/// A destination whose taken batch is still held takes the buffers of a donor (an earlier
+/// batch nothing holds any more) instead of new ones: the next batch taken lives in the
+/// donor's memory and holds the right rows. A donor still shared elsewhere, or of another
+/// schema, is let go and new buffers come instead; the batches handed on keep their rows.
+#[test]
+fn recycling_with_a_donor_reuses_its_buffers() {
+    let batch = mixed_rows();
+    let ids = vec![0u32; 300];
+    let mut plan = ScatterPlan::new();
+    plan.build(&ids, 1).unwrap();
+    let first_values = |b: &RecordBatch| -> Vec<*const u8> {
+        b.columns()
+            .iter()
+            .map(|c| c.to_data().buffers()[0].as_ptr())
+            .collect()
+    };
+    for case in ["free donor", "shared donor", "other schema"] {
+        let mut buffers = DestinationBuffers::try_new(batch.schema(), 1).unwrap();
+        buffers.append(&batch, &plan).unwrap();
+        let donor = buffers.take(0).unwrap();
+        buffers.renew(0);
+        buffers.append(&batch, &plan).unwrap();
+        let held = buffers.take(0).unwrap();
+        let donor_memory = first_values(&donor);
+        let (donor, kept) = match case {
+            "free donor" => (donor, None),
+            "shared donor" => (donor.clone(), Some(donor)),
+            _ => (
+                RecordBatch::try_from_iter([(
+                    "other",
+                    Arc::new(Int16Array::from(vec![1, 2])) as ArrayRef,
+                )])
+                .unwrap(),
+                Some(donor),
+            ),
+        };
+        buffers.recycle_with(0, held.clone(), Some(donor));
+        buffers.append(&batch, &plan).unwrap();
+        let next = buffers.take(0).unwrap();
+        assert_eq!(next, batch, "{case}: the rows");
+        assert_eq!(held, batch, "{case}: the batch handed on is untouched");
+        let reused = first_values(&next) == donor_memory;
+        assert_eq!(
+            reused,
+            case == "free donor",
+            "{case}: the donor's memory reused"
+        );
+        if let Some(kept) = kept {
+            assert_eq!(kept, batch, "{case}: the shared donor is untouched");
         }
     }
 }
