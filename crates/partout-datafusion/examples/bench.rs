@@ -12,6 +12,8 @@
 //!    repartition operators' own time (`repartition_time` + `send_time`, summed over their
 //!    metrics).
 //!
+//! Both contenders run in this one process under mimalloc, datafusion-cli's allocator.
+//!
 //! ```text
 //! cargo run --release -p partout-datafusion --example bench -- --sf 1 --rounds 5
 //! ```
