@@ -17,6 +17,8 @@ pub enum ExchangeError {
     Cancelled(String),
     /// An output file that cannot be read, or does not hold what its manifest says.
     Corrupt(String),
+    /// Past one of the server's limits (exchanges, memory): what, and the limit.
+    ResourceExhausted(String),
 }
 
 impl ExchangeError {
@@ -30,6 +32,7 @@ impl ExchangeError {
             Self::Failed(w) => Self::Failed(wrap(w)),
             Self::Cancelled(w) => Self::Cancelled(wrap(w)),
             Self::Corrupt(w) => Self::Corrupt(wrap(w)),
+            Self::ResourceExhausted(w) => Self::ResourceExhausted(wrap(w)),
         }
     }
 }
@@ -43,6 +46,7 @@ impl fmt::Display for ExchangeError {
             Self::Failed(w) => write!(f, "the exchange failed: {w}"),
             Self::Cancelled(w) => write!(f, "the exchange was cancelled: {w}"),
             Self::Corrupt(w) => write!(f, "unreadable output: {w}"),
+            Self::ResourceExhausted(w) => write!(f, "past the server's limits: {w}"),
         }
     }
 }
@@ -59,6 +63,7 @@ impl From<ExchangeError> for tonic::Status {
             ExchangeError::Failed(_) => Self::aborted(message),
             ExchangeError::Cancelled(_) => Self::cancelled(message),
             ExchangeError::Corrupt(_) => Self::data_loss(message),
+            ExchangeError::ResourceExhausted(_) => Self::resource_exhausted(message),
         }
     }
 }

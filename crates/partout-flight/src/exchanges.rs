@@ -42,42 +42,133 @@ impl Exchange {
     }
 }
 
+/// What a server lets its clients make: exchanges made by Flight's `create` action count
+/// against these (exchanges a program adds itself are its own to bound).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// The most exchanges served at once, finished and live (default 1024).
+    pub max_exchanges: usize,
+    /// The most memory the exchanges clients create may hold together (default 4 GiB): each
+    /// is charged its budget and [`DESTINATION_BYTES`] per destination.
+    pub memory_limit: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_exchanges: 1024,
+            memory_limit: 4 << 30,
+        }
+    }
+}
+
+/// What each destination of a live exchange is charged against [`Limits::memory_limit`]
+/// beside the budget: its queue, counters and wake-ups.
+pub const DESTINATION_BYTES: usize = 512;
+
+/// The longest exchange name, in bytes.
+pub const MAX_NAME_BYTES: usize = 128;
+
+/// At most `max` characters of `text` (client input echoed in an error), marked when cut.
+pub(crate) fn shown(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((at, _)) => format!("{:?}…", &text[..at]),
+        None => format!("{text:?}"),
+    }
+}
+
 /// The exchanges a server serves, by name. Clones share them.
 #[derive(Debug, Clone, Default)]
 pub struct Exchanges {
-    map: Arc<RwLock<BTreeMap<String, Exchange>>>,
+    registry: Arc<RwLock<Registry>>,
+}
+
+#[derive(Debug, Default)]
+struct Registry {
+    /// Each exchange, with the memory charged for it against the limits.
+    map: BTreeMap<String, (Exchange, usize)>,
+    charged: usize,
+    limits: Limits,
 }
 
 impl Exchanges {
-    /// None yet.
+    /// None yet, within the default [`Limits`].
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// None yet, within `limits`.
+    pub fn with_limits(limits: Limits) -> Self {
+        let exchanges = Self::default();
+        exchanges.write().limits = limits;
+        exchanges
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Registry> {
+        self.registry.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Registry> {
+        self.registry.read().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Serves `exchange` as `name`.
     ///
     /// # Errors
-    /// [`ExchangeError::InvalidArgument`] for a name taken already, empty, or holding
-    /// characters a URL path would change (Presto's protocol puts it in one).
+    /// [`ExchangeError::InvalidArgument`] for a name taken already, empty, `.` or `..`, longer
+    /// than [`MAX_NAME_BYTES`], or holding characters a URL path would change (Presto's
+    /// protocol puts it in one); [`ExchangeError::ResourceExhausted`] past
+    /// [`Limits::max_exchanges`].
     pub fn add(&self, name: impl Into<String>, exchange: Exchange) -> Result<()> {
-        let name = name.into();
-        if name.is_empty()
-            || !name
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
-        {
-            return Err(ExchangeError::InvalidArgument(format!(
-                "an exchange name is letters, digits, '-', '_' and '.': {name:?}"
-            )));
-        }
-        let mut map = self.map.write().unwrap_or_else(|e| e.into_inner());
-        if map.contains_key(&name) {
-            return Err(ExchangeError::InvalidArgument(format!(
-                "an exchange named {name:?} is served already"
-            )));
-        }
-        map.insert(name, exchange);
+        self.add_charged(name.into(), exchange, 0)
+    }
+
+    /// Serves `exchange` as `name`, charging `bytes` against [`Limits::memory_limit`] until it
+    /// is dropped.
+    ///
+    /// # Errors
+    /// As [`add`](Self::add), and [`ExchangeError::ResourceExhausted`] past the memory limit.
+    pub(crate) fn add_charged(&self, name: String, exchange: Exchange, bytes: usize) -> Result<()> {
+        let mut registry = self.write();
+        room(&registry, &name, bytes)?;
+        registry.charged += bytes;
+        registry.map.insert(name, (exchange, bytes));
         Ok(())
+    }
+
+    /// An error unless an exchange named `name` charged `bytes` could be added now (checked
+    /// again when it is added: this is to refuse before making it).
+    ///
+    /// # Errors
+    /// As [`add_charged`](Self::add_charged).
+    pub(crate) fn check_room(&self, name: &str, bytes: usize) -> Result<()> {
+        room(&self.read(), name, bytes)
+    }
+
+    /// Stops serving `name`, giving back what it was charged; a live exchange is cancelled
+    /// (its consumers and producers get an error saying so).
+    ///
+    /// # Errors
+    /// [`ExchangeError::NotFound`].
+    pub fn remove(&self, name: &str) -> Result<Exchange> {
+        let removed = {
+            let mut registry = self.write();
+            let removed = registry.map.remove(name);
+            if let Some((_, bytes)) = &removed {
+                registry.charged -= bytes;
+            }
+            removed
+        };
+        let (exchange, _) = removed.ok_or_else(|| self.not_found(name))?;
+        if let Exchange::Live(live) = &exchange {
+            live.cancel("the exchange was dropped");
+        }
+        Ok(exchange)
+    }
+
+    /// Bytes charged now for the exchanges clients made.
+    pub fn charged_bytes(&self) -> usize {
+        self.read().charged
     }
 
     /// Serves the finished output in `dir` as `name`.
@@ -100,25 +191,82 @@ impl Exchanges {
     /// The exchange `name`.
     ///
     /// # Errors
-    /// [`ExchangeError::NotFound`] naming those there are.
+    /// [`ExchangeError::NotFound`] naming (some of) those there are.
     pub fn get(&self, name: &str) -> Result<Exchange> {
-        let map = self.map.read().unwrap_or_else(|e| e.into_inner());
-        map.get(name).cloned().ok_or_else(|| {
-            let names: Vec<&str> = map.keys().map(String::as_str).collect();
-            ExchangeError::NotFound(format!(
-                "no exchange {name:?} (served: {})",
-                if names.is_empty() {
-                    "none".to_string()
-                } else {
-                    names.join(", ")
-                }
-            ))
-        })
+        let found = self.read().map.get(name).map(|(e, _)| e.clone());
+        found.ok_or_else(|| self.not_found(name))
+    }
+
+    fn not_found(&self, name: &str) -> ExchangeError {
+        const SHOWN: usize = 10;
+        let registry = self.read();
+        let mut names: Vec<&str> = registry
+            .map
+            .keys()
+            .take(SHOWN)
+            .map(String::as_str)
+            .collect();
+        let more = registry.map.len().saturating_sub(SHOWN);
+        let more = match more {
+            0 => String::new(),
+            n => format!(" and {n} more"),
+        };
+        if names.is_empty() {
+            names.push("none");
+        }
+        ExchangeError::NotFound(format!(
+            "no exchange {} (served: {}{more})",
+            shown(name, MAX_NAME_BYTES),
+            names.join(", ")
+        ))
     }
 
     /// Every exchange, by name.
     pub fn all(&self) -> Vec<(String, Exchange)> {
-        let map = self.map.read().unwrap_or_else(|e| e.into_inner());
-        map.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+        let registry = self.read();
+        registry
+            .map
+            .iter()
+            .map(|(k, (v, _))| (k.clone(), v.clone()))
+            .collect()
     }
+}
+
+/// An error unless `registry` has room for an exchange `name` charged `bytes`.
+fn room(registry: &Registry, name: &str, bytes: usize) -> Result<()> {
+    check_name(name)?;
+    if registry.map.contains_key(name) {
+        return Err(ExchangeError::InvalidArgument(format!(
+            "an exchange named {name:?} is served already"
+        )));
+    }
+    let limits = registry.limits;
+    if registry.map.len() >= limits.max_exchanges {
+        return Err(ExchangeError::ResourceExhausted(format!(
+            "{} exchanges are served, the server's limit; drop one first",
+            registry.map.len()
+        )));
+    }
+    if registry.charged.saturating_add(bytes) > limits.memory_limit {
+        return Err(ExchangeError::ResourceExhausted(format!(
+            "exchange {name:?} needs {bytes} bytes; the exchanges made hold {} of the server's {}",
+            registry.charged, limits.memory_limit
+        )));
+    }
+    Ok(())
+}
+
+/// An error unless `name` can name an exchange (see [`Exchanges::add`]).
+fn check_name(name: &str) -> Result<()> {
+    let allowed = name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
+    if name.is_empty() || name.len() > MAX_NAME_BYTES || !allowed || name == "." || name == ".." {
+        return Err(ExchangeError::InvalidArgument(format!(
+            "an exchange name is 1 to {MAX_NAME_BYTES} letters, digits, '-', '_' and '.', not \
+             '.' or '..': {}",
+            shown(name, MAX_NAME_BYTES)
+        )));
+    }
+    Ok(())
 }

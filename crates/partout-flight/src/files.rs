@@ -409,8 +409,10 @@ fn read_ipc(reader: &mut RangeReader, skip: bool) -> Result<IpcRead> {
         arrow_ipc::MessageHeader::Schema => {
             let schema = message
                 .header_as_schema()
-                .map(arrow_ipc::convert::fb_to_schema)
                 .ok_or_else(|| reader.corrupt("a schema message without a schema".into()))?;
+            // Damaged schemas are refused, not converted (arrow-ipc's conversion panics).
+            let schema = partout_format::ipc::convert_schema(schema)
+                .map_err(|e| reader.corrupt(e.to_string()))?;
             reader
                 .skip(body_len)
                 .map_err(|e| reader.corrupt(e.to_string()))?;

@@ -7,11 +7,13 @@
 //!  DoPut(descriptor [exchange]) ─► one producer: each batch's app_metadata names its destination
 //!  DoAction "ack" {exchange, destination, from_sequence} ─► frees the batches before it
 //!  DoAction "cancel" {exchange} ─► consumers and producers get CANCELLED
+//!  DoAction "drop" {exchange} ─► no longer served; a live one is cancelled, its memory freed
 //!  ListFlights / GetFlightInfo ─► per destination: rows, bytes, complete, its ticket
 //! ```
 
 use crate::error::{ExchangeError, Result};
-use crate::exchanges::{Exchange, Exchanges};
+use crate::exchanges::{DESTINATION_BYTES, Exchange, Exchanges, shown};
+use crate::files::{FileCursor, FinishedOutput};
 use crate::live::{LiveExchange, LiveOptions};
 use crate::message::Message;
 use arrow_flight::decode::{DecodedPayload, FlightDataDecoder};
@@ -25,6 +27,7 @@ use arrow_ipc::writer::IpcWriteOptions;
 use futures::stream::{self, BoxStream, StreamExt};
 use partout_format::Encoding;
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
@@ -100,7 +103,20 @@ pub struct CreateRequest {
 }
 
 impl CreateRequest {
+    /// The exchange's options, checked: a partition count the kernels take (1 to 2^20) and
+    /// at least one producer.
     fn options(&self) -> Result<LiveOptions> {
+        partout_core::plan::check_partition_count(self.partitions).map_err(|e| match e {
+            partout_core::PartoutError::InvalidArgument(what) => {
+                ExchangeError::InvalidArgument(what)
+            }
+            other => ExchangeError::InvalidArgument(other.to_string()),
+        })?;
+        if self.producers == 0 {
+            return Err(ExchangeError::InvalidArgument(
+                "an exchange needs at least one producer".into(),
+            ));
+        }
         let format = self.format.as_deref().unwrap_or("ipc");
         let encoding = Encoding::parse(format, self.compression.as_deref())?;
         let mut options = LiveOptions::new(self.partitions, self.producers).with_encoding(encoding);
@@ -111,7 +127,7 @@ impl CreateRequest {
     }
 }
 
-/// The `cancel` action's body (JSON).
+/// The `cancel` and `drop` actions' body (JSON).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CancelRequest {
     /// The exchange to end.
@@ -195,8 +211,15 @@ impl ExchangeService {
         match action.r#type.as_str() {
             "create" => {
                 let request: CreateRequest = json(body, "create")?;
-                let live = LiveExchange::try_new(None, request.options()?)?;
-                self.exchanges.add_live(&request.exchange, live)?;
+                let options = request.options()?;
+                // Charged against the server's limits before anything is allocated.
+                let bytes = (request.partitions as usize)
+                    .saturating_mul(DESTINATION_BYTES)
+                    .saturating_add(options.budget_bytes);
+                self.exchanges.check_room(&request.exchange, bytes)?;
+                let live = LiveExchange::try_new(None, options)?;
+                self.exchanges
+                    .add_charged(request.exchange, Exchange::Live(live), bytes)?;
                 Ok(Vec::new())
             }
             "ack" => {
@@ -221,11 +244,97 @@ impl ExchangeService {
                     ))),
                 }
             }
+            "drop" => {
+                let request: CancelRequest = json(body, "drop")?;
+                self.exchanges.remove(&request.exchange)?;
+                Ok(Vec::new())
+            }
             other => Err(ExchangeError::InvalidArgument(format!(
-                "no action {other:?}: the actions are create, ack and cancel"
+                "no action {}: the actions are create, ack, cancel and drop",
+                shown(other, 64)
             ))),
         }
     }
+}
+
+/// A finished output's destination as a DoGet stream, from the ticket's sequence: the schema,
+/// then each batch with its dictionaries. The files are read one message at a time, each on
+/// a blocking thread for just that read, when the client asks for more: a stream whose reader
+/// stops (never granting HTTP/2 flow control) holds no thread, and a slow disk holds none of
+/// the runtime's.
+fn stream_finished(
+    finished: Arc<FinishedOutput>,
+    ticket: DestinationTicket,
+    schema: arrow_schema::SchemaRef,
+) -> impl futures::Stream<Item = Result<FlightData, Status>> + Send + 'static {
+    let context = format!("destination {}", ticket.destination);
+    let open = async move {
+        let opened = tokio::task::spawn_blocking(move || -> Result<FileCursor> {
+            let mut cursor = finished.cursor(ticket.destination)?;
+            if !cursor.skip(ticket.from_sequence)? {
+                return Err(ExchangeError::InvalidArgument(format!(
+                    "from_sequence {} is past the destination's last batch",
+                    ticket.from_sequence
+                )));
+            }
+            Ok(cursor)
+        })
+        .await
+        .unwrap_or_else(|e| Err(ExchangeError::Corrupt(e.to_string())));
+        let options = IpcWriteOptions::default();
+        let schema: FlightData = SchemaAsIpc::new(&schema, &options).into();
+        opened.map(|cursor| (schema, cursor, ticket.from_sequence))
+    };
+    stream::once(open).flat_map(move |opened| {
+        let context = context.clone();
+        match opened {
+            Err(e) => stream::iter([Err(Status::from(e.context(context)))]).boxed(),
+            Ok((schema, cursor, from)) => {
+                let batches = stream::unfold(Some((cursor, from)), move |state| {
+                    let context = context.clone();
+                    async move {
+                        let (mut cursor, sequence) = state?;
+                        let read = tokio::task::spawn_blocking(move || {
+                            let message = cursor.next_message();
+                            (cursor, message)
+                        })
+                        .await;
+                        let (cursor, message) = match read {
+                            Ok(read) => read,
+                            Err(e) => {
+                                let e = ExchangeError::Corrupt(e.to_string());
+                                return Some((vec![Err(e.context(context).into())], None));
+                            }
+                        };
+                        match message {
+                            Ok(None) => None,
+                            Err(e) => Some((vec![Err(e.context(context).into())], None)),
+                            Ok(Some(Message::Ipc {
+                                dictionaries,
+                                batch,
+                                ..
+                            })) => {
+                                let data = dictionaries
+                                    .into_iter()
+                                    .chain([numbered(batch, sequence)])
+                                    .map(Ok)
+                                    .collect();
+                                Some((data, Some((cursor, sequence + 1))))
+                            }
+                            Ok(Some(_)) => {
+                                let e = ExchangeError::Corrupt(
+                                    "an IPC output's file gave a message of another format".into(),
+                                );
+                                Some((vec![Err(e.context(context).into())], None))
+                            }
+                        }
+                    }
+                })
+                .flat_map(stream::iter);
+                stream::once(async { Ok(schema) }).chain(batches).boxed()
+            }
+        }
+    })
 }
 
 fn json<T: serde::de::DeserializeOwned>(body: &[u8], action: &str) -> Result<T> {
@@ -340,45 +449,9 @@ impl FlightService for ExchangeService {
                         ticket.exchange
                     ))
                 })?;
-                tokio::task::spawn_blocking(move || {
-                    let run = || -> Result<()> {
-                        let mut cursor = finished.cursor(ticket.destination)?;
-                        if !cursor.skip(ticket.from_sequence)? {
-                            return Err(ExchangeError::InvalidArgument(format!(
-                                "from_sequence {} is past the destination's last batch",
-                                ticket.from_sequence
-                            )));
-                        }
-                        let options = IpcWriteOptions::default();
-                        let schema = SchemaAsIpc::new(&schema, &options).into();
-                        if tx.blocking_send(Ok(schema)).is_err() {
-                            return Ok(());
-                        }
-                        let mut sequence = ticket.from_sequence;
-                        while let Some(message) = cursor.next_message()? {
-                            let Message::Ipc {
-                                dictionaries,
-                                batch,
-                                ..
-                            } = message
-                            else {
-                                unreachable!("an IPC output's cursor gives IPC messages");
-                            };
-                            for data in dictionaries.into_iter().chain([numbered(batch, sequence)])
-                            {
-                                if tx.blocking_send(Ok(data)).is_err() {
-                                    return Ok(());
-                                }
-                            }
-                            sequence += 1;
-                        }
-                        Ok(())
-                    };
-                    if let Err(e) = run() {
-                        let context = format!("destination {}", ticket.destination);
-                        let _ = tx.blocking_send(Err(e.context(context).into()));
-                    }
-                });
+                return Ok(Response::new(
+                    stream_finished(finished, ticket, schema).boxed(),
+                ));
             }
         }
         Ok(Response::new(ReceiverStream::new(rx).boxed()))
@@ -536,6 +609,10 @@ impl FlightService for ExchangeService {
                 "frees a live destination's batches before from_sequence: {exchange, destination, from_sequence}",
             ),
             ("cancel", "ends a live exchange: {exchange}"),
+            (
+                "drop",
+                "stops serving an exchange, cancelling a live one and freeing its memory: {exchange}",
+            ),
         ];
         Ok(Response::new(
             stream::iter(actions.map(|(kind, description)| {

@@ -24,7 +24,7 @@ pub mod presto;
 pub mod serve;
 
 pub use error::{ExchangeError, Result};
-pub use exchanges::{Exchange, Exchanges};
+pub use exchanges::{DESTINATION_BYTES, Exchange, Exchanges, Limits, MAX_NAME_BYTES};
 pub use files::{FileCursor, FinishedOutput};
 pub use flight::{CancelRequest, CreateRequest, DestinationTicket, ExchangeService};
 pub use live::{DestinationStatus, ExchangeOutput, Fetched, LiveExchange, LiveOptions, Producer};

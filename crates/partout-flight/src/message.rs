@@ -3,18 +3,21 @@
 //! between them for a protocol that wants the other one.
 //!
 //! Each IPC message carries every dictionary its batch refers to, so that any message can be
-//! sent first: a consumer resuming at any sequence decodes what it gets.
+//! sent first: a consumer resuming at any sequence decodes what it gets. Dictionaries are
+//! numbered as the schema message numbers them (arrow-ipc gives the ids when it encodes the
+//! schema, depth first), so the stream's schema message fits every message.
 
 use crate::error::{ExchangeError, Result};
-use arrow_array::{ArrayRef, RecordBatch};
+use arrow_array::{ArrayRef, RecordBatch, RecordBatchOptions};
 use arrow_buffer::Buffer;
 use arrow_flight::{FlightData, SchemaAsIpc};
 use arrow_ipc::writer::{DictionaryTracker, IpcDataGenerator, IpcWriteContext, IpcWriteOptions};
-use arrow_schema::{DataType, SchemaRef};
+use arrow_schema::{DataType, Schema, SchemaRef};
 use bytes::Bytes;
 use partout_format::presto::{PageOptions, check_page, decode_page, encode_page};
 use partout_format::{Encoding, OutputFormat, StreamEncoders};
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// One unit of a destination's output.
 #[derive(Debug, Clone)]
@@ -177,6 +180,13 @@ impl Message {
                 batch,
                 ..
             } => {
+                // The decoder finds a column's dictionary by the id in its field: the ids of
+                // the schema as its IPC message gives them, which a schema built in memory
+                // lacks.
+                let numbered = has_dictionaries(schema)
+                    .then(|| with_dictionary_ids(schema))
+                    .transpose()?;
+                let ipc_schema = numbered.as_ref().unwrap_or(schema);
                 let mut by_id: HashMap<i64, ArrayRef> = HashMap::new();
                 for dictionary in dictionaries {
                     let message = arrow_ipc::root_as_message(&dictionary.data_header)
@@ -187,16 +197,25 @@ impl Message {
                     arrow_ipc::reader::read_dictionary(
                         &Buffer::from(dictionary.data_body.clone()),
                         header,
-                        schema,
+                        ipc_schema,
                         &mut by_id,
                         &message.version(),
                     )?;
                 }
-                Ok(arrow_flight::utils::flight_data_to_arrow_batch(
+                let decoded = arrow_flight::utils::flight_data_to_arrow_batch(
                     batch,
-                    schema.clone(),
+                    ipc_schema.clone(),
                     &by_id,
-                )?)
+                )?;
+                match numbered {
+                    None => Ok(decoded),
+                    // The columns under the schema asked for.
+                    Some(_) => Ok(RecordBatch::try_new_with_options(
+                        schema.clone(),
+                        decoded.columns().to_vec(),
+                        &RecordBatchOptions::new().with_row_count(Some(decoded.num_rows())),
+                    )?),
+                }
             }
             Self::Page { page, .. } => Ok(decode_page(page, schema)?.0),
         }
@@ -233,14 +252,20 @@ impl Message {
     }
 }
 
-/// `batch` as an IPC message with every dictionary it needs.
+/// `batch` as an IPC message with every dictionary it needs, numbered as the schema message
+/// of its schema numbers them.
 ///
 /// # Errors
 /// arrow-ipc's.
 pub fn encode_ipc(batch: &RecordBatch, options: &IpcWriteOptions) -> Result<Message> {
-    let (dictionaries, encoded) = IpcDataGenerator::default().encode(
+    let generator = IpcDataGenerator::default();
+    // A tracker of its own, which has sent no dictionary yet: the message carries them all.
+    // It learns the dictionaries' ids from the schema, as the schema message's encoder does.
+    let mut tracker = DictionaryTracker::new(false);
+    generator.schema_to_bytes_with_dictionary_tracker(batch.schema_ref(), &mut tracker, options);
+    let (dictionaries, encoded) = generator.encode(
         batch,
-        &mut DictionaryTracker::new(false),
+        &mut tracker,
         options,
         &mut IpcWriteContext::default(),
     )?;
@@ -299,12 +324,7 @@ impl MessageEncoder {
 
     /// Whether IPC messages take the fast path: no dictionary anywhere in the schema.
     fn fast_ipc(&self) -> bool {
-        self.encoding.format() == OutputFormat::ArrowIpc
-            && !self
-                .schema
-                .fields()
-                .iter()
-                .any(|f| has_dictionary(f.data_type()))
+        self.encoding.format() == OutputFormat::ArrowIpc && !has_dictionaries(&self.schema)
     }
 
     /// `batch` as one IPC message through the stream encoder.
@@ -418,6 +438,27 @@ impl MessageEncoder {
 /// Whether `data_type` holds a dictionary at any depth.
 fn has_dictionary(data_type: &DataType) -> bool {
     partout_format::ipc::holds(data_type, &|t| matches!(t, DataType::Dictionary(..)))
+}
+
+/// Whether a column of `schema` holds a dictionary at any depth.
+fn has_dictionaries(schema: &Schema) -> bool {
+    schema
+        .fields()
+        .iter()
+        .any(|f| has_dictionary(f.data_type()))
+}
+
+/// `schema` as its IPC schema message gives it back: every dictionary field (nested ones
+/// too) with the id arrow-ipc gave its dictionary, which decoding dictionaries and batches
+/// needs.
+fn with_dictionary_ids(schema: &Schema) -> Result<SchemaRef> {
+    let encoded = IpcDataGenerator::default().schema_to_bytes_with_dictionary_tracker(
+        schema,
+        &mut DictionaryTracker::new(false),
+        &IpcWriteOptions::default(),
+    );
+    let numbered = arrow_ipc::convert::try_schema_from_flatbuffer_bytes(&encoded.ipc_message)?;
+    Ok(Arc::new(numbered))
 }
 
 /// Reads encoded IPC stream messages across the parts an encoder gave.

@@ -69,6 +69,8 @@ struct FileBuffer {
     first: u64,
     /// Every page has been read from the files.
     read_all: bool,
+    /// The error reading the files ended in, for every later request.
+    failed: Option<ExchangeError>,
 }
 
 impl FileBuffer {
@@ -88,37 +90,21 @@ impl FileBuffer {
                 self.first
             )));
         }
-        self.ack(token);
-        let end = self.first + self.pages.len() as u64;
-        if token > end {
-            return Err(ExchangeError::InvalidArgument(format!(
-                "token {token} is past the {end} pages sent"
-            )));
+        // Checked before anything is acknowledged: a refused token changes nothing.
+        self.ack(token)?;
+        if let Some(e) = &self.failed {
+            return Err(e.clone());
         }
         let mut bytes: usize = self.pages.iter().map(Bytes::len).sum();
         while !self.read_all && (self.pages.is_empty() || bytes < max_bytes) {
-            let cursor = match &mut self.cursor {
-                Some(cursor) => cursor,
-                slot => slot.insert(output.cursor(p)?),
-            };
-            match cursor.next_message()? {
-                None => {
-                    self.read_all = true;
+            match self.read_page(output, encoder, p) {
+                Ok(page) => bytes += page,
+                Err(e) => {
+                    // The files are damaged here: every later request gets the same error,
+                    // rather than the pages after the damage.
+                    self.failed = Some(e.clone());
                     self.cursor = None;
-                }
-                Some(message) => {
-                    let page = match (message, encoder) {
-                        (page @ Message::Page { .. }, _) => page,
-                        (message, Some(encoder)) => encoder.to_page(message)?,
-                        (Message::Ipc { .. }, None) => {
-                            unreachable!("an IPC output has a schema, and so an encoder")
-                        }
-                    };
-                    let Message::Page { page, .. } = page else {
-                        unreachable!("converted to a page")
-                    };
-                    bytes += page.len();
-                    self.pages.push_back(page);
+                    return Err(e);
                 }
             }
         }
@@ -135,11 +121,63 @@ impl FileBuffer {
         Ok((given, complete))
     }
 
-    fn ack(&mut self, token: u64) {
+    /// Reads the next page from the files into the pages held; its bytes (0 at the end).
+    fn read_page(
+        &mut self,
+        output: &FinishedOutput,
+        encoder: Option<&MessageEncoder>,
+        p: u32,
+    ) -> Result<usize> {
+        let cursor = match &mut self.cursor {
+            Some(cursor) => cursor,
+            slot => slot.insert(output.cursor(p)?),
+        };
+        let Some(message) = cursor.next_message()? else {
+            self.read_all = true;
+            self.cursor = None;
+            return Ok(0);
+        };
+        let page = match (message, encoder) {
+            (page @ Message::Page { .. }, _) => page,
+            (message, Some(encoder)) => encoder.to_page(message)?,
+            (Message::Ipc { .. }, None) => {
+                unreachable!("an IPC output has a schema, and so an encoder")
+            }
+        };
+        let Message::Page { page, .. } = page else {
+            unreachable!("converted to a page")
+        };
+        let bytes = page.len();
+        self.pages.push_back(page);
+        Ok(bytes)
+    }
+
+    /// The token after the pages sent (read from the files and held).
+    fn end(&self) -> u64 {
+        self.first + self.pages.len() as u64
+    }
+
+    /// Frees the pages before `token`; nothing when it is past the pages sent.
+    ///
+    /// # Errors
+    /// [`ExchangeError::InvalidArgument`] for a token past the pages sent.
+    fn ack(&mut self, token: u64) -> Result<()> {
+        check_sent(token, self.end())?;
         while self.first < token && self.pages.pop_front().is_some() {
             self.first += 1;
         }
+        Ok(())
     }
+}
+
+/// An error for a token past `end`, the token after the pages sent.
+fn check_sent(token: u64, end: u64) -> Result<()> {
+    if token > end {
+        return Err(ExchangeError::InvalidArgument(format!(
+            "token {token} is past the {end} pages sent"
+        )));
+    }
+    Ok(())
 }
 
 /// Finished outputs' destinations being read, by exchange and destination.
@@ -153,6 +191,9 @@ struct Server {
 }
 
 impl Server {
+    /// Destination `p` of finished output `name` as its consumer reads it, made on first
+    /// use. Only for a served exchange's destination in range (checked before): the state
+    /// kept is bounded by the destinations served.
     fn file_buffer(&self, name: &str, p: u32) -> Arc<Mutex<FileBuffer>> {
         let mut files = self.files.lock().unwrap_or_else(|e| e.into_inner());
         files
@@ -163,9 +204,16 @@ impl Server {
                     pages: VecDeque::new(),
                     first: 0,
                     read_all: false,
+                    failed: None,
                 }))
             })
             .clone()
+    }
+
+    /// Destination `p` of finished output `name` if its consumer has read from it.
+    fn existing_file_buffer(&self, name: &str, p: u32) -> Option<Arc<Mutex<FileBuffer>>> {
+        let files = self.files.lock().unwrap_or_else(|e| e.into_inner());
+        files.get(&(name.to_string(), p)).cloned()
     }
 }
 
@@ -236,18 +284,61 @@ fn error_reply(e: &ExchangeError) -> Response {
         ExchangeError::Freed(_) => StatusCode::GONE,
         ExchangeError::Failed(_) | ExchangeError::Corrupt(_) => StatusCode::INTERNAL_SERVER_ERROR,
         ExchangeError::Cancelled(_) => StatusCode::GONE,
+        ExchangeError::ResourceExhausted(_) => StatusCode::SERVICE_UNAVAILABLE,
     };
     (status, format!("{e}\n")).into_response()
 }
 
+/// The most characters of a client's text an error message repeats.
+const QUOTED_CHARS: usize = 100;
+
+/// `text` quoted for an error message, as `{:?}` does, cut to [`QUOTED_CHARS`] characters
+/// (quotes and the `…` marking a cut included): a client's input is not echoed unbounded.
+fn quoted(text: &str) -> String {
+    let escaped: String = text.escape_debug().collect();
+    if escaped.chars().count() + 2 <= QUOTED_CHARS {
+        format!("\"{escaped}\"")
+    } else {
+        let kept: String = escaped.chars().take(QUOTED_CHARS - 3).collect();
+        format!("\"{kept}…\"")
+    }
+}
+
 fn parse_path(buffer: &str, token: &str) -> Result<(u32, u64)> {
     let buffer = buffer.parse().map_err(|_| {
-        ExchangeError::InvalidArgument(format!("buffer {buffer:?} is not a destination number"))
+        ExchangeError::InvalidArgument(format!(
+            "buffer {} is not a destination number",
+            quoted(buffer)
+        ))
     })?;
-    let token = token
-        .parse()
-        .map_err(|_| ExchangeError::InvalidArgument(format!("token {token:?} is not a number")))?;
+    let token = token.parse().map_err(|_| {
+        ExchangeError::InvalidArgument(format!("token {} is not a number", quoted(token)))
+    })?;
     Ok((buffer, token))
+}
+
+/// The served exchange `name`, and an error (its name cut) unless it has destination `p`.
+fn served(server: &Server, name: &str, p: u32) -> Result<Exchange> {
+    let exchange = server.exchanges.get(name).map_err(|_| not_served(name))?;
+    check_destination(&exchange, name, p)?;
+    Ok(exchange)
+}
+
+/// The error for an exchange not served, its name cut.
+fn not_served(name: &str) -> ExchangeError {
+    ExchangeError::NotFound(format!("no exchange {} is served", quoted(name)))
+}
+
+/// An error naming how many destinations there are unless `exchange` has destination `p`.
+fn check_destination(exchange: &Exchange, name: &str, p: u32) -> Result<()> {
+    let partitions = exchange.partitions();
+    if p < partitions {
+        return Ok(());
+    }
+    Err(ExchangeError::NotFound(format!(
+        "no destination {p} in exchange {} of {partitions} destinations",
+        quoted(name)
+    )))
 }
 
 /// An airlift data size (`1MB`, `1048576B`, `1.5kB`) in bytes.
@@ -335,7 +426,7 @@ async fn get_results(
             );
         }
     };
-    if let Err(e) = exchange.check(&task, p) {
+    if let Err(e) = check_destination(&exchange, &task, p) {
         return error_reply(&e);
     }
     let fetched = match exchange {
@@ -361,7 +452,7 @@ async fn get_results(
         }
     };
     match fetched {
-        Err(e) => error_reply(&e.context(format!("exchange {task:?} destination {p}"))),
+        Err(e) => error_reply(&e.context(format!("exchange {} destination {p}", quoted(&task)))),
         Ok((pages, complete)) => {
             let next = token + pages.len() as u64;
             if pages.is_empty() {
@@ -430,14 +521,21 @@ async fn head_results(
             (Err(e), _) | (_, Err(e)) => return error_reply(&e),
         },
         Ok(Exchange::Finished(output)) => {
-            if let Err(e) = Exchange::Finished(output.clone()).check(&task, p) {
+            if let Err(e) = check_destination(&Exchange::Finished(output.clone()), &task, p) {
                 return error_reply(&e);
             }
-            let buffer = server.file_buffer(&task, p);
-            let buffer = buffer.lock().unwrap_or_else(|e| e.into_inner());
-            let skip = token.saturating_sub(buffer.first) as usize;
-            let held: u64 = buffer.pages.iter().skip(skip).map(|b| b.len() as u64).sum();
-            if buffer.read_all {
+            // A HEAD makes no state: a destination not read yet holds nothing so far.
+            let (held, read_all) = match server.existing_file_buffer(&task, p) {
+                None => (0, false),
+                Some(buffer) => {
+                    let buffer = buffer.lock().unwrap_or_else(|e| e.into_inner());
+                    let skip = token.saturating_sub(buffer.first);
+                    let skip = usize::try_from(skip).unwrap_or(usize::MAX);
+                    let held: u64 = buffer.pages.iter().skip(skip).map(|b| b.len() as u64).sum();
+                    (held, buffer.read_all)
+                }
+            };
+            if read_all {
                 (held, held == 0)
             } else {
                 // Not all read yet: what the manifest says the destination holds, at most.
@@ -472,16 +570,21 @@ async fn acknowledge(
         Ok(parsed) => parsed,
         Err(e) => return error_reply(&e),
     };
-    let acked = match server.exchanges.get(&task) {
-        Ok(Exchange::Live(live)) => live.ack(p, token),
-        Ok(Exchange::Finished(_)) => {
-            let buffer = server.file_buffer(&task, p);
-            buffer.lock().unwrap_or_else(|e| e.into_inner()).ack(token);
-            Ok(())
-        }
-        Err(e) => Err(e),
+    // A destination out of range is refused before any state is made for it.
+    let exchange = match served(&server, &task, p) {
+        Ok(exchange) => exchange,
+        Err(e) => return error_reply(&e),
     };
-    match acked {
+    // A token past the pages sent is refused before anything is freed.
+    let acked = match exchange {
+        Exchange::Live(live) => live.ack(p, token),
+        Exchange::Finished(_) => match server.existing_file_buffer(&task, p) {
+            // Nothing read yet: no page sent to acknowledge, and no state to make.
+            None => check_sent(token, 0),
+            Some(buffer) => buffer.lock().unwrap_or_else(|e| e.into_inner()).ack(token),
+        },
+    };
+    match acked.map_err(|e| e.context(format!("exchange {} destination {p}", quoted(&task)))) {
         Ok(()) => StatusCode::NO_CONTENT.into_response(),
         Err(e) => error_reply(&e),
     }
@@ -495,7 +598,7 @@ async fn delete_buffer(
         Ok((p, _)) => p,
         Err(e) => return error_reply(&e),
     };
-    let closed = match server.exchanges.get(&task) {
+    let closed = match served(&server, &task, p) {
         Ok(Exchange::Live(live)) => live.close(p),
         Ok(Exchange::Finished(_)) => {
             let mut files = server.files.lock().unwrap_or_else(|e| e.into_inner());

@@ -8,7 +8,7 @@
 //! Prints `flight: ADDRESS` and `presto: ADDRESS` once each listens (with port 0, the port
 //! the system chose), then serves until interrupted.
 
-use crate::exchanges::Exchanges;
+use crate::exchanges::{Exchanges, Limits};
 use crate::flight::ExchangeService;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -26,6 +26,14 @@ pub struct ServeOptions {
     /// Serve Presto's worker exchange protocol (HTTP) on this address.
     #[arg(long)]
     pub presto: Option<SocketAddr>,
+    /// The most memory the live exchanges clients create (Flight's `create`) may hold
+    /// together, in bytes: each is charged its budget and 512 bytes per destination, and a
+    /// `create` past it is refused (RESOURCE_EXHAUSTED) until one is dropped.
+    #[arg(long, default_value_t = Limits::default().memory_limit)]
+    pub memory_limit: usize,
+    /// The most exchanges served at once, finished and live.
+    #[arg(long, default_value_t = Limits::default().max_exchanges)]
+    pub max_exchanges: usize,
 }
 
 fn parse_exchange(text: &str) -> Result<(String, PathBuf), String> {
@@ -50,7 +58,10 @@ pub fn run(options: ServeOptions) -> Result<(), String> {
     if options.flight.is_none() && options.presto.is_none() {
         return Err("nothing to serve on: give --flight ADDRESS, --presto ADDRESS or both".into());
     }
-    let exchanges = Exchanges::new();
+    let exchanges = Exchanges::with_limits(Limits {
+        max_exchanges: options.max_exchanges,
+        memory_limit: options.memory_limit,
+    });
     for (name, dir) in &options.dirs {
         exchanges
             .add_directory(name, dir)

@@ -60,12 +60,26 @@ fn produce(
                     .writer(schema, partitioning, small_flushes())
                     .map_err(|e| e.to_string())?;
                 for batch in &batches {
-                    writer.append(batch).map_err(|e| e.to_string())?;
+                    writer.append(batch).map_err(|e| with_causes(&e))?;
                 }
-                writer.finish_output().map(drop).map_err(|e| e.to_string())
+                writer
+                    .finish_output()
+                    .map(drop)
+                    .map_err(|e| with_causes(&e))
             })
         })
         .collect()
+}
+
+/// `e` and the errors that caused it.
+fn with_causes(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut cause = e.source();
+    while let Some(e) = cause {
+        out.push_str(&format!(": {e}"));
+        cause = e.source();
+    }
+    out
 }
 
 /// Every row of `inputs` by its id.
@@ -566,4 +580,380 @@ fn spilled_messages_read_back_equal_and_damaged_ones_are_errors() {
     );
     bytes[0] = 9;
     assert!(Message::read_from(&bytes).is_err());
+}
+
+// Dictionary columns, as pyarrow's `dictionary_encode()` gives them: Int32 keys (nulls in the
+// keys), a dictionary of Utf8 values; also inside a struct and a list.
+
+/// `Dictionary(Int32, Utf8)`.
+fn dictionary_type() -> arrow_schema::DataType {
+    use arrow_schema::DataType;
+    DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8))
+}
+
+/// A batch of `rows` rows: a key `k`, a unique id `id`, a dictionary column `tag` with nulls,
+/// a struct `nested` holding one (`d`) and a list `tags` of them. Each seed has a dictionary
+/// of its own (its words and their number), shared by the three columns.
+fn dictionary_batch(rows: usize, seed: u64) -> RecordBatch {
+    use arrow_array::types::Int32Type;
+    use arrow_array::{
+        ArrayRef, DictionaryArray, Int32Array, Int64Array, ListArray, StringArray, StructArray,
+    };
+    use arrow_schema::Field;
+    let offset = seed as i64 * 1_000_000_000;
+    let words = 3 + (seed % 5) as usize;
+    let values: ArrayRef = Arc::new(StringArray::from_iter_values(
+        (0..words).map(|w| format!("word {w} of dictionary {seed}")),
+    ));
+    let dictionary = |n: usize, salt: usize| -> ArrayRef {
+        let keys = Int32Array::from_iter(
+            (0..n).map(|i| ((i + salt) % 7 != 3).then_some(((i * 31 + salt) % words) as i32)),
+        );
+        Arc::new(DictionaryArray::<Int32Type>::try_new(keys, values.clone()).unwrap())
+    };
+    let nested = StructArray::from(vec![(
+        Arc::new(Field::new("d", dictionary_type(), true)),
+        dictionary(rows, 1),
+    )]);
+    let lengths = (0..rows).map(|i| i % 3);
+    let items = lengths.clone().sum::<usize>();
+    let tags = ListArray::try_new(
+        Arc::new(Field::new_list_field(dictionary_type(), true)),
+        arrow_buffer::OffsetBuffer::from_lengths(lengths),
+        dictionary(items, 2),
+        None,
+    )
+    .unwrap();
+    let columns: Vec<(&str, ArrayRef)> = vec![
+        (
+            "k",
+            Arc::new(Int64Array::from_iter_values(
+                (0..rows as i64).map(|i| (i + offset) * 7919 % 1009),
+            )),
+        ),
+        (
+            "id",
+            Arc::new(Int64Array::from_iter_values(offset..offset + rows as i64)),
+        ),
+        ("tag", dictionary(rows, 0)),
+        ("nested", Arc::new(nested)),
+        ("tags", Arc::new(tags)),
+    ];
+    RecordBatch::try_from_iter_with_nullable(columns.into_iter().map(|(n, c)| (n, c, true)))
+        .unwrap()
+}
+
+/// `array` with every dictionary replaced by its values (what arrow's `cast` to the value
+/// type does: a `take` of the values by the keys), inside structs and lists too.
+fn hydrate(array: &arrow_array::ArrayRef) -> arrow_array::ArrayRef {
+    use arrow_array::types::Int32Type;
+    use arrow_array::{Array, ListArray, StructArray};
+    use arrow_schema::{DataType, Field, Fields};
+    match array.data_type() {
+        DataType::Dictionary(..) => {
+            let dictionary = array.as_dictionary::<Int32Type>();
+            arrow_select::take::take(dictionary.values(), dictionary.keys(), None).unwrap()
+        }
+        DataType::Struct(fields) => {
+            let array = array.as_struct();
+            let columns: Vec<_> = array.columns().iter().map(hydrate).collect();
+            let fields: Fields = fields
+                .iter()
+                .zip(&columns)
+                .map(|(f, c)| Field::new(f.name(), c.data_type().clone(), f.is_nullable()))
+                .collect();
+            Arc::new(StructArray::new(fields, columns, array.nulls().cloned()))
+        }
+        DataType::List(field) => {
+            let array = array.as_list::<i32>();
+            let values = hydrate(array.values());
+            let field = Field::new(
+                field.name(),
+                values.data_type().clone(),
+                field.is_nullable(),
+            );
+            Arc::new(ListArray::new(
+                Arc::new(field),
+                array.offsets().clone(),
+                values,
+                array.nulls().cloned(),
+            ))
+        }
+        _ => array.clone(),
+    }
+}
+
+/// `batch` with its dictionaries replaced by their values.
+fn hydrate_batch(batch: &RecordBatch) -> RecordBatch {
+    RecordBatch::try_from_iter_with_nullable(
+        batch
+            .schema()
+            .fields()
+            .iter()
+            .zip(batch.columns())
+            .map(|(f, c)| (f.name().clone(), hydrate(c), f.is_nullable())),
+    )
+    .unwrap()
+}
+
+/// Checks that `got` came with its dictionary columns as dictionaries, then as
+/// [`check_destination`] on their values.
+fn check_dictionary_destination(
+    expected: &mut HashMap<i64, RecordBatch>,
+    got: &[RecordBatch],
+    p: u32,
+    partitions: u32,
+) {
+    use arrow_schema::{DataType, Field};
+    let dictionaries = [
+        dictionary_type(),
+        DataType::Struct(vec![Field::new("d", dictionary_type(), true)].into()),
+        DataType::new_list(dictionary_type(), true),
+    ];
+    for batch in got {
+        let types: Vec<_> = batch.schema().fields()[2..]
+            .iter()
+            .map(|f| f.data_type().clone())
+            .collect();
+        assert_eq!(
+            types, dictionaries,
+            "dictionary columns arrive as dictionaries"
+        );
+    }
+    let got: Vec<_> = got.iter().map(hydrate_batch).collect();
+    check_destination(expected, &got, p, partitions);
+}
+
+/// Every row of `inputs` by its id, its dictionaries replaced by their values.
+fn hydrated_rows_by_id(inputs: &[Vec<RecordBatch>]) -> HashMap<i64, RecordBatch> {
+    let hydrated: Vec<Vec<RecordBatch>> = inputs
+        .iter()
+        .map(|batches| batches.iter().map(hydrate_batch).collect())
+        .collect();
+    rows_by_id(&hydrated)
+}
+
+/// A DoPut stream of `batches` as an Arrow IPC stream writer (pyarrow's, say) sends them: the
+/// schema registers its dictionaries with the stream's tracker, and a dictionary goes before a
+/// batch only when it is not the one sent last for its column. The stream, and the number of
+/// dictionary messages in it.
+fn ipc_put_stream(
+    exchange: &str,
+    batches: Vec<(u32, RecordBatch)>,
+) -> (
+    impl futures::Stream<Item = Result<FlightData, FlightError>> + Send + 'static,
+    usize,
+) {
+    use arrow_ipc::writer::{DictionaryTracker, IpcDataGenerator, IpcWriteContext};
+    let options = arrow_ipc::writer::IpcWriteOptions::default();
+    let generator = IpcDataGenerator::default();
+    let mut tracker = DictionaryTracker::new(false);
+    let mut context = IpcWriteContext::default();
+    let schema = batches[0].1.schema();
+    let first = FlightData::from(generator.schema_to_bytes_with_dictionary_tracker(
+        &schema,
+        &mut tracker,
+        &options,
+    ))
+    .with_descriptor(FlightDescriptor::new_path(vec![exchange.to_string()]));
+    let mut messages = vec![Ok(first)];
+    let mut sent = 0;
+    for (p, batch) in batches {
+        let (dictionaries, batch) = generator
+            .encode(&batch, &mut tracker, &options, &mut context)
+            .unwrap();
+        sent += dictionaries.len();
+        messages.extend(dictionaries.into_iter().map(|d| Ok(FlightData::from(d))));
+        messages.push(Ok(
+            FlightData::from(batch).with_app_metadata(p.to_string().into_bytes())
+        ));
+    }
+    (futures::stream::iter(messages), sent)
+}
+
+/// `batches` split by destination, each destination's rows in slices of up to `rows` rows.
+fn tagged(batches: &[RecordBatch], partitions: u32, rows: usize) -> Vec<(u32, RecordBatch)> {
+    let mut out = Vec::new();
+    for batch in batches {
+        for (p, part) in split(batch, partitions) {
+            for start in (0..part.num_rows()).step_by(rows) {
+                out.push((p, part.slice(start, rows.min(part.num_rows() - start))));
+            }
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn do_put_producers_carry_dictionary_columns_to_every_consumer() {
+    bounded(60, async {
+        const N: u32 = 4;
+        let servers = serve(Exchanges::new()).await;
+        let channel = channel(&servers).await;
+        let create = serde_json::json!({"exchange": "dict-put", "partitions": N, "producers": 2, "budget_bytes": 1 << 20});
+        action(&channel, "create", create.to_string()).await.unwrap();
+        // Each input batch with a dictionary of its own.
+        let inputs: Vec<Vec<RecordBatch>> = (0..2)
+            .map(|k| (0..3).map(|i| dictionary_batch(1_500, 200 + k * 10 + i)).collect())
+            .collect();
+        let mut expected = hydrated_rows_by_id(&inputs);
+        let consumers: Vec<_> = (0..N)
+            .map(|p| {
+                let channel = channel.clone();
+                tokio::spawn(async move {
+                    consume(channel, "dict-put", p, p % 2 == 0, Duration::ZERO).await
+                })
+            })
+            .collect();
+        for input in &inputs {
+            let mut producer = FlightClient::new(channel.clone());
+            let (stream, dictionaries) = ipc_put_stream("dict-put", tagged(input, N, 400));
+            // Each input batch's three dictionaries sent once, before the first of its parts.
+            assert_eq!(dictionaries, 3 * input.len());
+            let results: Vec<_> = producer
+                .do_put(stream)
+                .await
+                .expect("the exchange takes batches with dictionary columns")
+                .try_collect()
+                .await
+                .unwrap();
+            let summary: serde_json::Value =
+                serde_json::from_slice(&results[0].app_metadata).unwrap();
+            assert_eq!(summary["rows"], 4_500);
+        }
+        for (p, consumer) in consumers.into_iter().enumerate() {
+            let got = consumer.await.unwrap().unwrap();
+            check_dictionary_destination(&mut expected, &got, p as u32, N);
+        }
+        assert!(expected.is_empty(), "{} rows never arrived", expected.len());
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writers_carry_dictionary_columns_through_the_queues_and_spill_files() {
+    bounded(120, async {
+        let budget = 128 << 10;
+        let live = LiveExchange::try_new(None, LiveOptions::new(4, 2).with_budget(budget)).unwrap();
+        let (_servers, channel) = served("dict-writer", &live).await;
+        let inputs: Vec<Vec<RecordBatch>> = (0..2)
+            .map(|k| {
+                (0..10)
+                    .map(|i| dictionary_batch(2_000, 300 + k * 20 + i))
+                    .collect()
+            })
+            .collect();
+        let mut expected = hydrated_rows_by_id(&inputs);
+        let producers = produce(&live, inputs);
+        let join = |producers: Vec<std::thread::JoinHandle<Result<(), String>>>| {
+            tokio::task::spawn_blocking(move || {
+                producers
+                    .into_iter()
+                    .map(|producer| producer.join().unwrap())
+                    .collect::<Result<Vec<()>, String>>()
+            })
+        };
+        // Destinations read one after another: the others' messages are spilled meanwhile,
+        // and read back from the spill file.
+        for p in 0..4 {
+            match consume(
+                channel.clone(),
+                "dict-writer",
+                p,
+                p % 2 == 0,
+                Duration::ZERO,
+            )
+            .await
+            {
+                Ok(got) => check_dictionary_destination(&mut expected, &got, p, 4),
+                Err(e) => {
+                    let producers = join(producers).await.unwrap();
+                    panic!("destination {p}: {e}; the producers: {producers:?}")
+                }
+            }
+        }
+        assert!(expected.is_empty(), "{} rows never arrived", expected.len());
+        join(producers).await.unwrap().unwrap();
+        let metrics = live.metrics();
+        assert!(metrics.peak_held_bytes <= budget, "{metrics:?}");
+        assert!(metrics.spill.spill_count > 0, "{metrics:?}");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consumer_resuming_at_any_sequence_decodes_the_dictionary_columns() {
+    bounded(60, async {
+        let servers = serve(Exchanges::new()).await;
+        let channel = channel(&servers).await;
+        let mut client = FlightClient::new(channel.clone());
+        let create =
+            serde_json::json!({"exchange": "dict-resume", "partitions": 2, "producers": 1});
+        action(&channel, "create", create.to_string())
+            .await
+            .unwrap();
+        // Two dictionaries, each sent once by the producer before the first of many batches.
+        let inputs = vec![vec![
+            dictionary_batch(1_200, 400),
+            dictionary_batch(1_200, 401),
+        ]];
+        let mut expected = hydrated_rows_by_id(&inputs);
+        let (stream, dictionaries) = ipc_put_stream("dict-resume", tagged(&inputs[0], 2, 100));
+        assert_eq!(dictionaries, 6);
+        FlightClient::new(channel.clone())
+            .do_put(stream)
+            .await
+            .expect("the exchange takes batches with dictionary columns")
+            .try_collect::<Vec<_>>()
+            .await
+            .unwrap();
+        for p in 0..2 {
+            // The whole destination, read without acknowledging (nothing is freed).
+            let whole = fetch(&mut client, "dict-resume", p, 0).await.unwrap();
+            assert!(whole.len() > 6, "{} batches", whole.len());
+            // A stream from each later sequence starts with a batch whose dictionaries the
+            // producer sent before an earlier one: it decodes all the same.
+            for from in 1..whole.len() {
+                let rest = fetch(&mut client, "dict-resume", p, from as u64)
+                    .await
+                    .unwrap_or_else(|e| panic!("resuming destination {p} at {from}: {e}"));
+                assert_eq!(rest[..], whole[from..], "destination {p} resumed at {from}");
+            }
+            let got: Vec<_> = whole.into_iter().map(|(_, batch)| batch).collect();
+            check_dictionary_destination(&mut expected, &got, p, 2);
+        }
+        assert!(expected.is_empty(), "{} rows never arrived", expected.len());
+    })
+    .await;
+}
+
+#[test]
+fn dictionary_messages_decode_alone_and_read_back_from_spill() {
+    let schema = dictionary_batch(1, 500).schema();
+    let mut encoder =
+        partout_flight::MessageEncoder::try_new(schema.clone(), Default::default()).unwrap();
+    for (seed, rows) in [(500, 300), (501, 1), (502, 0)] {
+        let whole = dictionary_batch(rows, seed);
+        for original in [whole.clone(), whole.slice(rows / 3, rows - rows / 3)] {
+            let message = encoder
+                .encode(&original)
+                .expect("a batch with dictionary columns encodes");
+            let Message::Ipc { dictionaries, .. } = &message else {
+                unreachable!()
+            };
+            // One dictionary per dictionary column (a top-level one, one in a struct, one in
+            // a list), whatever the messages before it.
+            assert_eq!(dictionaries.len(), 3);
+            let decoded = message
+                .to_batch(&schema)
+                .expect("the message decodes alone");
+            assert_eq!(hydrate_batch(&decoded), hydrate_batch(&original));
+            let mut bytes = Vec::new();
+            message.write_to(&mut bytes);
+            let back = Message::read_from(&bytes).unwrap();
+            assert_eq!(back.size(), message.size());
+            let decoded = back.to_batch(&schema).expect("read back, it decodes alone");
+            assert_eq!(hydrate_batch(&decoded), hydrate_batch(&original));
+        }
+    }
 }

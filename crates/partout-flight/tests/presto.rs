@@ -369,3 +369,269 @@ async fn a_live_exchange_is_pulled_with_long_polls_and_a_failure_is_an_error() {
     .await
     .expect("the test finished within its time bound");
 }
+
+/// A Presto-pages output (files layout) of the test input in a new directory, served as
+/// "pages": the directory and the servers (keep them), and the Presto server's base URL.
+async fn serve_pages() -> (tempfile::TempDir, partout_flight::serve::Servers, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let (servers, base) = serve_pages_in(dir.path()).await;
+    (dir, servers, base)
+}
+
+/// Runs `test`, failing it past 120 s.
+async fn within_bound(test: impl std::future::Future<Output = ()>) {
+    tokio::time::timeout(Duration::from_secs(120), test)
+        .await
+        .expect("the test finished within its time bound");
+}
+
+/// The same for the test input in `dir` (its output made once).
+async fn serve_pages_in(dir: &std::path::Path) -> (partout_flight::serve::Servers, String) {
+    let out = dir.join(format!("out-{}-{}", Format::Presto, Layout::Files));
+    if !out.exists() {
+        input(dir);
+        repartition(dir, Format::Presto, Layout::Files);
+    }
+    let exchanges = Exchanges::new();
+    exchanges.add_directory("pages", &out).unwrap();
+    let servers = serve(exchanges).await;
+    let base = format!("http://{}", servers.presto.unwrap());
+    (servers, base)
+}
+
+/// A bare GET (no protocol header wanted): status and body.
+async fn get_status(client: &reqwest::Client, url: &str) -> (StatusCode, String) {
+    let response = client.get(url).send().await.unwrap();
+    let status = response.status();
+    (status, response.text().await.unwrap())
+}
+
+/// Tokens the server refuses (past the end, not numbers) change nothing: token 0 still gives
+/// what a fresh server gives, on a destination read before and on one never read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_token_changes_nothing_on_a_finished_output() {
+    within_bound(async {
+        let (dir, _servers, base) = serve_pages().await;
+        // What a fresh server gives for token 0.
+        let (_fresh_servers, fresh) = serve_pages_in(dir.path()).await;
+        let expected = get(&fresh, "/v1/task/pages/results/0/0", "1B", "1s").await;
+        assert_eq!(expected.status, StatusCode::OK);
+        assert_eq!(expected.next, 1);
+
+        // A consumer reads the first page (its reply lost, say), then asks refused tokens.
+        let first = get(&base, "/v1/task/pages/results/0/0", "1B", "1s").await;
+        assert_eq!((first.status, first.next), (StatusCode::OK, 1));
+        assert_eq!(first.body, expected.body);
+        for token in ["18446744073709551615", "2", "x", "-1", "1e3"] {
+            let path = format!("/v1/task/pages/results/0/{token}");
+            let refused = get(&base, &path, "1B", "0s").await;
+            assert_eq!(
+                refused.status,
+                StatusCode::BAD_REQUEST,
+                "{path}: {}",
+                String::from_utf8_lossy(&refused.body)
+            );
+            // Nothing was acknowledged: token 0 is still there, with the same pages.
+            let again = get(&base, "/v1/task/pages/results/0/0", "1B", "1s").await;
+            assert_eq!(
+                again.status,
+                StatusCode::OK,
+                "after {path}: {}",
+                String::from_utf8_lossy(&again.body)
+            );
+            assert_eq!((again.token, again.next), (0, 1), "after {path}");
+            assert!(again.body == expected.body, "after {path}: other bytes");
+        }
+        // A refused token on a destination never read: it still starts at its first page.
+        let refused = get(
+            &base,
+            "/v1/task/pages/results/1/18446744073709551615",
+            "1B",
+            "0s",
+        )
+        .await;
+        assert_eq!(refused.status, StatusCode::BAD_REQUEST);
+        let fresh_1 = get(&fresh, "/v1/task/pages/results/1/0", "64kB", "1s").await;
+        let read_1 = get(&base, "/v1/task/pages/results/1/0", "64kB", "1s").await;
+        assert_eq!((read_1.status, read_1.next), (StatusCode::OK, fresh_1.next));
+        assert!(read_1.body == fresh_1.body);
+    })
+    .await;
+}
+
+/// Fetches and acknowledgements of destinations out of range are 404 naming the count, and
+/// 10,000 of them leave every real destination as it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn destinations_out_of_range_are_not_found_and_keep_no_state() {
+    use futures::StreamExt;
+    within_bound(async {
+        let (dir, _servers, base) = serve_pages().await;
+        let client = http();
+        // The real destination 0, read part way before.
+        let before = get(&base, "/v1/task/pages/results/0/0", "64kB", "1s").await;
+        assert_eq!(before.status, StatusCode::OK);
+
+        // One of each: 404, naming how many destinations there are.
+        for path in [
+            format!("/v1/task/pages/results/{DESTINATIONS}/0/acknowledge"),
+            format!("/v1/task/pages/results/{DESTINATIONS}/7/acknowledge"),
+            "/v1/task/pages/results/4294967295/0/acknowledge".to_string(),
+            format!("/v1/task/pages/results/{DESTINATIONS}/0"),
+            "/v1/task/pages/results/4294967295/3".to_string(),
+        ] {
+            let (status, text) = get_status(&client, &format!("{base}{path}")).await;
+            assert_eq!(status, StatusCode::NOT_FOUND, "{path}: {text}");
+            assert!(
+                text.contains(&format!("of {DESTINATIONS} destinations")),
+                "{path}: {text}"
+            );
+            assert!(text.len() < 200, "{path}: a short message: {text}");
+        }
+        let delete = client
+            .delete(format!("{base}/v1/task/pages/results/{DESTINATIONS}"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(delete.status(), StatusCode::NOT_FOUND);
+
+        // Many of them, acknowledgements and fetches, each for another destination.
+        let statuses: Vec<(String, StatusCode, String)> = futures::stream::iter(0..10_000u32)
+            .map(|i| {
+                let client = client.clone();
+                let p = DESTINATIONS + i / 2;
+                let path = match i % 2 {
+                    0 => format!("/v1/task/pages/results/{p}/{i}/acknowledge"),
+                    _ => format!("/v1/task/pages/results/{p}/{i}"),
+                };
+                let url = format!("{base}{path}");
+                async move {
+                    let (status, text) = get_status(&client, &url).await;
+                    (path, status, text)
+                }
+            })
+            .buffer_unordered(32)
+            .collect()
+            .await;
+        for (path, status, text) in &statuses {
+            assert_eq!(*status, StatusCode::NOT_FOUND, "{path}: {text}");
+        }
+
+        // The real destinations are as they were: destination 0 from token 0 gives the
+        // same pages, and every destination reads whole.
+        let after = get(&base, "/v1/task/pages/results/0/0", "64kB", "1s").await;
+        assert_eq!((after.status, after.next), (StatusCode::OK, before.next));
+        assert!(after.body == before.body);
+        let out = dir
+            .path()
+            .join(format!("out-{}-{}", Format::Presto, Layout::Files));
+        for p in 0..DESTINATIONS {
+            let (pages, _) = pull(&base, "pages", p, "64kB").await;
+            assert!(pages == file_bytes(&out, p), "destination {p}");
+        }
+    })
+    .await;
+}
+
+/// An acknowledgement past the pages sent is 400 and frees nothing; one within them frees
+/// the pages before it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acknowledgement_past_the_pages_sent_is_refused_and_frees_nothing() {
+    within_bound(async {
+        let (dir, _servers, base) = serve_pages().await;
+        let client = http();
+        let ack =
+            |p: u32, token: &str| format!("{base}/v1/task/pages/results/{p}/{token}/acknowledge");
+
+        // A destination not read yet: no page was sent, so none can be acknowledged.
+        let (status, text) = get_status(&client, &ack(0, "5")).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{text}");
+        let (status, text) = get_status(&client, &ack(0, "0")).await;
+        assert_eq!(status, StatusCode::NO_CONTENT, "{text}");
+
+        // One page sent: acknowledging past it is refused, and the page stays readable.
+        let first = get(&base, "/v1/task/pages/results/0/0", "1B", "1s").await;
+        assert_eq!((first.status, first.next), (StatusCode::OK, 1));
+        for token in ["1000", "18446744073709551615", "2"] {
+            let (status, text) = get_status(&client, &ack(0, token)).await;
+            assert_eq!(
+                status,
+                StatusCode::BAD_REQUEST,
+                "acknowledge {token}: {text}"
+            );
+            let again = get(&base, "/v1/task/pages/results/0/0", "1B", "1s").await;
+            assert_eq!(
+                (again.status, again.next),
+                (StatusCode::OK, 1),
+                "after acknowledging {token}: {}",
+                String::from_utf8_lossy(&again.body)
+            );
+            assert!(again.body == first.body, "after acknowledging {token}");
+        }
+        // A token not a number: refused too.
+        let (status, _) = get_status(&client, &ack(0, "x")).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+
+        // Acknowledging the page sent frees it, as before.
+        let (status, text) = get_status(&client, &ack(0, "1")).await;
+        assert_eq!(status, StatusCode::NO_CONTENT, "{text}");
+        let gone = get(&base, "/v1/task/pages/results/0/0", "1B", "0s").await;
+        assert_eq!(gone.status, StatusCode::GONE);
+        // The rest from token 1 on: with the first page, the destination's bytes as written.
+        let mut pages = first.body.clone();
+        let mut token = 1;
+        loop {
+            let path = format!("/v1/task/pages/results/0/{token}");
+            let reply = get(&base, &path, "64kB", "1s").await;
+            assert!(
+                reply.status == StatusCode::OK || reply.status == StatusCode::NO_CONTENT,
+                "{path}: {} {}",
+                reply.status,
+                String::from_utf8_lossy(&reply.body)
+            );
+            assert_eq!(reply.token, token);
+            pages.extend_from_slice(&reply.body);
+            token = reply.next;
+            if reply.complete {
+                break;
+            }
+        }
+        let out = dir
+            .path()
+            .join(format!("out-{}-{}", Format::Presto, Layout::Files));
+        assert!(pages == file_bytes(&out, 0), "destination 0 read whole");
+    })
+    .await;
+}
+
+/// Errors quote client input of 5,000 characters cut short.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn error_messages_cut_long_client_input() {
+    within_bound(async {
+        let (_dir, _servers, base) = serve_pages().await;
+        let client = http();
+        let long = "y".repeat(5_000);
+        for path in [
+            format!("/v1/task/pages/results/0/{long}"),
+            format!("/v1/task/pages/results/0/{long}/acknowledge"),
+            format!("/v1/task/pages/results/{long}/0"),
+            format!("/v1/task/{long}/results/0/0/acknowledge"),
+        ] {
+            let (status, text) = get_status(&client, &format!("{base}{path}")).await;
+            assert!(status.is_client_error(), "{status}");
+            assert!(
+                text.len() < 400,
+                "{status}: a message of {} bytes",
+                text.len()
+            );
+            assert!(text.contains("yyyy"), "the input's start is named: {text}");
+        }
+        let delete = client
+            .delete(format!("{base}/v1/task/{long}/results/0"))
+            .send()
+            .await
+            .unwrap();
+        assert!(delete.status().is_client_error());
+        assert!(delete.text().await.unwrap().len() < 400);
+    })
+    .await;
+}

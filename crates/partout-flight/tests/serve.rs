@@ -174,14 +174,8 @@ async fn damaged_output_files_give_errors_not_streams() {
                         "{name} {p}: {err}"
                     );
                 }
-                let reply = http
-                    .get(format!("{base}/v1/task/{name}/results/{p}/0"))
-                    .timeout(Duration::from_secs(30))
-                    .send()
-                    .await
-                    .unwrap();
-                let status = reply.status();
-                let text = reply.text().await.unwrap();
+                let (status, text) =
+                    presto_get(&http, format!("{base}/v1/task/{name}/results/{p}/0")).await;
                 // Presto pages are checked (header and checksum) before they are served; an
                 // IPC body's damage shows when it is converted to pages.
                 assert_eq!(status, 500, "{name} {p}: {text}");
@@ -189,6 +183,97 @@ async fn damaged_output_files_give_errors_not_streams() {
                     text.contains("unreadable output") || text.contains("rror decoding"),
                     "{name} {p}: {text}"
                 );
+            }
+        }
+    })
+    .await
+    .expect("the test finished within its time bound");
+}
+
+/// A Presto GET of `url`, bounded in time: its status and body as text.
+async fn presto_get(http: &reqwest::Client, url: String) -> (reqwest::StatusCode, String) {
+    let reply = http
+        .get(url)
+        .timeout(Duration::from_secs(30))
+        .send()
+        .await
+        .unwrap();
+    let status = reply.status();
+    (status, reply.text().await.unwrap())
+}
+
+/// An IPC schema message whose schema has no list of fields (arrow-ipc's conversion panics
+/// on it), framed as a stream's first message.
+fn schema_message_without_fields() -> Vec<u8> {
+    let mut fbb = flatbuffers::FlatBufferBuilder::new();
+    let schema = arrow_ipc::SchemaBuilder::new(&mut fbb).finish();
+    let mut message = arrow_ipc::MessageBuilder::new(&mut fbb);
+    message.add_version(arrow_ipc::MetadataVersion::V5);
+    message.add_header_type(arrow_ipc::MessageHeader::Schema);
+    message.add_header(schema.as_union_value());
+    message.add_bodyLength(0);
+    let message = message.finish();
+    fbb.finish(message, None);
+    let mut header = fbb.finished_data().to_vec();
+    header.resize(header.len().next_multiple_of(8), 0);
+    let mut framed = u32::MAX.to_le_bytes().to_vec();
+    framed.extend_from_slice(&(header.len() as u32).to_le_bytes());
+    framed.extend_from_slice(&header);
+    framed
+}
+
+/// A destination file whose schema message has no fields, served over Flight and over
+/// Presto's protocol: each consumer of it gets an error naming the damage, and the server
+/// goes on serving the other destinations.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schema_without_fields_is_an_error_and_the_server_goes_on() {
+    tokio::time::timeout(Duration::from_secs(120), async {
+        let dir = tempfile::tempdir().unwrap();
+        input(dir.path());
+        let out = repartition(dir.path(), Format::Ipc, Layout::Files);
+        let mut files: Vec<_> = std::fs::read_dir(&out)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| {
+                let name = p.file_name().unwrap().to_string_lossy();
+                !name.starts_with('_') && !name.ends_with(".index")
+            })
+            .collect();
+        files.sort();
+        assert_eq!(files.len(), DESTINATIONS as usize, "{files:?}");
+        // The last destination's schema message replaced (serving reads the first's first).
+        let damaged = files.last().unwrap();
+        let bytes = std::fs::read(damaged).unwrap();
+        assert_eq!(
+            bytes[..4],
+            u32::MAX.to_le_bytes(),
+            "a stream's first message"
+        );
+        let first = 8 + u32::from_le_bytes(bytes[4..8].try_into().unwrap()) as usize;
+        let mut changed = schema_message_without_fields();
+        changed.extend_from_slice(&bytes[first..]);
+        std::fs::write(damaged, changed).unwrap();
+        let exchanges = Exchanges::new();
+        exchanges.add_directory("out", &out).unwrap();
+        let servers = common::serve(exchanges).await;
+        let mut client = common::client(&servers).await;
+        let http = reqwest::Client::new();
+        let base = format!("http://{}", servers.presto.unwrap());
+        let last = DESTINATIONS - 1;
+        for round in 0..2 {
+            let err = fetch(&mut client, "out", last, 0)
+                .await
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("no fields"), "round {round}, Flight: {err}");
+            let (status, text) =
+                presto_get(&http, format!("{base}/v1/task/out/results/{last}/0")).await;
+            assert_eq!(status, 500, "round {round}, Presto: {text}");
+            assert!(text.contains("no fields"), "round {round}, Presto: {text}");
+            // The others are still served, in full.
+            for p in 0..last {
+                let batches = fetch(&mut client, "out", p, 0).await.unwrap();
+                assert!(!batches.is_empty(), "round {round}: destination {p}");
             }
         }
     })

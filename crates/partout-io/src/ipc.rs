@@ -91,14 +91,10 @@ fn check_message(flatbuffer: &[u8], body: &[u8]) -> Result<(), ArrowError> {
     Ok(())
 }
 
-/// An IPC schema as an Arrow schema. arrow-ipc's conversion unwraps the list of fields (the
-/// commonest damage the fuzzer made), checked here; it panics on malformed types too, which
-/// the caller contains.
+/// An IPC schema as an Arrow schema, by partout-format's checked conversion (arrow-ipc's own
+/// panics on malformed schemas).
 fn convert_schema(schema: arrow_ipc::Schema<'_>) -> Result<arrow_schema::Schema, ArrowError> {
-    if schema.fields().is_none() {
-        return Err(corrupt("a schema without its list of fields"));
-    }
-    Ok(arrow_ipc::convert::fb_to_schema(schema))
+    partout_format::ipc::convert_schema(schema).map_err(|e| corrupt(e.to_string()))
 }
 
 /// One message of a stream: its bytes (prefix, flatbuffer, body), where its flatbuffer and its

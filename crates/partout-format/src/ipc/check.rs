@@ -202,6 +202,19 @@ fn check_buffers(batch: arrow_ipc::RecordBatch<'_>, body: &[u8]) -> Result<(), S
     Ok(())
 }
 
+/// An IPC schema message's schema as an Arrow schema, for bytes from anywhere: arrow-ipc's
+/// conversion (`fb_to_schema`) panics on a schema without its list of fields, on malformed
+/// types and on a decimal in a big-endian schema; these are refused here first, with what was
+/// wrong. Every reader of untrusted IPC schemas in partout converts through this.
+///
+/// # Errors
+/// [`FormatError::Corrupt`](crate::FormatError::Corrupt) naming what the conversion would
+/// have panicked on.
+pub fn convert_schema(schema: arrow_ipc::Schema<'_>) -> crate::Result<arrow_schema::Schema> {
+    check_schema(schema).map_err(|what| crate::FormatError::Corrupt(format!("schema: {what}")))?;
+    Ok(arrow_ipc::convert::fb_to_schema(schema))
+}
+
 /// Refuses a schema arrow-ipc's conversion (`fb_to_schema`) would panic on: no fields, a
 /// decimal in a big-endian schema, or a field [`check_field`] refuses.
 fn check_schema(schema: arrow_ipc::Schema<'_>) -> Result<(), String> {

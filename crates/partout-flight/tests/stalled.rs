@@ -1,0 +1,95 @@
+//! Readers that stop reading do not stall the server: 600 DoGet streams of a finished output
+//! are opened over 6 connections and never read (their HTTP/2 windows fill and stay full);
+//! a correct Flight DoGet and a correct Presto GET on fresh connections are then answered in
+//! full within a few seconds. (A server that reads each stream's files on a blocking thread
+//! held for the stream's life runs out of blocking threads here, and every later read of a
+//! finished output waits forever.) On 127.0.0.1, bounded in time.
+
+mod common;
+
+use arrow_flight::FlightClient;
+use common::{DESTINATIONS, ROWS, fetch};
+use partout_flight::{DestinationTicket, Exchanges};
+use partout_job::{Format, Job, JobOptions, Layout};
+use std::time::{Duration, Instant};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readers_that_never_read_do_not_stall_other_readers() {
+    tokio::time::timeout(Duration::from_secs(120), async {
+        let dir = tempfile::tempdir().unwrap();
+        // 20 times the common input, in one file.
+        let batch = common::batch(20 * ROWS, 5);
+        let file = std::fs::File::create(dir.path().join("input.arrow")).unwrap();
+        let mut writer = arrow_ipc::writer::FileWriter::try_new(file, &batch.schema()).unwrap();
+        for start in (0..batch.num_rows()).step_by(8192) {
+            writer
+                .write(&batch.slice(start, 8192.min(batch.num_rows() - start)))
+                .unwrap();
+        }
+        writer.finish().unwrap();
+        // A small memory limit: many messages per destination, more than a stream's window
+        // and a channel hold.
+        let out = dir.path().join("out");
+        let options = JobOptions::new([dir.path().join("input.arrow")], &out, DESTINATIONS)
+            .with_keys(["k"])
+            .with_format(Format::Ipc)
+            .with_layout(Layout::Shuffle)
+            .with_memory_limit(512 << 10)
+            .with_threads(1);
+        Job::try_new(options).unwrap().run(&()).unwrap();
+        let exchanges = Exchanges::new();
+        exchanges.add_directory("out", &out).unwrap();
+        let servers = common::serve(exchanges).await;
+        // What destination 0 holds, read before anything stalls.
+        let mut client = common::client(&servers).await;
+        let whole = fetch(&mut client, "out", 0, 0).await.unwrap();
+        assert!(
+            whole.len() > 20,
+            "{} batches: too few to fill a window",
+            whole.len()
+        );
+
+        // 600 streams opened and never read.
+        let mut stalled = Vec::new();
+        for _ in 0..6 {
+            let mut client = common::client(&servers).await;
+            for i in 0..100u32 {
+                let ticket = DestinationTicket::new("out", i % DESTINATIONS).to_ticket();
+                stalled.push(client.do_get(ticket).await.unwrap());
+            }
+            stalled.push(
+                client
+                    .do_get(DestinationTicket::new("out", 0).to_ticket())
+                    .await
+                    .unwrap(),
+            );
+        }
+        // Let the server fill what it can.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+
+        let started = Instant::now();
+        let mut fresh: FlightClient = common::client(&servers).await;
+        let again = tokio::time::timeout(Duration::from_secs(5), fetch(&mut fresh, "out", 0, 0))
+            .await
+            .expect("a Flight read answered while 600 streams stall")
+            .unwrap();
+        assert_eq!(again.len(), whole.len(), "every batch");
+        for ((s, a), (t, b)) in again.iter().zip(&whole) {
+            assert_eq!((s, a), (t, b), "the same batches");
+        }
+        let base = format!("http://{}", servers.presto.unwrap());
+        let reply = reqwest::Client::new()
+            .get(format!("{base}/v1/task/out/results/1/0"))
+            .timeout(Duration::from_secs(5))
+            .send()
+            .await
+            .expect("a Presto read answered while 600 streams stall");
+        assert_eq!(reply.status(), 200);
+        assert!(!reply.bytes().await.unwrap().is_empty());
+        let took = started.elapsed();
+        assert!(took < Duration::from_secs(5), "{took:?}");
+        drop(stalled);
+    })
+    .await
+    .expect("the test finished within its time bound");
+}
