@@ -26,6 +26,7 @@ use arrow_flight::{
 use arrow_ipc::writer::IpcWriteOptions;
 use futures::stream::{self, BoxStream, StreamExt};
 use partout_format::Encoding;
+use partout_format::ipc::MessageCheck;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use tokio::sync::mpsc;
@@ -257,6 +258,18 @@ impl ExchangeService {
     }
 }
 
+/// An error unless every column of `batch`, decoded from a client's bytes, is valid Arrow
+/// data (offsets within their values, UTF-8 strings, dictionary keys within their values):
+/// the kernels trust what they are given.
+fn valid(batch: &arrow_array::RecordBatch) -> Result<()> {
+    for (field, column) in batch.schema_ref().fields().iter().zip(batch.columns()) {
+        column.to_data().validate_full().map_err(|e| {
+            ExchangeError::InvalidArgument(format!("column {:?} is not valid: {e}", field.name()))
+        })?;
+    }
+    Ok(())
+}
+
 /// A finished output's destination as a DoGet stream, from the ticket's sequence: the schema,
 /// then each batch with its dictionaries. The files are read one message at a time, each on
 /// a blocking thread for just that read, when the client asks for more: a stream whose reader
@@ -483,9 +496,20 @@ impl FlightService for ExchangeService {
             }
         };
         let mut producer = live.producer()?;
+        // Every message is checked before arrow-ipc's decoder sees it (it trusts offsets,
+        // counts and sizes, and panics or over-allocates on bad ones).
+        let mut check = MessageCheck::new();
         let data = stream::once(async { Ok(first) })
             .chain(input)
-            .map(|r| r.map_err(FlightError::from));
+            .map(move |r| {
+                let data = r.map_err(FlightError::from)?;
+                if !data.data_header.is_empty() {
+                    check
+                        .check(&data.data_header, &data.data_body)
+                        .map_err(|e| FlightError::ProtocolError(e.to_string()))?;
+                }
+                Ok(data)
+            });
         let mut decoder = FlightDataDecoder::new(data);
         let handle = tokio::runtime::Handle::current();
         // Producers wait for room in the queues: the stream is read on a blocking thread, and
@@ -517,7 +541,7 @@ impl FlightService for ExchangeService {
                             Some(p) => {
                                 rows += batch.num_rows() as u64;
                                 batches += 1;
-                                producer.push_batch(p, &batch)
+                                valid(&batch).and_then(|()| producer.push_batch(p, &batch))
                             }
                         }
                     }

@@ -65,7 +65,7 @@ fn check_stream(bytes: &[u8]) -> Result<()> {
             .map(|b| i32::from_le_bytes(b.try_into().expect("4 bytes")))
     };
     let mut pos = 0usize;
-    let mut schema: Option<Schema> = None;
+    let mut checker = MessageCheck::new();
     loop {
         let Some(mut len) = read_i32(pos) else {
             return corrupt(pos, "truncated before the end-of-stream marker".into());
@@ -79,7 +79,7 @@ fn check_stream(bytes: &[u8]) -> Result<()> {
             pos += 4;
         }
         if len == 0 {
-            return if schema.is_none() {
+            return if checker.schema.is_none() {
                 corrupt(pos, "no schema message".into())
             } else {
                 Ok(())
@@ -117,24 +117,94 @@ fn check_stream(bytes: &[u8]) -> Result<()> {
             );
         };
         let body = &bytes[pos..body_end];
+        match checker.check_parsed(message, body) {
+            Ok(()) => {}
+            Err(Fault::Message(what)) => return corrupt(message_at, what),
+            Err(Fault::Body(what)) => return corrupt(pos, what),
+        }
+        pos = body_end;
+    }
+}
+
+/// What is wrong with a message: in its header, or in its body.
+enum Fault {
+    Message(String),
+    Body(String),
+}
+
+/// The checks [`decode_stream`] makes, one message at a time, for messages that come framed
+/// some other way (Arrow Flight's `FlightData`: a header and a body): the first is a schema
+/// arrow-ipc can convert, and every record batch and dictionary batch has the nodes, buffers
+/// and lengths the schema asks for, inside its body, with plausible compressed sizes. A
+/// message that passes can be given to arrow-ipc's readers without panicking them or making
+/// them allocate past what the body can hold; the arrays it decodes still want
+/// `validate_full` before use, as [`decode_stream`] does.
+///
+/// ```
+/// use partout_format::ipc::MessageCheck;
+///
+/// let mut check = MessageCheck::new();
+/// let err = check.check(b"not a flatbuffer", &[]).unwrap_err().to_string();
+/// assert!(err.contains("invalid message"), "{err}");
+/// ```
+#[derive(Debug, Default)]
+pub struct MessageCheck {
+    schema: Option<Schema>,
+}
+
+impl MessageCheck {
+    /// No message seen yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The schema of the stream, once its schema message was checked.
+    pub fn schema(&self) -> Option<&Schema> {
+        self.schema.as_ref()
+    }
+
+    /// Checks the next message: its flatbuffer `header` and its `body`.
+    ///
+    /// # Errors
+    /// [`FormatError::Corrupt`] naming what is wrong.
+    pub fn check(&mut self, header: &[u8], body: &[u8]) -> Result<()> {
+        let corrupt =
+            |what: String| Err(FormatError::Corrupt(format!("Arrow IPC message: {what}")));
+        let message = match arrow_ipc::root_as_message(header) {
+            Ok(m) => m,
+            Err(e) => return corrupt(format!("invalid message: {e}")),
+        };
+        if usize::try_from(message.bodyLength()).ok() != Some(body.len()) {
+            return corrupt(format!(
+                "a body of {} bytes where the header says {}",
+                body.len(),
+                message.bodyLength()
+            ));
+        }
+        match self.check_parsed(message, body) {
+            Ok(()) => Ok(()),
+            Err(Fault::Message(what) | Fault::Body(what)) => corrupt(what),
+        }
+    }
+
+    /// Checks a parsed message and its body.
+    fn check_parsed(&mut self, message: arrow_ipc::Message<'_>, body: &[u8]) -> Result<(), Fault> {
         if let Some(fb) = message.header_as_schema() {
             if let Err(what) = check_schema(fb) {
-                return corrupt(message_at, format!("schema: {what}"));
+                return Err(Fault::Message(format!("schema: {what}")));
             }
-            if schema.is_none() {
-                schema = Some(arrow_ipc::convert::fb_to_schema(fb));
+            if self.schema.is_none() {
+                self.schema = Some(arrow_ipc::convert::fb_to_schema(fb));
             }
-        } else if schema.is_none() {
-            return corrupt(
-                message_at,
-                format!(
-                    "the first message is a {:?}, not a schema",
-                    message.header_type()
-                ),
-            );
+        } else if self.schema.is_none() {
+            return Err(Fault::Message(format!(
+                "the first message is a {:?}, not a schema",
+                message.header_type()
+            )));
         }
         let v4 = message.version() < arrow_ipc::MetadataVersion::V5;
-        let fields = schema
+        let fields = self
+            .schema
             .as_ref()
             .map_or_else(Fields::empty, |s| s.fields().clone());
         let batch = match (
@@ -144,12 +214,13 @@ fn check_stream(bytes: &[u8]) -> Result<()> {
             (Some(batch), _) => Some((batch, fields)),
             (None, Some(dictionary)) => {
                 let Some(batch) = dictionary.data() else {
-                    return corrupt(message_at, "a dictionary batch without data".into());
+                    return Err(Fault::Message("a dictionary batch without data".into()));
                 };
                 // The reader decodes a dictionary as a batch of one column of its values'
                 // type, found by id in the schema (and refuses an unknown id itself).
                 #[allow(deprecated)]
-                let value_type = schema
+                let value_type = self
+                    .schema
                     .as_ref()
                     .and_then(|s| s.fields_with_dict_id(dictionary.id()).first().cloned())
                     .map(|f| f.data_type().clone());
@@ -163,15 +234,12 @@ fn check_stream(bytes: &[u8]) -> Result<()> {
             (None, None) => None,
         };
         if let Some((batch, fields)) = batch {
-            if let Err(what) = check_buffers(batch, body) {
-                return corrupt(pos, what);
-            }
-            let walk = BatchWalk::new(batch, body, v4).and_then(|mut w| w.fields(&fields));
-            if let Err(what) = walk {
-                return corrupt(message_at, what);
-            }
+            check_buffers(batch, body).map_err(Fault::Body)?;
+            BatchWalk::new(batch, body, v4)
+                .and_then(|mut w| w.fields(&fields))
+                .map_err(Fault::Message)?;
         }
-        pos = body_end;
+        Ok(())
     }
 }
 

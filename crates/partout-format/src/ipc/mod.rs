@@ -27,7 +27,7 @@ use arrow_schema::DataType;
 mod check;
 mod encode;
 
-pub use check::{convert_schema, decode_stream};
+pub use check::{MessageCheck, convert_schema, decode_stream};
 pub use encode::IpcStreamEncoder;
 pub(crate) use encode::SharedIpcStreams;
 
