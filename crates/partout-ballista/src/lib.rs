@@ -21,6 +21,8 @@
 //! The `partout-ballista-executor` binary is Ballista's executor, with its flags, running
 //! this engine.
 
+#![forbid(unsafe_code)]
+
 mod engine;
 mod file;
 mod pool;

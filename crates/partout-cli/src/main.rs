@@ -1,5 +1,6 @@
-//! `partout`: repartition Arrow data by key, inspect what it wrote, and run the demo and the
-//! benchmark suites (their work is `partout-bench`'s).
+//! `partout`: repartition Arrow data by key, inspect what it wrote, serve it; and, built with
+//! the `bench` feature, run the demo and the benchmark suites (their work is `partout-bench`'s,
+//! which links the test kit and TPC-H's generator, so the product binary leaves it out).
 #![forbid(unsafe_code)]
 
 /// `println!` to stdout, returning the write error (a closed pipe) instead of panicking.
@@ -14,6 +15,7 @@ mod repartition;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
+#[cfg(feature = "bench")]
 use partout_bench::{demo, e2e, exchange, ids, plan, presto, scatter, writer};
 use std::process::ExitCode;
 
@@ -37,7 +39,12 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Partition TPC-H lineitem in memory and on disk; print throughput beside the baseline.
+    #[cfg(feature = "bench")]
     Demo(demo::DemoOptions),
+    /// The demo: not in this build (build partout with `--features bench`).
+    #[cfg(not(feature = "bench"))]
+    #[command(disable_help_flag = true)]
+    Demo(NotBuilt),
     /// Repartition Parquet, Arrow IPC or CSV files by key into one file per destination (or a
     /// shuffle file and index per worker), in parallel, within a memory limit.
     Repartition(repartition::RepartitionArgs),
@@ -54,12 +61,37 @@ enum Command {
     /// address it listens on, then serves until interrupted.
     Serve(partout_flight::serve::ServeOptions),
     /// Run a benchmark suite: ours beside the baseline, in the same run.
+    #[cfg(feature = "bench")]
     Bench {
         #[command(subcommand)]
         suite: Suite,
     },
+    /// The benchmark suites: not in this build (build partout with `--features bench`).
+    #[cfg(not(feature = "bench"))]
+    #[command(disable_help_flag = true)]
+    Bench(NotBuilt),
 }
 
+/// `demo` or `bench` in a build without the `bench` feature: whatever follows is taken, so
+/// that the command (its `--help` too) says how to get it instead of clap's usage error.
+#[cfg(not(feature = "bench"))]
+#[derive(clap::Args)]
+struct NotBuilt {
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
+    args: Vec<std::ffi::OsString>,
+}
+
+/// The error of `partout COMMAND` (`demo` or `bench`) in a build without the `bench` feature.
+#[cfg(not(feature = "bench"))]
+fn not_built(command: &str) -> anyhow::Error {
+    anyhow::anyhow!(
+        "`partout {command}` is not in this build: it comes with partout-cli's `bench` feature \
+         (`cargo run --release -p partout-cli --features bench -- {command} ...`, or \
+         `cargo build --release -p partout-cli --features bench`)"
+    )
+}
+
+#[cfg(feature = "bench")]
 #[derive(Subcommand)]
 enum Suite {
     /// The scatter kernels on Velox's PartitionedVectorBenchmark matrix.
@@ -100,7 +132,7 @@ fn with_allocator_options() {
     let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).take(2).collect();
     let files = match args.first().and_then(|a| a.to_str()) {
         Some("repartition") => true,
-        Some("bench") => args.get(1).is_some_and(|a| a == "e2e"),
+        Some("bench") => cfg!(feature = "bench") && args.get(1).is_some_and(|a| a == "e2e"),
         _ => false,
     };
     if !files || std::env::var_os(OPTIONS[0].0).is_some() {
@@ -173,10 +205,16 @@ fn usage_error(e: clap::Error) -> ExitCode {
 
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
+        #[cfg(feature = "bench")]
         Command::Demo(options) => demo::run(&options),
+        #[cfg(not(feature = "bench"))]
+        Command::Demo(_) => Err(not_built("demo")),
         Command::Inspect { file } => inspect(&file),
         Command::Repartition(options) => repartition::run(&options),
         Command::Serve(options) => partout_flight::serve::run(options).map_err(anyhow::Error::msg),
+        #[cfg(not(feature = "bench"))]
+        Command::Bench(_) => Err(not_built("bench")),
+        #[cfg(feature = "bench")]
         Command::Bench { suite } => match suite {
             Suite::Scatter(options) => scatter::run(&options),
             Suite::Ids(options) => ids::run(&options),

@@ -35,6 +35,8 @@
 //! # let _ = ctx;
 //! ```
 
+#![forbid(unsafe_code)]
+
 mod config;
 mod exchange;
 mod exec;

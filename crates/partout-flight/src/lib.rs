@@ -14,6 +14,8 @@
 //! protocol wants the other (a live exchange's schema is known; a finished output of Presto
 //! pages is served over Presto's protocol only).
 
+#![forbid(unsafe_code)]
+
 mod error;
 mod exchanges;
 mod files;

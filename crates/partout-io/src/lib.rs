@@ -18,11 +18,17 @@
 //! of what the file claims: footers, messages and counts are checked against the file's size
 //! before a format crate is handed them, and what panics inside a format crate anyway is
 //! contained (see `contain`).
+//!
+//! The [`manifest`] module: what a run wrote, [`manifest::Manifest`] (`_manifest.json`
+//! beside the outputs, read back by [`manifest::Manifest::read`]), and the options of the
+//! outputs it names (output [`manifest::Format`], [`manifest::Compression`],
+//! [`manifest::Layout`]).
 
 #![forbid(unsafe_code)]
 
 mod frames;
 mod ipc;
+pub mod manifest;
 mod outputs;
 mod parquet_footer;
 mod runs;

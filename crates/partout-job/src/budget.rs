@@ -1,9 +1,9 @@
-//! [`Budget`]: how a job shares its memory limit between what destinations cost whatever
+//! [`BudgetExt`]: how a job shares its memory limit between what destinations cost whatever
 //! their rows, each worker's buffered rows, and, for Parquet files, the open row groups of
 //! the files being written once the rows are staged.
 
 use crate::error::{JobError, Result};
-use serde::{Deserialize, Serialize};
+use partout_io::manifest::Budget;
 
 /// Bytes each destination costs each worker whatever its rows: its buffers' bookkeeping, its
 /// stream encoder (measured: about 2 KiB with two workers, 10,000 destinations).
@@ -39,26 +39,17 @@ const ROW_GROUP_OVERHEAD: u64 = 2;
 /// The least each worker's buffers are given.
 const MIN_WORKER_BYTES: u64 = 256 << 10;
 
-/// How the memory limit is shared (recorded in the manifest as `memory_budget`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Budget {
-    /// What destinations cost whatever their rows.
-    #[serde(rename = "destinations_fixed")]
-    pub fixed: u64,
-    /// Open Parquet row groups, all writing threads together, once the rows are staged (zero
-    /// for other outputs).
-    #[serde(rename = "parquet_row_groups")]
-    pub row_groups: u64,
-    /// Each worker's buffered rows.
-    #[serde(rename = "per_worker_buffers")]
-    pub per_worker: u64,
-    /// Whether workers hold whole batches and spill them as sorted runs (when each
-    /// destination's share of a worker's buffers would be under 32 KiB).
-    #[serde(default)]
-    pub sorted_runs: bool,
-}
-
-impl Budget {
+/// How a job shares its memory limit: [`Budget`]'s shares, worked out for a job (the
+/// [`Budget`] itself, as the manifest records it, is partout-io's).
+///
+/// ```
+/// use partout_job::{Budget, BudgetExt};
+///
+/// let budget = Budget::try_new(256 << 20, 64, 2, true)?;
+/// assert!(budget.row_group_bytes(2) >= 1 << 20);
+/// # Ok::<(), partout_job::JobError>(())
+/// ```
+pub trait BudgetExt: Sized {
     /// Shares `memory_limit` for `partitions` destinations written by `workers` workers:
     /// first what destinations cost whatever their rows; of the rest, three fifths for the
     /// workers' buffered rows, the remainder for flushes being encoded and the allocator's
@@ -66,78 +57,89 @@ impl Budget {
     /// workers' buffers are gone: their open row groups, one per thread, get the same three
     /// fifths. When each destination's share of a worker's buffers would be under 32 KiB,
     /// workers spill sorted runs instead, and destinations cost less
-    /// ([`sorted_runs`](Self::sorted_runs)).
+    /// ([`sorted_runs`](Budget::sorted_runs)).
     ///
     /// # Errors
     /// [`JobError::InvalidOption`] when the limit cannot cover the least the job needs,
     /// saying how much that is.
-    pub fn try_new(
+    fn try_new(
         memory_limit: u64,
         partitions: u32,
         workers: usize,
         parquet_files: bool,
-    ) -> Result<Self> {
-        let buffered = Self::share(memory_limit, partitions, workers, parquet_files, false);
-        let per_destination = |b: &Self| b.per_worker / (2 * u64::from(partitions.max(1)));
-        match buffered {
-            Ok(budget) if per_destination(&budget) >= SORTED_RUNS_BELOW => Ok(budget),
-            _ => Self::share(memory_limit, partitions, workers, parquet_files, true),
-        }
-    }
-
-    /// The shares, with destinations buffered or spilled as `sorted_runs`.
-    fn share(
-        memory_limit: u64,
-        partitions: u32,
-        workers: usize,
-        parquet_files: bool,
-        sorted_runs: bool,
-    ) -> Result<Self> {
-        let n = u64::from(partitions);
-        let threads = workers as u64;
-        let destination = match sorted_runs {
-            true => SORTED_DESTINATION_BYTES,
-            false => DESTINATION_BYTES,
-        };
-        let fixed = n * threads * destination
-            + if parquet_files {
-                n * PARQUET_DESTINATION_BYTES
-            } else {
-                0
-            };
-        let least_share = threads
-            * if parquet_files {
-                MIN_WORKER_BYTES.max(MIN_ROW_GROUP_BYTES * ROW_GROUP_OVERHEAD)
-            } else {
-                MIN_WORKER_BYTES
-            };
-        // The shares are three fifths of what is left.
-        let minimum = fixed + least_share * 5 / 3;
-        if memory_limit < minimum {
-            return Err(JobError::InvalidOption(format!(
-                "a memory limit of {memory_limit} bytes is too small for {n} destinations and {workers} threads: it takes at least {minimum} bytes{}",
-                if parquet_files {
-                    " (each thread writing Parquet needs room for a row group)"
-                } else {
-                    ""
-                }
-            )));
-        }
-        let share = (memory_limit - fixed) * 3 / 5;
-        Ok(Self {
-            fixed,
-            row_groups: if parquet_files { share } else { 0 },
-            per_worker: share / threads,
-            sorted_runs,
-        })
-    }
+    ) -> Result<Self>;
 
     /// The encoded size at which each of `threads` Parquet writers ends its open row group
     /// (between 1 MiB and 256 MiB).
-    pub fn row_group_bytes(&self, threads: usize) -> usize {
+    fn row_group_bytes(&self, threads: usize) -> usize;
+}
+
+impl BudgetExt for Budget {
+    fn try_new(
+        memory_limit: u64,
+        partitions: u32,
+        workers: usize,
+        parquet_files: bool,
+    ) -> Result<Self> {
+        let buffered = share(memory_limit, partitions, workers, parquet_files, false);
+        let per_destination = |b: &Budget| b.per_worker / (2 * u64::from(partitions.max(1)));
+        match buffered {
+            Ok(budget) if per_destination(&budget) >= SORTED_RUNS_BELOW => Ok(budget),
+            _ => share(memory_limit, partitions, workers, parquet_files, true),
+        }
+    }
+
+    fn row_group_bytes(&self, threads: usize) -> usize {
         (self.row_groups / threads.max(1) as u64 / ROW_GROUP_OVERHEAD)
             .clamp(MIN_ROW_GROUP_BYTES, MAX_ROW_GROUP_BYTES) as usize
     }
+}
+
+/// The shares, with destinations buffered or spilled as `sorted_runs`.
+fn share(
+    memory_limit: u64,
+    partitions: u32,
+    workers: usize,
+    parquet_files: bool,
+    sorted_runs: bool,
+) -> Result<Budget> {
+    let n = u64::from(partitions);
+    let threads = workers as u64;
+    let destination = match sorted_runs {
+        true => SORTED_DESTINATION_BYTES,
+        false => DESTINATION_BYTES,
+    };
+    let fixed = n * threads * destination
+        + if parquet_files {
+            n * PARQUET_DESTINATION_BYTES
+        } else {
+            0
+        };
+    let least_share = threads
+        * if parquet_files {
+            MIN_WORKER_BYTES.max(MIN_ROW_GROUP_BYTES * ROW_GROUP_OVERHEAD)
+        } else {
+            MIN_WORKER_BYTES
+        };
+    // The shares are three fifths of what is left.
+    let minimum = fixed + least_share * 5 / 3;
+    if memory_limit < minimum {
+        return Err(JobError::InvalidOption(format!(
+            "a memory limit of {memory_limit} bytes is too small for {n} destinations and {workers} threads: it takes at least {minimum} bytes{}",
+            if parquet_files {
+                " (each thread writing Parquet needs room for a row group)"
+            } else {
+                ""
+            }
+        )));
+    }
+    let share = (memory_limit - fixed) * 3 / 5;
+    Ok(Budget {
+        fixed,
+        row_groups: if parquet_files { share } else { 0 },
+        per_worker: share / threads,
+        sorted_runs,
+    })
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 
 use partout_exchange::WriterError;
 use partout_io::IoError;
+use partout_io::manifest::ManifestError;
 use std::fmt;
 use std::path::PathBuf;
 
@@ -77,6 +78,16 @@ impl std::error::Error for JobError {
 impl From<IoError> for JobError {
     fn from(e: IoError) -> Self {
         Self::Input(e)
+    }
+}
+
+/// A manifest not read or written: a file system error, with the same context.
+impl From<ManifestError> for JobError {
+    fn from(e: ManifestError) -> Self {
+        Self::Io {
+            context: e.context,
+            source: e.source,
+        }
     }
 }
 

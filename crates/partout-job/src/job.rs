@@ -15,10 +15,10 @@
 //! worker's panic becomes an error, not the process's end. Everything is written into a
 //! staging directory renamed into place at the end.
 
-use crate::budget::Budget;
+use crate::budget::BudgetExt;
 use crate::error::{JobError, Result, io, writing};
-use crate::manifest::{Manifest, ShuffleFiles, WorkerTimings, Written};
-use crate::options::{Compression, Format, JobOptions, Layout, Scheme};
+use crate::manifest::{self, Written};
+use crate::options::{JobOptions, Scheme};
 use crate::staging::{Staging, check_output};
 use parquet::basic::{Compression as ParquetCompression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
@@ -27,6 +27,9 @@ use partout_core::ids::{Partitioning, PartitioningSpec};
 use partout_exchange::{BatchSink, Flush, PartitionedWriter, WriterMetrics, WriterOptions};
 use partout_format::ipc::Compression as IpcCompression;
 use partout_format::{Encoding, FormatError};
+use partout_io::manifest::{
+    Budget, Compression, Format, Layout, Manifest, ShuffleFiles, WorkerTimings,
+};
 use partout_io::{
     DestinationFiles, Frames, InputFile, ParquetOptions, RunOptions, ShuffleFile, SortedRuns,
     StagedParquet, discover, plan_frames_by,
@@ -359,7 +362,7 @@ impl Job {
 
     /// The manifest of a run that wrote `written`, its workers' timings `workers`.
     fn manifest(&self, written: Written, workers: Vec<WorkerTimings>) -> Manifest {
-        Manifest::from_run(
+        manifest::from_run(
             &self.options,
             self.threads,
             self.budget,

@@ -49,12 +49,12 @@ mod manifest;
 mod options;
 mod staging;
 
-pub use budget::Budget;
+pub use budget::BudgetExt;
 pub use error::{JobError, Result};
 pub use job::{Job, Progress, Report, repartition};
-pub use manifest::{
-    DestinationEntry, FileName, MANIFEST_FILE, Manifest, RowGroupSizes, ShuffleFiles, WorkerTimings,
-};
-pub use options::{
-    Compression, DEFAULT_MEMORY_LIMIT, Format, JobOptions, Layout, Scheme, parse_bytes,
+pub use options::{DEFAULT_MEMORY_LIMIT, JobOptions, Scheme, parse_bytes};
+// The manifest and the options of the outputs it names are partout-io's; here as ever.
+pub use partout_io::manifest::{
+    Budget, Compression, DestinationEntry, FileName, Format, Layout, MANIFEST_FILE, Manifest,
+    ManifestError, RowGroupSizes, ShuffleFiles, WorkerTimings,
 };

@@ -1,96 +1,12 @@
 //! [`JobOptions`]: what a repartition job is asked to do, as plain values; checked once by
 //! [`Job::try_new`](crate::Job::try_new).
 
-use serde::{Deserialize, Serialize};
+use partout_io::manifest::{Compression, Format, Layout};
 use std::path::PathBuf;
 
 /// How rows find their destination: partout-core's scheme, named and parsed there
 /// (`hash`, `spark`, `round-robin`, `range`).
 pub use partout_core::ids::Scheme;
-
-/// What each destination's output holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Format {
-    /// Parquet (`.parquet`): rows staged, then each destination's file written whole, in
-    /// row groups of up to 1Mi rows as the memory limit allows.
-    #[default]
-    Parquet,
-    /// An Arrow IPC stream (`.arrows`).
-    Ipc,
-    /// Presto SerializedPages, back to back (`.presto`).
-    Presto,
-}
-
-/// Compression of the outputs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Compression {
-    /// None (the default of IPC and Presto outputs).
-    #[default]
-    None,
-    /// Snappy (Parquet only; its default).
-    Snappy,
-    /// LZ4 (Parquet: LZ4_RAW pages; IPC: LZ4_FRAME buffers; Presto: raw LZ4 page bodies).
-    Lz4,
-    /// ZSTD (Parquet and IPC).
-    Zstd,
-}
-
-/// Where the outputs go.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Layout {
-    /// One file per destination, written by all workers.
-    #[default]
-    Files,
-    /// One data file and an index of byte ranges per worker (IPC or Presto pages).
-    Shuffle,
-}
-
-/// `FromStr` and `Display` by the names the command line uses.
-macro_rules! named {
-    ($type:ident: $($variant:ident = $name:literal),+) => {
-        impl std::str::FromStr for $type {
-            type Err = String;
-
-            fn from_str(text: &str) -> Result<Self, String> {
-                match text {
-                    $($name => Ok(Self::$variant),)+
-                    _ => Err(format!(
-                        "unknown {} {text:?} (one of: {})",
-                        stringify!($type).to_lowercase(),
-                        [$($name),+].join(", ")
-                    )),
-                }
-            }
-        }
-
-        impl std::fmt::Display for $type {
-            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str(match self {
-                    $(Self::$variant => $name,)+
-                })
-            }
-        }
-    };
-}
-
-impl Format {
-    /// The compression of outputs in this format when none is asked for: Snappy for Parquet,
-    /// as pyarrow, DuckDB and Spark write it (a changed default: partout used to write
-    /// uncompressed Parquet, files four times larger); none for IPC and Presto pages.
-    pub fn default_compression(self) -> Compression {
-        match self {
-            Self::Parquet => Compression::Snappy,
-            Self::Ipc | Self::Presto => Compression::None,
-        }
-    }
-}
-
-named!(Format: Parquet = "parquet", Ipc = "ipc", Presto = "presto");
-named!(Compression: None = "none", Snappy = "snappy", Lz4 = "lz4", Zstd = "zstd");
-named!(Layout: Files = "files", Shuffle = "shuffle");
 
 /// The default memory limit: 256 MiB.
 pub const DEFAULT_MEMORY_LIMIT: u64 = 256 << 20;
@@ -251,41 +167,6 @@ pub fn parse_bytes(text: &str) -> Result<u64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn names_read_back() {
-        for scheme in [
-            Scheme::Hash,
-            Scheme::Spark,
-            Scheme::RoundRobin,
-            Scheme::Range,
-        ] {
-            assert_eq!(scheme.to_string().parse::<Scheme>().unwrap(), scheme);
-            let json = serde_json::to_string(&scheme).unwrap();
-            assert_eq!(serde_json::from_str::<Scheme>(&json).unwrap(), scheme);
-        }
-        // Manifests name the schemes in lower case, as they always have.
-        assert_eq!(
-            serde_json::to_string(&Scheme::RoundRobin).unwrap(),
-            "\"roundrobin\""
-        );
-        for format in [Format::Parquet, Format::Ipc, Format::Presto] {
-            assert_eq!(format.to_string().parse::<Format>(), Ok(format));
-        }
-        for c in [
-            Compression::None,
-            Compression::Snappy,
-            Compression::Lz4,
-            Compression::Zstd,
-        ] {
-            assert_eq!(c.to_string().parse::<Compression>(), Ok(c));
-        }
-        for layout in [Layout::Files, Layout::Shuffle] {
-            assert_eq!(layout.to_string().parse::<Layout>(), Ok(layout));
-        }
-        let err = "gzip".parse::<Compression>().unwrap_err();
-        assert!(err.contains("gzip") && err.contains("snappy"), "{err}");
-    }
 
     #[test]
     fn parquet_is_snappy_unless_asked_otherwise() {

@@ -17,6 +17,8 @@
 //! By area: `partition` (`partition`, `partition_ids`), `job` (`repartition`), `read`
 //! (`read`), `writer` (`PartitionedWriter`), `errors` (the exception of each error).
 
+#![forbid(unsafe_code)]
+
 mod errors;
 mod job;
 mod partition;

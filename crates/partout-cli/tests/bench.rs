@@ -1,0 +1,207 @@
+//! `partout demo` and `partout bench <suite>` end to end: the bench JSON contract, the demo, and
+//! their errors. They are built with partout-cli's `bench` feature only (`required-features`).
+
+use std::process::{Command, Output};
+
+fn partout(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_partout"))
+        .args(args)
+        .output()
+        .expect("the partout binary runs")
+}
+
+/// The run succeeded (its stderr shown when not).
+fn assert_success(result: &Output) {
+    assert!(
+        result.status.success(),
+        "{}",
+        String::from_utf8_lossy(&result.stderr)
+    );
+}
+
+/// The JSON objects a successful run printed, one per line.
+fn json_lines(out: Output) -> Vec<serde_json::Value> {
+    assert_success(&out);
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("each line is a JSON object"))
+        .collect()
+}
+
+#[test]
+fn bench_json_has_one_object_per_case_and_baseline() {
+    let out = partout(&[
+        "bench",
+        "scatter",
+        "--json",
+        "--quick",
+        "--kinds",
+        "INTEGER,VARCHAR",
+        "--partitions",
+        "3,256",
+    ]);
+    let lines = json_lines(out);
+    // 2 kinds x 2 column counts x 2 null densities x 2 partition counts x 2 baselines.
+    assert_eq!(lines.len(), 32);
+    for object in &lines {
+        assert_eq!(object["suite"], "scatter");
+        for field in ["ours_ns", "baseline_ns", "ratio", "rows", "bytes"] {
+            assert!(
+                object[field].as_f64().is_some_and(|v| v > 0.0),
+                "{field} in {object}"
+            );
+        }
+        let ratio = object["baseline_ns"].as_f64().unwrap() / object["ours_ns"].as_f64().unwrap();
+        assert!(
+            (ratio - object["ratio"].as_f64().unwrap()).abs() < 0.01 + ratio * 0.01,
+            "{object}"
+        );
+        assert!(
+            ["grouped_take", "take_per_destination"]
+                .contains(&object["baseline"].as_str().unwrap())
+        );
+        assert!(object["case"].as_str().unwrap().contains("_P"));
+    }
+}
+
+#[test]
+fn the_demo_checks_and_reports() {
+    let out = partout(&["demo", "--sf", "0.01", "--rounds", "1"]);
+    assert_success(&out);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("every row of both decoded back"), "{text}");
+    // The in-memory line and one on-disk line, each with a speedup.
+    assert_eq!(
+        text.lines()
+            .filter(|l| l.trim_end().ends_with('x') || l.trim_end().ends_with('-'))
+            .count(),
+        2,
+        "{text}"
+    );
+}
+
+#[test]
+fn bench_e2e_reports_every_thread_count_and_the_floor() {
+    let out = partout(&[
+        "bench",
+        "e2e",
+        "--sf",
+        "0.01",
+        "--rounds",
+        "1",
+        "--threads",
+        "1,2",
+        "-n",
+        "8",
+        "--json",
+    ]);
+    assert_success(&out);
+    let lines = json_lines(out);
+    assert_eq!(lines.len(), 3);
+    let rows = lines[0]["rows"].as_u64().unwrap();
+    assert!(rows > 50_000, "{rows}");
+    for line in &lines {
+        assert_eq!(line["rows"].as_u64(), Some(rows));
+        assert!(line["seconds"].as_f64().unwrap() > 0.0);
+    }
+    assert_eq!(lines[2]["destinations"], 1);
+}
+
+#[test]
+fn bad_options_are_one_line_errors_with_exit_code_2() {
+    for args in [
+        &["bench", "scatter", "--kinds", "NOPE"][..],
+        &["bench", "scatter", "--partitions", "0"],
+        &[
+            "bench",
+            "plan",
+            "--quick",
+            "--partitions",
+            "4",
+            "--fanouts",
+            "3",
+        ],
+        &["demo", "--batches", "0"],
+        &["bench", "writer", "--sf", "0"],
+        &["bench", "writer", "--sf", "0.001", "--memory-limit", "10"],
+    ] {
+        let out = partout(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.starts_with("partout: "), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn bench_writer_json_reports_every_contender() {
+    let out = partout(&[
+        "bench", "writer", "--json", "--sf", "0.002", "--rounds", "1",
+    ]);
+    let lines = json_lines(out);
+    let names: Vec<(String, String)> = lines
+        .iter()
+        .map(|o| {
+            (
+                o["contender"].as_str().unwrap().to_string(),
+                o["codec"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    for (name, codec) in [
+        ("partout", "none"),
+        ("partout scatter+copy", "none"),
+        ("datafusion way", "none"),
+        ("comet way", "none"),
+        ("partout", "lz4"),
+        ("lz4 alone", "lz4"),
+    ] {
+        assert!(
+            names.contains(&(name.to_string(), codec.to_string())),
+            "{name} {codec} missing from {names:?}"
+        );
+    }
+    for object in &lines {
+        assert_eq!(object["suite"], "writer");
+        assert!(
+            object["seconds"].as_f64().is_some_and(|s| s > 0.0),
+            "{object}"
+        );
+        assert!(
+            object["rows"].as_u64().is_some_and(|r| r > 1000),
+            "{object}"
+        );
+        if object["contender"] == "partout" {
+            assert!(
+                object["phases_ms"]["scatter"].as_f64().is_some(),
+                "{object}"
+            );
+        }
+    }
+}
+
+#[test]
+fn bench_presto_json_reports_pages_and_ipc() {
+    let lines = json_lines(partout(&[
+        "bench", "presto", "--json", "--sf", "0.002", "--rounds", "1",
+    ]));
+    assert_eq!(lines.len(), 5);
+    for object in &lines {
+        assert_eq!(object["suite"], "presto");
+        assert!(
+            object["bytes_out"].as_u64().is_some_and(|b| b > 0),
+            "{object}"
+        );
+        assert!(
+            object["rows_per_s"].as_f64().is_some_and(|r| r > 0.0),
+            "{object}"
+        );
+    }
+    assert!(
+        lines
+            .iter()
+            .any(|o| o["format"] == "presto page" && o["variant"] == "crc32+lz4")
+    );
+}

@@ -1,0 +1,512 @@
+//! [`Manifest`]: what a repartition run wrote, as `_manifest.json` beside its outputs, and
+//! the outputs' options it names: [`Format`], [`Compression`], [`Layout`], and the memory
+//! limit's shares, [`Budget`].
+//!
+//! A public module of its own: the output [`Format`] is not [`crate::Format`], the format of
+//! an input file. The job that writes a manifest, and how it shares its memory limit, are
+//! partout-job's.
+
+use partout_core::ids::Scheme;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::path::Path;
+
+/// The manifest's file name in the output directory.
+pub const MANIFEST_FILE: &str = "_manifest.json";
+
+/// What a run wrote: its options, row and byte counts, memory, timings, and each
+/// destination's output. Serialized as `_manifest.json` in the output directory;
+/// [`Manifest::read`] reads it back.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// How rows found their destination.
+    pub scheme: Scheme,
+    /// The key columns.
+    pub keys: Vec<String>,
+    /// Destinations.
+    pub partitions: u32,
+    /// What each destination's output holds.
+    pub format: Format,
+    /// Their compression.
+    pub compression: Compression,
+    /// Files per destination, or shuffle files per worker.
+    pub layout: Layout,
+    /// Worker threads.
+    pub threads: usize,
+    /// Rows read.
+    pub input_rows: u64,
+    /// Bytes of Arrow data partitioned (in memory, as read).
+    pub input_arrow_bytes: u64,
+    /// Rows written (every row once).
+    pub output_rows: u64,
+    /// Bytes written, all destinations together (the manifest aside).
+    pub output_bytes: u64,
+    /// Flushes of destination buffers.
+    pub flushes: u64,
+    /// Flushes forced by the memory limit.
+    pub memory_flushes: u64,
+    /// The memory limit, in bytes.
+    pub memory_limit: u64,
+    /// How the memory limit was shared.
+    pub memory_budget: Budget,
+    /// The process's peak resident memory, where the system tells it (Linux).
+    pub peak_rss_bytes: Option<u64>,
+    /// Each worker's timings.
+    pub workers: Vec<WorkerTimings>,
+    /// Seconds spent ending the destination files (files layout; for Parquet, writing the
+    /// files from the staged rows).
+    pub files_finish_seconds: f64,
+    /// How large the Parquet files' row groups came out (Parquet files; each destination's
+    /// are in its entry).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub row_groups: Option<RowGroupSizes>,
+    /// Each destination's rows and bytes, and its file (files layout).
+    pub destinations: Vec<DestinationEntry>,
+    /// Range partitioning's split points, each as its key values' text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub range_bounds: Option<Vec<Vec<String>>>,
+    /// Each worker's data and index file (shuffle layout).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shuffle_files: Option<Vec<ShuffleFiles>>,
+}
+
+/// One worker's time.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkerTimings {
+    /// The worker's index.
+    pub worker: usize,
+    /// From its start to its writer's end.
+    pub seconds: f64,
+    /// Computing partition ids.
+    pub ids_seconds: f64,
+    /// Moving rows into destination buffers.
+    pub scatter_seconds: f64,
+    /// Encoding and writing flushes.
+    pub output_seconds: f64,
+}
+
+/// One destination's output.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DestinationEntry {
+    /// The destination.
+    pub destination: u32,
+    /// Its file's name in the output directory (files layout; `null` for a destination of
+    /// Presto pages that received no rows, which gets no file). Absent in the shuffle layout.
+    #[serde(default, skip_serializing_if = "FileName::is_absent")]
+    pub file: FileName,
+    /// Rows it received.
+    pub rows: u64,
+    /// Bytes it received.
+    pub bytes: u64,
+    /// Rows of each row group of its file, in order (Parquet files).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub row_groups: Option<Vec<u64>>,
+}
+
+/// The row groups of a run's Parquet files, all files together.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RowGroupSizes {
+    /// Row groups in all.
+    pub count: u64,
+    /// Rows of the smallest.
+    pub min_rows: u64,
+    /// Rows of the largest.
+    pub max_rows: u64,
+    /// Rows per row group on average.
+    pub mean_rows: f64,
+}
+
+impl RowGroupSizes {
+    /// The sizes of row groups of `rows` rows each; `None` when there are none.
+    pub fn of(rows: impl IntoIterator<Item = u64>) -> Option<Self> {
+        let (mut count, mut min_rows, mut max_rows, mut sum) = (0u64, u64::MAX, 0u64, 0u64);
+        for r in rows {
+            count += 1;
+            min_rows = min_rows.min(r);
+            max_rows = max_rows.max(r);
+            sum += r;
+        }
+        (count > 0).then(|| Self {
+            count,
+            min_rows,
+            max_rows,
+            mean_rows: sum as f64 / count as f64,
+        })
+    }
+}
+
+/// A destination's file: absent (shuffle layout), none (no rows, no file), or its name.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum FileName {
+    /// Not a files layout: the key is left out.
+    #[default]
+    #[serde(skip)]
+    Absent,
+    /// Its file's name.
+    Name(String),
+    /// No file (`null`).
+    None(()),
+}
+
+impl FileName {
+    /// Whether the layout has no files per destination.
+    pub fn is_absent(&self) -> bool {
+        matches!(self, Self::Absent)
+    }
+
+    /// The name, if there is a file.
+    pub fn name(&self) -> Option<&str> {
+        match self {
+            Self::Name(name) => Some(name),
+            _ => None,
+        }
+    }
+}
+
+/// One worker's shuffle files, by name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShuffleFiles {
+    /// The data file.
+    pub data: String,
+    /// The index of byte ranges.
+    pub index: String,
+}
+
+/// How a job's memory limit is shared (recorded in the manifest as `memory_budget`).
+/// partout-job works the shares out (its `BudgetExt::try_new`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Budget {
+    /// What destinations cost whatever their rows.
+    #[serde(rename = "destinations_fixed")]
+    pub fixed: u64,
+    /// Open Parquet row groups, all writing threads together, once the rows are staged (zero
+    /// for other outputs).
+    #[serde(rename = "parquet_row_groups")]
+    pub row_groups: u64,
+    /// Each worker's buffered rows.
+    #[serde(rename = "per_worker_buffers")]
+    pub per_worker: u64,
+    /// Whether workers hold whole batches and spill them as sorted runs (when each
+    /// destination's share of a worker's buffers would be under 32 KiB).
+    #[serde(default)]
+    pub sorted_runs: bool,
+}
+
+/// A manifest that could not be read or written: what was being done, naming the file, and
+/// the system's error (given through [`source`](std::error::Error::source); a manifest that
+/// is not JSON of a manifest gives serde_json's error, wrapped as an [`std::io::Error`]).
+#[derive(Debug)]
+pub struct ManifestError {
+    /// What was being done, naming the file (`reading …/_manifest.json`).
+    pub context: String,
+    /// The system's error.
+    pub source: std::io::Error,
+}
+
+impl fmt::Display for ManifestError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.context)
+    }
+}
+
+impl std::error::Error for ManifestError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.source)
+    }
+}
+
+/// `context` for a file system error.
+fn failed(context: String) -> impl FnOnce(std::io::Error) -> ManifestError {
+    move |source| ManifestError { context, source }
+}
+
+impl Manifest {
+    /// Reads `_manifest.json` of the output directory `dir`.
+    ///
+    /// # Errors
+    /// [`ManifestError`] when it cannot be read or is not a manifest.
+    pub fn read(dir: &Path) -> Result<Self, ManifestError> {
+        let path = dir.join(MANIFEST_FILE);
+        let context = || format!("reading {}", path.display());
+        let text = std::fs::read_to_string(&path).map_err(failed(context()))?;
+        serde_json::from_str(&text).map_err(|e| failed(context())(std::io::Error::other(e)))
+    }
+
+    /// Writes it as `_manifest.json` into the directory `dir`.
+    ///
+    /// # Errors
+    /// [`ManifestError`] when it cannot be written.
+    pub fn write(&self, dir: &Path) -> Result<(), ManifestError> {
+        let path = dir.join(MANIFEST_FILE);
+        let text = serde_json::to_string_pretty(self).map_err(std::io::Error::other);
+        text.and_then(|text| std::fs::write(&path, text))
+            .map_err(failed(format!("writing {}", path.display())))
+    }
+}
+
+/// What each destination's output holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Format {
+    /// Parquet (`.parquet`): rows staged, then each destination's file written whole, in
+    /// row groups of up to 1Mi rows as the memory limit allows.
+    #[default]
+    Parquet,
+    /// An Arrow IPC stream (`.arrows`).
+    Ipc,
+    /// Presto SerializedPages, back to back (`.presto`).
+    Presto,
+}
+
+/// Compression of the outputs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Compression {
+    /// None (the default of IPC and Presto outputs).
+    #[default]
+    None,
+    /// Snappy (Parquet only; its default).
+    Snappy,
+    /// LZ4 (Parquet: LZ4_RAW pages; IPC: LZ4_FRAME buffers; Presto: raw LZ4 page bodies).
+    Lz4,
+    /// ZSTD (Parquet and IPC).
+    Zstd,
+}
+
+/// Where the outputs go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Layout {
+    /// One file per destination, written by all workers.
+    #[default]
+    Files,
+    /// One data file and an index of byte ranges per worker (IPC or Presto pages).
+    Shuffle,
+}
+
+/// `FromStr` and `Display` by the names the command line uses.
+macro_rules! named {
+    ($type:ident: $($variant:ident = $name:literal),+) => {
+        impl std::str::FromStr for $type {
+            type Err = String;
+
+            fn from_str(text: &str) -> Result<Self, String> {
+                match text {
+                    $($name => Ok(Self::$variant),)+
+                    _ => Err(format!(
+                        "unknown {} {text:?} (one of: {})",
+                        stringify!($type).to_lowercase(),
+                        [$($name),+].join(", ")
+                    )),
+                }
+            }
+        }
+
+        impl std::fmt::Display for $type {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(match self {
+                    $(Self::$variant => $name,)+
+                })
+            }
+        }
+    };
+}
+
+impl Format {
+    /// The compression of outputs in this format when none is asked for: Snappy for Parquet,
+    /// as pyarrow, DuckDB and Spark write it (a changed default: partout used to write
+    /// uncompressed Parquet, files four times larger); none for IPC and Presto pages.
+    pub fn default_compression(self) -> Compression {
+        match self {
+            Self::Parquet => Compression::Snappy,
+            Self::Ipc | Self::Presto => Compression::None,
+        }
+    }
+}
+
+named!(Format: Parquet = "parquet", Ipc = "ipc", Presto = "presto");
+named!(Compression: None = "none", Snappy = "snappy", Lz4 = "lz4", Zstd = "zstd");
+named!(Layout: Files = "files", Shuffle = "shuffle");
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_read_back() {
+        for scheme in [
+            Scheme::Hash,
+            Scheme::Spark,
+            Scheme::RoundRobin,
+            Scheme::Range,
+        ] {
+            assert_eq!(scheme.to_string().parse::<Scheme>().unwrap(), scheme);
+            let json = serde_json::to_string(&scheme).unwrap();
+            assert_eq!(serde_json::from_str::<Scheme>(&json).unwrap(), scheme);
+        }
+        // Manifests name the schemes in lower case, as they always have.
+        assert_eq!(
+            serde_json::to_string(&Scheme::RoundRobin).unwrap(),
+            "\"roundrobin\""
+        );
+        for format in [Format::Parquet, Format::Ipc, Format::Presto] {
+            assert_eq!(format.to_string().parse::<Format>(), Ok(format));
+        }
+        for c in [
+            Compression::None,
+            Compression::Snappy,
+            Compression::Lz4,
+            Compression::Zstd,
+        ] {
+            assert_eq!(c.to_string().parse::<Compression>(), Ok(c));
+        }
+        for layout in [Layout::Files, Layout::Shuffle] {
+            assert_eq!(layout.to_string().parse::<Layout>(), Ok(layout));
+        }
+        let err = "gzip".parse::<Compression>().unwrap_err();
+        assert!(err.contains("gzip") && err.contains("snappy"), "{err}");
+    }
+
+    /// A manifest of Presto pages, files layout; `json`, its JSON (serde_json's compact).
+    fn presto_files() -> (Manifest, &'static str) {
+        let manifest = Manifest {
+            scheme: Scheme::RoundRobin,
+            keys: Vec::new(),
+            partitions: 2,
+            format: Format::Presto,
+            compression: Compression::Lz4,
+            layout: Layout::Files,
+            threads: 1,
+            input_rows: 10,
+            input_arrow_bytes: 80,
+            output_rows: 10,
+            output_bytes: 64,
+            flushes: 3,
+            memory_flushes: 1,
+            memory_limit: 256 << 20,
+            memory_budget: Budget {
+                fixed: 4096,
+                row_groups: 0,
+                per_worker: 1024,
+                sorted_runs: false,
+            },
+            peak_rss_bytes: None,
+            workers: vec![WorkerTimings {
+                worker: 0,
+                seconds: 0.5,
+                ids_seconds: 0.25,
+                scatter_seconds: 0.125,
+                output_seconds: 0.0,
+            }],
+            files_finish_seconds: 0.0,
+            row_groups: None,
+            destinations: vec![
+                DestinationEntry {
+                    destination: 0,
+                    file: FileName::Name("part-00000.presto".into()),
+                    rows: 10,
+                    bytes: 64,
+                    row_groups: None,
+                },
+                DestinationEntry {
+                    destination: 1,
+                    file: FileName::None(()),
+                    rows: 0,
+                    bytes: 0,
+                    row_groups: None,
+                },
+            ],
+            range_bounds: None,
+            shuffle_files: None,
+        };
+        let json = concat!(
+            r#"{"scheme":"roundrobin","keys":[],"partitions":2,"format":"presto","#,
+            r#""compression":"lz4","layout":"files","threads":1,"input_rows":10,"#,
+            r#""input_arrow_bytes":80,"output_rows":10,"output_bytes":64,"flushes":3,"#,
+            r#""memory_flushes":1,"memory_limit":268435456,"memory_budget":"#,
+            r#"{"destinations_fixed":4096,"parquet_row_groups":0,"per_worker_buffers":1024,"#,
+            r#""sorted_runs":false},"peak_rss_bytes":null,"workers":[{"worker":0,"#,
+            r#""seconds":0.5,"ids_seconds":0.25,"scatter_seconds":0.125,"output_seconds":0.0}],"#,
+            r#""files_finish_seconds":0.0,"destinations":[{"destination":0,"#,
+            r#""file":"part-00000.presto","rows":10,"bytes":64},"#,
+            r#"{"destination":1,"file":null,"rows":0,"bytes":0}]}"#,
+        );
+        (manifest, json)
+    }
+
+    #[test]
+    fn the_json_keeps_its_names_and_leaves_out_what_a_layout_lacks() {
+        let (files, json) = presto_files();
+        assert_eq!(serde_json::to_string(&files).unwrap(), json);
+        assert_eq!(serde_json::from_str::<Manifest>(json).unwrap(), files);
+
+        // Parquet files: row groups, each destination's and all together.
+        let mut parquet = files.clone();
+        parquet.scheme = Scheme::Spark;
+        parquet.keys = vec!["k".into()];
+        parquet.format = Format::Parquet;
+        parquet.compression = Compression::Snappy;
+        parquet.destinations.truncate(1);
+        parquet.destinations[0].file = FileName::Name("bucket-00000.parquet".into());
+        parquet.destinations[0].row_groups = Some(vec![6, 4]);
+        parquet.row_groups = RowGroupSizes::of([6, 4]);
+        let json = serde_json::to_string(&parquet).unwrap();
+        let expected = concat!(
+            r#""files_finish_seconds":0.0,"row_groups":{"count":2,"min_rows":4,"max_rows":6,"#,
+            r#""mean_rows":5.0},"destinations":[{"destination":0,"#,
+            r#""file":"bucket-00000.parquet","rows":10,"bytes":64,"row_groups":[6,4]}]}"#,
+        );
+        assert!(json.ends_with(expected), "{json}");
+        assert!(
+            json.starts_with(r#"{"scheme":"spark","keys":["k"],"#),
+            "{json}"
+        );
+        assert!(json.contains(r#""format":"parquet","compression":"snappy","#));
+        assert_eq!(serde_json::from_str::<Manifest>(&json).unwrap(), parquet);
+
+        // The shuffle layout: no file per destination, each worker's files; range bounds.
+        let mut shuffle = files;
+        shuffle.scheme = Scheme::Range;
+        shuffle.format = Format::Ipc;
+        shuffle.layout = Layout::Shuffle;
+        shuffle.memory_budget.sorted_runs = true;
+        shuffle.destinations.truncate(1);
+        shuffle.destinations[0].file = FileName::Absent;
+        shuffle.range_bounds = Some(vec![vec!["5".into()]]);
+        shuffle.shuffle_files = Some(vec![ShuffleFiles {
+            data: "shuffle-000.data".into(),
+            index: "shuffle-000.index".into(),
+        }]);
+        let json = serde_json::to_string(&shuffle).unwrap();
+        let expected = concat!(
+            r#""destinations":[{"destination":0,"rows":10,"bytes":64}],"#,
+            r#""range_bounds":[["5"]],"shuffle_files":[{"data":"shuffle-000.data","#,
+            r#""index":"shuffle-000.index"}]}"#,
+        );
+        assert!(json.ends_with(expected), "{json}");
+        assert!(json.contains(r#""layout":"shuffle","#), "{json}");
+        assert!(json.contains(r#""sorted_runs":true}"#), "{json}");
+        assert_eq!(serde_json::from_str::<Manifest>(&json).unwrap(), shuffle);
+    }
+
+    #[test]
+    fn a_manifest_reads_back_and_a_missing_one_names_its_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = Manifest::read(dir.path()).unwrap_err();
+        let path = dir.path().join(MANIFEST_FILE);
+        assert_eq!(missing.to_string(), format!("reading {}", path.display()));
+        assert_eq!(missing.source.kind(), std::io::ErrorKind::NotFound);
+
+        let (manifest, _) = presto_files();
+        manifest.write(dir.path()).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text, serde_json::to_string_pretty(&manifest).unwrap());
+        assert_eq!(Manifest::read(dir.path()).unwrap(), manifest);
+
+        std::fs::write(&path, "{}").unwrap();
+        let not_one = Manifest::read(dir.path()).unwrap_err();
+        assert_eq!(not_one.to_string(), format!("reading {}", path.display()));
+        assert!(not_one.source.get_ref().is_some(), "{not_one:?}");
+    }
+}
