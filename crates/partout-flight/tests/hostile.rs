@@ -6,43 +6,29 @@
 
 mod common;
 
+#[path = "../../../fuzz/src/flight.rs"]
+#[allow(dead_code, missing_docs)]
+mod checks;
+
 use arrow_flight::{Action, FlightData, FlightDescriptor};
 use futures::TryStreamExt;
 use partout_flight::Exchanges;
 use std::time::Duration;
 
-/// The messages of an IPC stream as Flight messages (header and body), the first carrying
-/// `descriptor`, each batch's `app_metadata` destination 0.
+/// The messages of an IPC stream as Flight messages (header and body, split as the
+/// `flight_put` fuzz target splits them), the first carrying `descriptor`, each batch's
+/// `app_metadata` destination 0.
 fn flight_messages(stream: &[u8], descriptor: FlightDescriptor) -> Vec<FlightData> {
-    let mut messages = Vec::new();
-    let mut pos = 0;
-    while pos + 8 <= stream.len() {
-        let mut len = u32::from_le_bytes(stream[pos..pos + 4].try_into().unwrap());
-        pos += 4;
-        if len == u32::MAX {
-            len = u32::from_le_bytes(stream[pos..pos + 4].try_into().unwrap());
-            pos += 4;
-        }
-        let len = len as usize;
-        if len == 0 || pos + len > stream.len() {
-            break;
-        }
-        let header = &stream[pos..pos + len];
-        pos += len;
-        // The body's length as the header says, cut to what is there (crafted lengths lie).
-        let body_len = arrow_ipc::root_as_message(header)
-            .map(|m| usize::try_from(m.bodyLength()).unwrap_or(0))
-            .unwrap_or(0)
-            .min(stream.len() - pos);
-        let body = &stream[pos..pos + body_len];
-        pos += body_len;
-        messages.push(FlightData {
+    let framed = checks::ipc_stream_to_messages(stream);
+    let mut messages: Vec<FlightData> = checks::split_messages(&framed)
+        .into_iter()
+        .map(|(header, body)| FlightData {
             data_header: header.to_vec().into(),
             data_body: body.to_vec().into(),
             app_metadata: b"0".to_vec().into(),
             ..FlightData::default()
-        });
-    }
+        })
+        .collect();
     if let Some(first) = messages.first_mut() {
         first.flight_descriptor = Some(descriptor);
     }

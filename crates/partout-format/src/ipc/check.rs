@@ -193,9 +193,14 @@ impl MessageCheck {
             if let Err(what) = check_schema(fb) {
                 return Err(Fault::Message(format!("schema: {what}")));
             }
-            if self.schema.is_none() {
-                self.schema = Some(arrow_ipc::convert::fb_to_schema(fb));
+            if self.schema.is_some() {
+                // A reader taking the second would decode what follows by a schema this
+                // check never saw.
+                return Err(Fault::Message(
+                    "a second schema message: a stream has one, first".into(),
+                ));
             }
+            self.schema = Some(arrow_ipc::convert::fb_to_schema(fb));
         } else if self.schema.is_none() {
             return Err(Fault::Message(format!(
                 "the first message is a {:?}, not a schema",
@@ -228,7 +233,13 @@ impl MessageCheck {
                     Some(DataType::Dictionary(_, value)) => {
                         Some((batch, Fields::from(vec![Field::new("", *value, true)])))
                     }
-                    _ => None,
+                    _ => {
+                        return Err(Fault::Message(format!(
+                            "a dictionary batch of id {}, which no dictionary field of the \
+                             schema has",
+                            dictionary.id()
+                        )));
+                    }
                 }
             }
             (None, None) => None,

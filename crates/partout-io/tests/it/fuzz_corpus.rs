@@ -7,25 +7,10 @@
 #[allow(dead_code, missing_docs)]
 mod checks;
 
-use std::path::{Path, PathBuf};
+#[path = "../../../../fuzz/src/corpus.rs"]
+mod corpus_files;
 
-/// The inputs of `target`'s committed corpus, in name order.
-fn corpus(target: &str) -> Vec<(PathBuf, Vec<u8>)> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fuzz/corpus")
-        .join(target);
-    let mut inputs: Vec<(PathBuf, Vec<u8>)> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|entry| {
-            let path = entry.unwrap().path();
-            let bytes = std::fs::read(&path).unwrap();
-            (path, bytes)
-        })
-        .collect();
-    inputs.sort();
-    assert!(!inputs.is_empty(), "{} holds no input", dir.display());
-    inputs
-}
+use corpus_files::corpus;
 
 /// Runs `check` on every input of `target`'s corpus; names the input that fails.
 fn replay(target: &str, check: impl Fn(&[u8])) -> usize {
