@@ -68,10 +68,7 @@ impl std::fmt::Debug for EncodedPartitions {
 }
 
 fn sink_error(destination: Option<usize>, e: io::Error) -> WriterError {
-    WriterError::Sink {
-        destination,
-        source: e,
-    }
+    WriterError::sink(destination, e)
 }
 
 impl EncodedPartitions {

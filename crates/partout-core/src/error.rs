@@ -72,10 +72,36 @@ impl fmt::Display for PartoutError {
 impl std::error::Error for PartoutError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            Self::Arrow(e) => Some(e),
+            // The Arrow error's text is this error's own (above); its cause, if any, is the
+            // next link, so a chain prints each message once.
+            Self::Arrow(e) => e.source(),
             _ => None,
         }
     }
+}
+
+/// `error`'s message and each cause under it, joined by `": "`; a cause whose text the
+/// message ends with already is not repeated. What a person or a client is told.
+///
+/// ```
+/// let io = std::io::Error::other("disk full");
+/// let error = partout_core::PartoutError::Arrow(arrow_schema::ArrowError::IoError(
+///     "writing".into(),
+///     io,
+/// ));
+/// assert_eq!(partout_core::error::report(&error), "arrow error: Io error: writing: disk full");
+/// ```
+pub fn report(error: &dyn std::error::Error) -> String {
+    let mut message = error.to_string();
+    let mut cause = error.source();
+    while let Some(e) = cause {
+        let text = e.to_string();
+        if !message.ends_with(&text) {
+            message = format!("{message}: {text}");
+        }
+        cause = e.source();
+    }
+    message
 }
 
 impl From<ArrowError> for PartoutError {

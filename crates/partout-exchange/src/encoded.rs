@@ -60,10 +60,7 @@ impl<S: Sink> Encoded<S> {
         let bytes = self.out.len() as u64;
         self.sink
             .write_buffer(p, &mut self.out)
-            .map_err(|source| WriterError::Sink {
-                destination: Some(p),
-                source,
-            })?;
+            .map_err(|e| WriterError::sink(Some(p), e))?;
         self.sink_time += started.elapsed();
         Ok(bytes)
     }
@@ -87,10 +84,7 @@ impl<S: Sink> BatchSink for Encoded<S> {
         let written = self.sink.write_parts(p, &self.parts);
         // The batch's buffers go back to the writer when the batch is dropped.
         self.parts.clear();
-        written.map_err(|source| WriterError::Sink {
-            destination: Some(p),
-            source,
-        })?;
+        written.map_err(|e| WriterError::sink(Some(p), e))?;
         self.sink_time += started.elapsed();
         Ok(bytes)
     }
@@ -106,10 +100,7 @@ impl<S: Sink> BatchSink for Encoded<S> {
             }
         }
         let started = Instant::now();
-        self.sink.finish().map_err(|source| WriterError::Sink {
-            destination: None,
-            source,
-        })?;
+        self.sink.finish().map_err(|e| WriterError::sink(None, e))?;
         self.sink_time += started.elapsed();
         Ok(())
     }

@@ -33,8 +33,8 @@ pub enum WriterError {
     Sink {
         /// The destination being written (`None`: finishing).
         destination: Option<usize>,
-        /// The sink's error.
-        source: std::io::Error,
+        /// The sink's error, kept whole: an I/O error, a Parquet writer's, an exchange's.
+        source: Box<dyn std::error::Error + Send + Sync + 'static>,
     },
     /// An earlier call failed part-way; the writer's output is incomplete.
     Failed,
@@ -76,8 +76,22 @@ impl std::error::Error for WriterError {
             Self::Partition(e) => e.source(),
             Self::Arrow(e) => Some(e),
             Self::Encode(e) => Some(e),
-            Self::Sink { source, .. } => Some(source),
+            Self::Sink { source, .. } => Some(source.as_ref()),
             Self::InvalidOption(_) | Self::NoSuchDestination { .. } | Self::Failed => None,
+        }
+    }
+}
+
+impl WriterError {
+    /// A sink's failure at `destination` (`None`: while finishing), keeping `source` as the
+    /// cause.
+    pub fn sink(
+        destination: Option<usize>,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync + 'static>>,
+    ) -> Self {
+        Self::Sink {
+            destination,
+            source: source.into(),
         }
     }
 }

@@ -6,7 +6,7 @@ use crate::files::FinishedOutput;
 use crate::live::LiveExchange;
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, RwLock, Weak};
 
 /// One served exchange.
 #[derive(Debug, Clone)]
@@ -49,7 +49,8 @@ pub struct Limits {
     /// The most exchanges served at once, finished and live (default 1024).
     pub max_exchanges: usize,
     /// The most memory the exchanges clients create may hold together (default 4 GiB): each
-    /// is charged its budget and [`DESTINATION_BYTES`] per destination.
+    /// is charged its budget and [`DESTINATION_BYTES`] per destination. Pages of finished
+    /// outputs read for Presto consumers and not yet acknowledged count against it too.
     pub memory_limit: usize,
 }
 
@@ -83,12 +84,27 @@ pub struct Exchanges {
     registry: Arc<RwLock<Registry>>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Default)]
 struct Registry {
     /// Each exchange, with the memory charged for it against the limits.
     map: BTreeMap<String, (Exchange, usize)>,
     charged: usize,
     limits: Limits,
+    /// Told the name of each exchange removed (a protocol's state for it is freed).
+    on_remove: Vec<Weak<RemoveHook>>,
+}
+
+/// What [`Exchanges::on_remove`] calls.
+pub(crate) type RemoveHook = dyn Fn(&str) + Send + Sync;
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registry")
+            .field("map", &self.map)
+            .field("charged", &self.charged)
+            .field("limits", &self.limits)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Exchanges {
@@ -163,12 +179,40 @@ impl Exchanges {
         if let Exchange::Live(live) = &exchange {
             live.cancel("the exchange was dropped");
         }
+        let hooks: Vec<Arc<RemoveHook>> = {
+            let mut registry = self.write();
+            registry.on_remove.retain(|hook| hook.strong_count() > 0);
+            registry
+                .on_remove
+                .iter()
+                .filter_map(Weak::upgrade)
+                .collect()
+        };
+        for hook in hooks {
+            hook(name);
+        }
         Ok(exchange)
     }
 
-    /// Bytes charged now for the exchanges clients made.
+    /// Calls `hook` with the name of every exchange removed from now on, while `hook` lives
+    /// (the registry keeps it weakly).
+    pub(crate) fn on_remove(&self, hook: &Arc<RemoveHook>) {
+        self.write().on_remove.push(Arc::downgrade(hook));
+    }
+
+    /// Bytes charged now against [`Limits::memory_limit`]: the exchanges clients made, and
+    /// the pages of finished outputs held for Presto consumers until they acknowledge them.
     pub fn charged_bytes(&self) -> usize {
         self.read().charged
+    }
+
+    /// A charge of nothing yet against [`Limits::memory_limit`], for memory a protocol holds
+    /// on a client's behalf; whatever it grows to is given back when it is dropped.
+    pub(crate) fn charge(&self) -> Charge {
+        Charge {
+            registry: self.registry.clone(),
+            bytes: 0,
+        }
     }
 
     /// Serves the finished output in `dir` as `name`.
@@ -229,6 +273,55 @@ impl Exchanges {
             .iter()
             .map(|(k, (v, _))| (k.clone(), v.clone()))
             .collect()
+    }
+}
+
+/// Memory a protocol holds for a client (pages read ahead of its acknowledgements), counted
+/// with the exchanges clients made against [`Limits::memory_limit`] and given back on drop.
+#[derive(Debug)]
+pub(crate) struct Charge {
+    registry: Arc<RwLock<Registry>>,
+    bytes: usize,
+}
+
+impl Charge {
+    /// An error unless the server has memory left: what a request checks before it makes
+    /// the charge grow. (It grows by what it reads after, one page past the limit at most.)
+    ///
+    /// # Errors
+    /// [`ExchangeError::ResourceExhausted`] naming the limit.
+    pub(crate) fn check_room(&self) -> Result<()> {
+        let registry = self.registry.read().unwrap_or_else(|e| e.into_inner());
+        if registry.charged >= registry.limits.memory_limit {
+            return Err(ExchangeError::ResourceExhausted(format!(
+                "the server holds {} bytes for exchanges and unacknowledged replies, its limit \
+                 is {}; acknowledge what was read, or retry",
+                registry.charged, registry.limits.memory_limit
+            )));
+        }
+        Ok(())
+    }
+
+    /// Charges `bytes` more.
+    pub(crate) fn grow(&mut self, bytes: usize) {
+        let mut registry = self.registry.write().unwrap_or_else(|e| e.into_inner());
+        registry.charged += bytes;
+        self.bytes += bytes;
+    }
+
+    /// Gives `bytes` back (at most what is charged).
+    pub(crate) fn shrink(&mut self, bytes: usize) {
+        let bytes = bytes.min(self.bytes);
+        let mut registry = self.registry.write().unwrap_or_else(|e| e.into_inner());
+        registry.charged -= bytes;
+        self.bytes -= bytes;
+    }
+}
+
+impl Drop for Charge {
+    fn drop(&mut self) {
+        let bytes = self.bytes;
+        self.shrink(bytes);
     }
 }
 

@@ -61,7 +61,7 @@ impl FinishedOutput {
                 }
             }
             if output.schema.is_none() {
-                return Err(ExchangeError::Corrupt(format!(
+                return Err(ExchangeError::corrupt(format!(
                     "{}: no destination holds a stream",
                     output.dir.display()
                 )));
@@ -87,7 +87,7 @@ impl FinishedOutput {
 
     /// Destination `p`'s streams.
     fn segments(&self, p: u32) -> Result<Vec<Segment>> {
-        let corrupt = |e: String| ExchangeError::Corrupt(e);
+        let corrupt = ExchangeError::corrupt;
         match self.manifest.layout {
             Layout::Files => {
                 let entry =
@@ -99,7 +99,7 @@ impl FinishedOutput {
                 };
                 let path = self.dir.join(name);
                 let len = std::fs::metadata(&path)
-                    .map_err(|e| corrupt(format!("{}: {e}", path.display())))?
+                    .map_err(|e| ExchangeError::corrupt_because(path.display().to_string(), e))?
                     .len();
                 Ok(vec![Segment {
                     path,
@@ -111,11 +111,11 @@ impl FinishedOutput {
                 for files in self.manifest.shuffle_files.iter().flatten() {
                     let data = self.dir.join(&files.data);
                     let len = std::fs::metadata(&data)
-                        .map_err(|e| corrupt(format!("{}: {e}", data.display())))?
+                        .map_err(|e| ExchangeError::corrupt_because(data.display().to_string(), e))?
                         .len();
                     let (destinations, ranges) =
                         read_shuffle_index(&self.dir.join(&files.index), len)
-                            .map_err(|e| corrupt(e.to_string()))?;
+                            .map_err(|e| ExchangeError::corrupt_because("a shuffle index", e))?;
                     if p >= destinations {
                         return Err(corrupt(format!(
                             "{}: {destinations} destinations, the manifest says {}",
@@ -173,7 +173,7 @@ struct RangeReader {
 impl RangeReader {
     fn open(segment: Segment) -> Result<Self> {
         let file = File::open(&segment.path)
-            .map_err(|e| ExchangeError::Corrupt(format!("{}: {e}", segment.path.display())))?;
+            .map_err(|e| ExchangeError::corrupt_because(segment.path.display().to_string(), e))?;
         Ok(Self {
             file: BufReader::with_capacity(1 << 16, file),
             path: segment.path,
@@ -220,12 +220,20 @@ impl RangeReader {
         }
         let mut out = vec![0; n as usize];
         self.read_exact(&mut out)
-            .map_err(|e| self.corrupt(format!("{what}: {e}")))?;
+            .map_err(|e| self.corrupt_because(what.to_string(), e))?;
         Ok(out)
     }
 
     fn corrupt(&self, what: String) -> ExchangeError {
-        ExchangeError::Corrupt(format!("{}: {what}", self.path.display()))
+        ExchangeError::corrupt(format!("{}: {what}", self.path.display()))
+    }
+
+    fn corrupt_because(
+        &self,
+        what: String,
+        cause: impl Into<Box<dyn std::error::Error + Send + Sync + 'static>>,
+    ) -> ExchangeError {
+        ExchangeError::corrupt_because(format!("{}: {what}", self.path.display()), cause)
     }
 }
 
@@ -340,7 +348,7 @@ impl FileCursor {
                 if skip {
                     reader
                         .skip(size as u64)
-                        .map_err(|e| reader.corrupt(format!("a Presto page body: {e}")))?;
+                        .map_err(|e| reader.corrupt_because("a Presto page body".into(), e))?;
                     return Ok(None);
                 }
                 let mut page = header;
@@ -402,7 +410,7 @@ fn read_ipc(reader: &mut RangeReader, skip: bool) -> Result<IpcRead> {
     }
     let header = reader.take(u64::from(len), "an IPC message header")?;
     let message = arrow_ipc::root_as_message(&header)
-        .map_err(|e| reader.corrupt(format!("an IPC message header: {e}")))?;
+        .map_err(|e| reader.corrupt_because("an IPC message header".into(), e.to_string()))?;
     let body_len = u64::try_from(message.bodyLength())
         .map_err(|_| reader.corrupt(format!("an IPC body of {} bytes", message.bodyLength())))?;
     match message.header_type() {
@@ -412,10 +420,10 @@ fn read_ipc(reader: &mut RangeReader, skip: bool) -> Result<IpcRead> {
                 .ok_or_else(|| reader.corrupt("a schema message without a schema".into()))?;
             // Damaged schemas are refused, not converted (arrow-ipc's conversion panics).
             let schema = partout_format::ipc::convert_schema(schema)
-                .map_err(|e| reader.corrupt(e.to_string()))?;
+                .map_err(|e| reader.corrupt_because("a schema message".into(), e))?;
             reader
                 .skip(body_len)
-                .map_err(|e| reader.corrupt(e.to_string()))?;
+                .map_err(|e| reader.corrupt_because("a schema message's body".into(), e))?;
             Ok(IpcRead::Schema(Arc::new(schema)))
         }
         arrow_ipc::MessageHeader::DictionaryBatch => {
@@ -440,7 +448,7 @@ fn read_ipc(reader: &mut RangeReader, skip: bool) -> Result<IpcRead> {
             if skip {
                 reader
                     .skip(body_len)
-                    .map_err(|e| reader.corrupt(e.to_string()))?;
+                    .map_err(|e| reader.corrupt_because("a record batch's body".into(), e))?;
                 return Ok(IpcRead::Batch {
                     data: FlightData::default(),
                     rows,

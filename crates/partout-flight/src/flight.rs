@@ -293,7 +293,7 @@ fn stream_finished(
             Ok(cursor)
         })
         .await
-        .unwrap_or_else(|e| Err(ExchangeError::Corrupt(e.to_string())));
+        .unwrap_or_else(|e| Err(ExchangeError::corrupt_because("opening the output", e)));
         let options = IpcWriteOptions::default();
         let schema: FlightData = SchemaAsIpc::new(&schema, &options).into();
         opened.map(|cursor| (schema, cursor, ticket.from_sequence))
@@ -315,7 +315,7 @@ fn stream_finished(
                         let (cursor, message) = match read {
                             Ok(read) => read,
                             Err(e) => {
-                                let e = ExchangeError::Corrupt(e.to_string());
+                                let e = ExchangeError::corrupt_because("reading the output", e);
                                 return Some((vec![Err(e.context(context).into())], None));
                             }
                         };
@@ -335,8 +335,8 @@ fn stream_finished(
                                 Some((data, Some((cursor, sequence + 1))))
                             }
                             Ok(Some(_)) => {
-                                let e = ExchangeError::Corrupt(
-                                    "an IPC output's file gave a message of another format".into(),
+                                let e = ExchangeError::corrupt(
+                                    "an IPC output's file gave a message of another format",
                                 );
                                 Some((vec![Err(e.context(context).into())], None))
                             }
@@ -521,9 +521,12 @@ impl FlightService for ExchangeService {
                     None => break,
                     Some(Ok(decoded)) => decoded,
                     Some(Err(e)) => {
-                        let why = format!("a producer's DoPut stream failed: {e}");
-                        producer.fail(why.clone());
-                        return Err(ExchangeError::Failed(why));
+                        let e = ExchangeError::failed(
+                            "a producer's DoPut stream broke",
+                            Some(Arc::new(e)),
+                        );
+                        producer.fail(e.clone());
+                        return Err(e);
                     }
                 };
                 let pushed = match decoded.payload {
@@ -549,7 +552,11 @@ impl FlightService for ExchangeService {
                 if let Err(e) = pushed {
                     // A producer sending what cannot be delivered fails the exchange: its
                     // consumers would otherwise miss rows.
-                    producer.fail(format!("a producer sent a batch that was refused: {e}"));
+                    let e = ExchangeError::failed(
+                        "a producer sent a batch that was refused",
+                        Some(Arc::new(e)),
+                    );
+                    producer.fail(e.clone());
                     return Err(e);
                 }
             }

@@ -16,6 +16,7 @@
 
 #![forbid(unsafe_code)]
 
+mod conn;
 mod error;
 mod exchanges;
 mod files;
@@ -25,7 +26,8 @@ mod message;
 pub mod presto;
 pub mod serve;
 
-pub use error::{ExchangeError, Result};
+pub use conn::ConnectionLimits;
+pub use error::{Cause, ExchangeError, Result};
 pub use exchanges::{DESTINATION_BYTES, Exchange, Exchanges, Limits, MAX_NAME_BYTES};
 pub use files::{FileCursor, FinishedOutput};
 pub use flight::{CancelRequest, CreateRequest, DestinationTicket, ExchangeService};

@@ -147,22 +147,14 @@ fn from_bounded(e: partout_exchange::ExchangeError) -> ExchangeError {
         Bounded::InvalidArgument(w) => ExchangeError::InvalidArgument(w),
         Bounded::Freed(w) => ExchangeError::Freed(w),
         Bounded::Cancelled(w) => ExchangeError::Cancelled(w),
-        Bounded::Failed(cause) => ExchangeError::Failed(cause.to_string()),
-        other => ExchangeError::Failed(other.to_string()),
+        // A failure this crate raised comes back as it was; another is the cause.
+        Bounded::Failed(cause) => match cause.downcast_ref::<ExchangeError>() {
+            Some(e) => e.clone(),
+            None => ExchangeError::failed("a producer failed", Some(cause)),
+        },
+        other => ExchangeError::failed("the exchange's queues", Some(Arc::new(other))),
     }
 }
-
-/// A producer's failure, as the exchange keeps it.
-#[derive(Debug)]
-struct Failure(String);
-
-impl std::fmt::Display for Failure {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for Failure {}
 
 /// An exchange fed while it is read.
 #[derive(Debug)]
@@ -335,8 +327,8 @@ impl LiveExchange {
     }
 
     /// Ends the exchange in `error`: consumers and producers get it from now on.
-    pub fn fail(&self, error: impl Into<String>) {
-        self.queues.fail(Arc::new(Failure(error.into())));
+    pub fn fail(&self, error: impl Into<Box<dyn std::error::Error + Send + Sync + 'static>>) {
+        self.queues.fail(Arc::from(error.into()));
         self.changed.notify_waiters();
     }
 
@@ -545,7 +537,7 @@ impl Producer {
     }
 
     /// This producer failed: the exchange ends in `error`.
-    pub fn fail(mut self, error: impl Into<String>) {
+    pub fn fail(mut self, error: impl Into<Box<dyn std::error::Error + Send + Sync + 'static>>) {
         self.done = true;
         self.exchange.fail(error);
     }
@@ -592,8 +584,5 @@ impl BatchSink for ExchangeOutput {
 }
 
 fn sink_error(destination: usize, e: ExchangeError) -> WriterError {
-    WriterError::Sink {
-        destination: Some(destination),
-        source: std::io::Error::other(e),
-    }
+    WriterError::sink(Some(destination), e)
 }

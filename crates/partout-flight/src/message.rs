@@ -96,7 +96,7 @@ impl Message {
     /// # Errors
     /// [`ExchangeError::Corrupt`] for bytes that do not hold a message.
     pub fn read_from(bytes: &[u8]) -> Result<Self> {
-        let corrupt = || ExchangeError::Corrupt("a spilled message that does not read back".into());
+        let corrupt = || ExchangeError::corrupt("a spilled message that does not read back");
         let mut at = 0usize;
         let word = |at: &mut usize| -> Result<u64> {
             let end = at
@@ -189,10 +189,12 @@ impl Message {
                 let ipc_schema = numbered.as_ref().unwrap_or(schema);
                 let mut by_id: HashMap<i64, ArrayRef> = HashMap::new();
                 for dictionary in dictionaries {
-                    let message = arrow_ipc::root_as_message(&dictionary.data_header)
-                        .map_err(|e| ExchangeError::Corrupt(format!("a dictionary: {e}")))?;
+                    let message =
+                        arrow_ipc::root_as_message(&dictionary.data_header).map_err(|e| {
+                            ExchangeError::corrupt_because("a dictionary", e.to_string())
+                        })?;
                     let header = message.header_as_dictionary_batch().ok_or_else(|| {
-                        ExchangeError::Corrupt("a dictionary message of another kind".into())
+                        ExchangeError::corrupt("a dictionary message of another kind")
                     })?;
                     arrow_ipc::reader::read_dictionary(
                         &Buffer::from(dictionary.data_body.clone()),
@@ -343,7 +345,7 @@ impl MessageEncoder {
         loop {
             let (header, body_len) = reader.message()?;
             let message = arrow_ipc::root_as_message(&header)
-                .map_err(|e| ExchangeError::Corrupt(format!("an encoded message: {e}")))?;
+                .map_err(|e| ExchangeError::corrupt_because("an encoded message", e.to_string()))?;
             if message.header_type() != arrow_ipc::MessageHeader::RecordBatch {
                 // The stream's schema, before its first batch.
                 reader.skip(body_len)?;
@@ -477,8 +479,8 @@ impl<'a> Parts<'a> {
     fn copy(&mut self, mut n: usize, out: &mut Vec<u8>) -> Result<()> {
         while n > 0 {
             let Some(part) = self.parts.get(self.at.0) else {
-                return Err(ExchangeError::Corrupt(
-                    "an encoded message shorter than its header says".into(),
+                return Err(ExchangeError::corrupt(
+                    "an encoded message shorter than its header says",
                 ));
             };
             let take = n.min(part.len() - self.at.1);
@@ -505,9 +507,9 @@ impl<'a> Parts<'a> {
         let mut header = Vec::with_capacity(len);
         self.copy(len, &mut header)?;
         let message = arrow_ipc::root_as_message(&header)
-            .map_err(|e| ExchangeError::Corrupt(format!("an encoded message: {e}")))?;
+            .map_err(|e| ExchangeError::corrupt_because("an encoded message", e.to_string()))?;
         let body = usize::try_from(message.bodyLength())
-            .map_err(|_| ExchangeError::Corrupt("a negative body length".into()))?;
+            .map_err(|_| ExchangeError::corrupt("a negative body length"))?;
         Ok((header, body))
     }
 }

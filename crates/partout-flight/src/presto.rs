@@ -18,7 +18,7 @@
 //! cancelled answers an error status with the reason, which Presto's client reports at once.
 
 use crate::error::{ExchangeError, Result};
-use crate::exchanges::{Exchange, Exchanges};
+use crate::exchanges::{Charge, Exchange, Exchanges, RemoveHook};
 use crate::files::{FileCursor, FinishedOutput};
 use crate::message::{Message, MessageEncoder};
 use axum::Router;
@@ -30,7 +30,8 @@ use axum::routing::get;
 use bytes::Bytes;
 use partout_io::manifest::Compression;
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 /// The response headers of the protocol.
@@ -55,6 +56,9 @@ pub mod headers {
 
 /// Bytes a reply holds when the client does not say.
 const DEFAULT_MAX_SIZE: usize = 16 << 20;
+/// The most bytes a reply holds, whatever the client asks (one page more when a single page
+/// is larger): Presto's exchange client asks for 16 MB.
+pub const MAX_REPLY_BYTES: usize = 32 << 20;
 /// How long a request waits for a page when the client does not say.
 const DEFAULT_MAX_WAIT: Duration = Duration::from_secs(1);
 /// The longest a request waits, whatever the client asks.
@@ -71,6 +75,8 @@ struct FileBuffer {
     read_all: bool,
     /// The error reading the files ended in, for every later request.
     failed: Option<ExchangeError>,
+    /// The pages held, charged against the server's memory limit.
+    charge: Charge,
 }
 
 impl FileBuffer {
@@ -97,6 +103,14 @@ impl FileBuffer {
         }
         let mut bytes: usize = self.pages.iter().map(Bytes::len).sum();
         while !self.read_all && (self.pages.is_empty() || bytes < max_bytes) {
+            // Pages are read ahead of acknowledgements only while the server has memory: past
+            // its limit a reply gives what is held, or asks the consumer to retry.
+            if let Err(e) = self.charge.check_room() {
+                if self.pages.is_empty() {
+                    return Err(e);
+                }
+                break;
+            }
             match self.read_page(output, encoder, p) {
                 Ok(page) => bytes += page,
                 Err(e) => {
@@ -148,6 +162,7 @@ impl FileBuffer {
             unreachable!("converted to a page")
         };
         let bytes = page.len();
+        self.charge.grow(bytes);
         self.pages.push_back(page);
         Ok(bytes)
     }
@@ -163,7 +178,11 @@ impl FileBuffer {
     /// [`ExchangeError::InvalidArgument`] for a token past the pages sent.
     fn ack(&mut self, token: u64) -> Result<()> {
         check_sent(token, self.end())?;
-        while self.first < token && self.pages.pop_front().is_some() {
+        while self.first < token {
+            let Some(page) = self.pages.pop_front() else {
+                break;
+            };
+            self.charge.shrink(page.len());
             self.first += 1;
         }
         Ok(())
@@ -188,6 +207,8 @@ struct Server {
     exchanges: Exchanges,
     instance: String,
     files: Mutex<FileBuffers>,
+    /// Frees a removed exchange's buffers (registered, weakly, with `exchanges`).
+    _forget: Arc<RemoveHook>,
 }
 
 impl Server {
@@ -205,9 +226,16 @@ impl Server {
                     first: 0,
                     read_all: false,
                     failed: None,
+                    charge: self.exchanges.charge(),
                 }))
             })
             .clone()
+    }
+
+    /// Frees every buffer of exchange `name` (it is no longer served).
+    fn forget(&self, name: &str) {
+        let mut files = self.files.lock().unwrap_or_else(|e| e.into_inner());
+        files.retain(|(served, _), _| served != name);
     }
 
     /// Destination `p` of finished output `name` if its consumer has read from it.
@@ -227,10 +255,20 @@ pub fn router(exchanges: Exchanges) -> Router {
             .map(|d| d.as_nanos())
             .unwrap_or(0)
     );
-    let server = Arc::new(Server {
-        exchanges,
-        instance,
-        files: Mutex::new(HashMap::new()),
+    let server = Arc::new_cyclic(|server: &Weak<Server>| {
+        let server = server.clone();
+        let forget: Arc<RemoveHook> = Arc::new(move |name: &str| {
+            if let Some(server) = server.upgrade() {
+                server.forget(name);
+            }
+        });
+        exchanges.on_remove(&forget);
+        Server {
+            exchanges,
+            instance,
+            files: Mutex::new(HashMap::new()),
+            _forget: forget,
+        }
     });
     Router::new()
         .route(
@@ -278,15 +316,7 @@ fn reply(
 
 /// An error as a status and its reason.
 fn error_reply(e: &ExchangeError) -> Response {
-    let status = match e {
-        ExchangeError::NotFound(_) => StatusCode::NOT_FOUND,
-        ExchangeError::InvalidArgument(_) => StatusCode::BAD_REQUEST,
-        ExchangeError::Freed(_) => StatusCode::GONE,
-        ExchangeError::Failed(_) | ExchangeError::Corrupt(_) => StatusCode::INTERNAL_SERVER_ERROR,
-        ExchangeError::Cancelled(_) => StatusCode::GONE,
-        ExchangeError::ResourceExhausted(_) => StatusCode::SERVICE_UNAVAILABLE,
-    };
-    (status, format!("{e}\n")).into_response()
+    (e.http_status(), format!("{}\n", e.report())).into_response()
 }
 
 /// The most characters of a client's text an error message repeats.
@@ -406,8 +436,9 @@ async fn get_results(
         Ok(parsed) => parsed,
         Err(e) => return error_reply(&e),
     };
-    let max_bytes =
-        header(&request_headers, headers::MAX_SIZE, parse_data_size).unwrap_or(DEFAULT_MAX_SIZE);
+    let max_bytes = header(&request_headers, headers::MAX_SIZE, parse_data_size)
+        .unwrap_or(DEFAULT_MAX_SIZE)
+        .min(MAX_REPLY_BYTES);
     let wait = header(&request_headers, headers::MAX_WAIT, parse_duration)
         .unwrap_or(DEFAULT_MAX_WAIT)
         .min(LONGEST_WAIT);
@@ -448,7 +479,7 @@ async fn get_results(
                 buffer.fetch(&output, encoder.as_ref(), p, token, max_bytes)
             })
             .await
-            .unwrap_or_else(|e| Err(ExchangeError::Corrupt(e.to_string())))
+            .unwrap_or_else(|e| Err(ExchangeError::corrupt_because("reading the output", e)))
         }
     };
     match fetched {
@@ -465,15 +496,23 @@ async fn get_results(
                     Body::empty(),
                 )
             } else {
-                let body: Vec<u8> = pages.concat();
-                reply(
+                // The pages as they are held (shared, not copied into one body), with their
+                // length said up front as for any whole body.
+                let length: usize = pages.iter().map(Bytes::len).sum();
+                let body = futures::stream::iter(pages.into_iter().map(Ok::<_, Infallible>));
+                let mut response = reply(
                     &server,
                     StatusCode::OK,
                     token,
                     next,
                     complete,
-                    Body::from(body),
-                )
+                    Body::from_stream(body),
+                );
+                response.headers_mut().insert(
+                    axum::http::header::CONTENT_LENGTH,
+                    HeaderValue::from(length),
+                );
+                response
             }
         }
     }

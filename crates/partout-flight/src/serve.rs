@@ -8,10 +8,14 @@
 //! Prints `flight: ADDRESS` and `presto: ADDRESS` once each listens (with port 0, the port
 //! the system chose), then serves until interrupted.
 
+use crate::conn::{self, ConnectionLimits};
 use crate::exchanges::{Exchanges, Limits};
 use crate::flight::ExchangeService;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::Semaphore;
 
 /// What `partout serve` serves, and where.
 #[derive(clap::Args, Debug, Clone)]
@@ -28,7 +32,8 @@ pub struct ServeOptions {
     pub presto: Option<SocketAddr>,
     /// The most memory the live exchanges clients create (Flight's `create`) may hold
     /// together, in bytes: each is charged its budget and 512 bytes per destination, and a
-    /// `create` past it is refused (RESOURCE_EXHAUSTED) until one is dropped.
+    /// `create` past it is refused (RESOURCE_EXHAUSTED) until one is dropped. Pages read for
+    /// Presto consumers and not yet acknowledged count too (past it: HTTP 503, retry).
     #[arg(long, default_value_t = Limits::default().memory_limit)]
     pub memory_limit: usize,
     /// The most exchanges served at once, finished and live.
@@ -118,7 +123,8 @@ impl Servers {
 }
 
 /// Starts serving `exchanges` over Flight on `flight` and Presto's protocol on `presto`
-/// (either may be left out), on the current tokio runtime.
+/// (either may be left out), on the current tokio runtime, within the default
+/// [`ConnectionLimits`].
 ///
 /// # Errors
 /// An address that cannot be bound.
@@ -126,6 +132,19 @@ pub async fn start(
     exchanges: Exchanges,
     flight: Option<SocketAddr>,
     presto: Option<SocketAddr>,
+) -> Result<Servers, String> {
+    start_with(exchanges, flight, presto, ConnectionLimits::default()).await
+}
+
+/// As [`start`], within `limits`.
+///
+/// # Errors
+/// An address that cannot be bound.
+pub async fn start_with(
+    exchanges: Exchanges,
+    flight: Option<SocketAddr>,
+    presto: Option<SocketAddr>,
+    limits: ConnectionLimits,
 ) -> Result<Servers, String> {
     let bind = |addr: SocketAddr| async move {
         let listener = tokio::net::TcpListener::bind(addr)
@@ -143,10 +162,26 @@ pub async fn start(
         let (listener, local) = bind(addr).await?;
         servers.flight = Some(local);
         let service = ExchangeService::new(exchanges.clone()).into_server();
+        let places = Arc::new(Semaphore::new(limits.max_connections));
+        // Connections within the limit; one silent past the idle timeout before its first
+        // byte (no HTTP/2 preface) is closed.
+        let incoming = futures::stream::unfold(listener, move |listener| {
+            let places = places.clone();
+            async move {
+                let accepted = conn::accept(&listener, &places, Some(limits.idle_timeout)).await;
+                Some((Ok::<_, std::io::Error>(accepted), listener))
+            }
+        });
+        let header_bytes = u32::try_from(limits.max_header_bytes).unwrap_or(u32::MAX);
         servers.tasks.spawn(async move {
             tonic::transport::Server::builder()
+                .max_concurrent_streams(limits.max_streams_per_connection)
+                .http2_max_header_list_size(header_bytes)
+                // A peer that stops answering pings is gone: its streams end.
+                .http2_keepalive_interval(Some(Duration::from_secs(30)))
+                .http2_keepalive_timeout(Some(Duration::from_secs(20)))
                 .add_service(service)
-                .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener))
+                .serve_with_incoming(incoming)
                 .await
                 .map_err(|e| format!("flight: {e}"))
         });
@@ -155,11 +190,37 @@ pub async fn start(
         let (listener, local) = bind(addr).await?;
         servers.presto = Some(local);
         let router = crate::presto::router(exchanges);
-        servers.tasks.spawn(async move {
-            axum::serve(listener, router)
-                .await
-                .map_err(|e| format!("presto: {e}"))
-        });
+        servers.tasks.spawn(serve_http(listener, router, limits));
     }
     Ok(servers)
+}
+
+/// Serves `router` over HTTP/1.1 on `listener` within `limits`: a connection waiting for a
+/// request's headers past the idle timeout is closed, and headers past the size limit are
+/// answered 431. Connections end with the server.
+async fn serve_http(
+    listener: tokio::net::TcpListener,
+    router: axum::Router,
+    limits: ConnectionLimits,
+) -> Result<(), String> {
+    let places = Arc::new(Semaphore::new(limits.max_connections));
+    let mut connections = tokio::task::JoinSet::new();
+    loop {
+        tokio::select! {
+            accepted = conn::accept(&listener, &places, None) => {
+                let service = hyper_util::service::TowerToHyperService::new(router.clone());
+                connections.spawn(async move {
+                    let mut http = hyper::server::conn::http1::Builder::new();
+                    http.timer(hyper_util::rt::TokioTimer::new())
+                        .header_read_timeout(limits.idle_timeout)
+                        .max_header_size(limits.max_header_bytes);
+                    // A connection's error (a peer gone, a timeout) is its own.
+                    let _ = http
+                        .serve_connection(hyper_util::rt::TokioIo::new(accepted), service)
+                        .await;
+                });
+            }
+            Some(_) = connections.join_next() => {}
+        }
+    }
 }

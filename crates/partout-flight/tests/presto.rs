@@ -10,7 +10,7 @@ use common::{DESTINATIONS, ROWS, batch, input, repartition, serve};
 use partout_core::ids::Partitioning;
 use partout_exchange::WriterOptions;
 use partout_flight::presto::headers;
-use partout_flight::{Exchanges, LiveExchange, LiveOptions};
+use partout_flight::{Exchanges, Limits, LiveExchange, LiveOptions};
 use partout_format::Encoding;
 use partout_format::presto::decode_pages;
 use partout_job::{Format, Layout};
@@ -634,4 +634,109 @@ async fn error_messages_cut_long_client_input() {
         assert!(delete.text().await.unwrap().len() < 400);
     })
     .await;
+}
+
+/// Replies nobody acknowledges are held within the server's memory limit: 200 GETs asking
+/// for a petabyte each hold at most the limit and a page per destination, the rest are
+/// told to retry (503); dropping the exchange gives it all back; and a consumer that
+/// acknowledges as it goes still reads every page, in order, within the limit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unread_replies_stay_within_the_servers_memory_limit() {
+    use futures::StreamExt;
+    within_bound(async {
+        let dir = tempfile::tempdir().unwrap();
+        input(dir.path());
+        // Written within a small budget: many small pages per destination.
+        let out = dir.path().join("out");
+        let options =
+            partout_job::JobOptions::new([dir.path().join("input.arrow")], &out, DESTINATIONS)
+                .with_keys(["k"])
+                .with_format(Format::Presto)
+                .with_threads(1)
+                .with_memory_limit(1 << 20);
+        partout_job::Job::try_new(options)
+            .unwrap()
+            .run(&())
+            .unwrap();
+        let files: Vec<Vec<u8>> = (0..DESTINATIONS).map(|p| file_bytes(&out, p)).collect();
+        let total: usize = files.iter().map(Vec::len).sum();
+        let sizes: Vec<usize> = files.iter().flat_map(|bytes| page_sizes(bytes)).collect();
+        let largest_page = *sizes.iter().max().unwrap();
+        // Several pages a destination, so that what is read ahead shows against the bound.
+        assert!(
+            sizes.len() >= 4 * DESTINATIONS as usize,
+            "{} pages",
+            sizes.len()
+        );
+        // A quarter of the output: reading it all ahead of acknowledgements cannot fit.
+        let limit = total / 4;
+        let exchanges = Exchanges::with_limits(Limits {
+            max_exchanges: 4,
+            memory_limit: limit,
+        });
+        exchanges.add_directory("pages", &out).unwrap();
+        let servers = serve(exchanges.clone()).await;
+        let base = format!("http://{}", servers.presto.unwrap());
+
+        let client = http();
+        let replies: Vec<(StatusCode, usize)> = futures::stream::iter(0..200u32)
+            .map(|i| {
+                let client = client.clone();
+                let url = format!("{base}/v1/task/pages/results/{}/0", i % DESTINATIONS);
+                async move {
+                    let response = client
+                        .get(url)
+                        .header(headers::MAX_SIZE, "1PB")
+                        .send()
+                        .await
+                        .unwrap();
+                    let status = response.status();
+                    (status, response.bytes().await.unwrap().len())
+                }
+            })
+            .buffer_unordered(50)
+            .collect()
+            .await;
+        let held = exchanges.charged_bytes();
+        let bound = limit + DESTINATIONS as usize * largest_page;
+        assert!(
+            held > 0 && held <= bound,
+            "{held} bytes held, bound {bound}"
+        );
+        for (status, len) in &replies {
+            match *status {
+                StatusCode::OK => assert!(*len <= bound, "a reply of {len} bytes"),
+                StatusCode::SERVICE_UNAVAILABLE => {}
+                other => panic!("{other}"),
+            }
+        }
+        assert!(
+            replies.iter().any(|r| r.0 == StatusCode::OK),
+            "some replies were served"
+        );
+
+        // Dropping the exchange frees its replies' pages.
+        exchanges.remove("pages").unwrap();
+        assert_eq!(exchanges.charged_bytes(), 0);
+
+        // Served again: a consumer acknowledging as it goes reads every destination whole.
+        exchanges.add_directory("pages", &out).unwrap();
+        for (p, expected) in files.iter().enumerate() {
+            let (pages, _) = pull(&base, "pages", p as u32, "1PB").await;
+            assert!(pages == *expected, "destination {p}: other bytes");
+            assert!(exchanges.charged_bytes() <= bound);
+        }
+    })
+    .await;
+}
+
+/// The size of each Presto page in `bytes`, back to back.
+fn page_sizes(bytes: &[u8]) -> Vec<usize> {
+    let (mut at, mut sizes) = (0, Vec::new());
+    while at < bytes.len() {
+        let size = i32::from_le_bytes(bytes[at + 9..at + 13].try_into().unwrap()) as usize;
+        sizes.push(21 + size);
+        at += 21 + size;
+    }
+    sizes
 }

@@ -48,7 +48,9 @@ impl fmt::Display for FormatError {
 impl std::error::Error for FormatError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            Self::Arrow(e) => Some(e),
+            // The Arrow error's text is this error's own (above); its cause, if any, is the
+            // next link, so a chain prints each message once.
+            Self::Arrow(e) => e.source(),
             _ => None,
         }
     }

@@ -24,17 +24,11 @@ pub(crate) fn sink_error(
     destination: Option<usize>,
     e: impl Into<Box<dyn std::error::Error + Send + Sync>>,
 ) -> WriterError {
-    WriterError::Sink {
-        destination,
-        source: io::Error::other(e),
-    }
+    WriterError::sink(destination, e)
 }
 
 pub(crate) fn io_error(destination: Option<usize>) -> impl FnOnce(io::Error) -> WriterError {
-    move |source| WriterError::Sink {
-        destination,
-        source,
-    }
+    move |source| WriterError::sink(destination, source)
 }
 
 /// A destination's open file.

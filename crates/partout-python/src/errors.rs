@@ -95,16 +95,7 @@ impl From<ArrowError> for Error {
 /// `error` and its causes, each after the last (a job's error names what it was doing, its
 /// causes what went wrong).
 fn chain(error: &dyn std::error::Error) -> String {
-    let mut message = error.to_string();
-    let mut cause = error.source();
-    while let Some(e) = cause {
-        let text = e.to_string();
-        if !message.ends_with(&text) {
-            message = format!("{message}: {text}");
-        }
-        cause = e.source();
-    }
-    message
+    partout_core::error::report(error)
 }
 
 /// The Python exception for a failed job, by kind, with its whole message.
@@ -130,16 +121,16 @@ pub(crate) fn job_error(error: JobError) -> Error {
 
 /// The Python exception for a writer's error, by kind.
 pub(crate) fn writer_error(error: WriterError) -> Error {
+    let message = chain(&error);
     match error {
         WriterError::Partition(e) => Error::from(e),
         WriterError::InvalidOption(_) | WriterError::NoSuchDestination { .. } => {
-            Error::InvalidArgument(error.to_string())
+            Error::InvalidArgument(message)
         }
-        WriterError::Encode(FormatError::InvalidArgument(_)) => {
-            Error::UnsupportedType(error.to_string())
-        }
-        WriterError::Sink { .. } => Error::Io(error.to_string()),
-        other => Error::Input(other.to_string()),
+        WriterError::Encode(FormatError::InvalidArgument(_)) => Error::UnsupportedType(message),
+        // The sink's own cause travels in the message (a full disk, a failed exchange).
+        WriterError::Sink { .. } => Error::Io(message),
+        _ => Error::Input(message),
     }
 }
 
