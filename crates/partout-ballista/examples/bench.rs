@@ -17,6 +17,9 @@
 //! cargo run --release -p partout-ballista --example bench -- --sf 1 --rounds 3
 //! ```
 
+#[path = "../../partout-datafusion/tests/common/tpch.rs"]
+mod tpch;
+
 use ballista::prelude::SessionContextExt;
 use ballista_core::JobId;
 use ballista_core::config::TaskSchedulingPolicy;
@@ -42,7 +45,6 @@ use datafusion::physical_plan::{ExecutionPlan, Partitioning, PhysicalExpr};
 use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
 use datafusion_proto::protobuf::{LogicalPlanNode, PhysicalPlanNode};
 use partout_ballista::PartoutEngine;
-use partout_datafusion::tpch;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};

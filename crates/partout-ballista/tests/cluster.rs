@@ -11,6 +11,9 @@
 //!
 //! Every server binds and advertises 127.0.0.1; every wait is bounded.
 
+#[path = "../../partout-datafusion/tests/common/tpch.rs"]
+mod tpch;
+
 use ballista::prelude::SessionContextExt;
 use ballista_core::config::TaskSchedulingPolicy;
 use ballista_core::extension::SessionConfigExt;
@@ -23,7 +26,6 @@ use datafusion::execution::SessionStateBuilder;
 use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
 use datafusion_proto::protobuf::{LogicalPlanNode, PhysicalPlanNode};
 use partout_ballista::{EngineCounters, PartoutEngine};
-use partout_datafusion::tpch;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

@@ -18,6 +18,9 @@
 //! cargo run --release -p partout-datafusion --example bench -- --sf 1 --rounds 5
 //! ```
 
+#[path = "../tests/common/tpch.rs"]
+mod tpch;
+
 use clap::Parser;
 use datafusion::common::Result;
 use datafusion::datasource::memory::MemorySourceConfig;
@@ -30,10 +33,10 @@ use datafusion::physical_plan::{
 };
 use datafusion::prelude::SessionConfig;
 use futures::StreamExt;
-use partout_datafusion::tpch::PeakPool;
-use partout_datafusion::{PartoutRepartitionExec, tpch};
+use partout_datafusion::PartoutRepartitionExec;
 use std::sync::Arc;
 use std::time::Instant;
+use tpch::PeakPool;
 
 // datafusion-cli's allocator; both contenders run in this one process under it.
 #[global_allocator]

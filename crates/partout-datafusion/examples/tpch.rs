@@ -6,9 +6,11 @@
 //! (defaults: SF 0.1, 2 partitions). Each query runs once in a plain DataFusion session and
 //! once with `with_partout()`; the answers are printed side by side when they differ.
 
+#[path = "../tests/common/tpch.rs"]
+mod tpch;
+
 use datafusion::arrow::util::pretty::pretty_format_batches;
 use datafusion::common::Result;
-use partout_datafusion::tpch;
 use std::time::Instant;
 
 #[tokio::main]

@@ -42,7 +42,6 @@ mod exchange;
 mod exec;
 mod ids;
 mod rule;
-pub mod tpch;
 
 pub use config::PartoutConfig;
 pub use exec::PartoutRepartitionExec;

@@ -6,6 +6,9 @@
 //! pool that records every reservation, stays within the budget; the spill metrics show the
 //! rows that could not wait went to disk.
 
+#[path = "common/tpch.rs"]
+mod tpch;
+
 use arrow_array::RecordBatch;
 use arrow_array::cast::AsArray;
 use arrow_array::types::Int64Type;
@@ -19,9 +22,9 @@ use datafusion::physical_plan::{ExecutionPlan, Partitioning, PhysicalExpr};
 use datafusion::prelude::SessionConfig;
 use futures::StreamExt;
 use partout_datafusion::PartoutRepartitionExec;
-use partout_datafusion::tpch::{self, PeakPool};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
+use tpch::PeakPool;
 
 const BUDGET: usize = 1 << 20;
 

@@ -4,6 +4,9 @@
 //! memory pool too small gives DataFusion's resources-exhausted error. (Reading outputs in
 //! any order within the budget: `consumption.rs`.)
 
+#[path = "common/tpch.rs"]
+mod tpch;
+
 use arrow_array::cast::AsArray;
 use arrow_array::types::Int64Type;
 use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray};
@@ -426,7 +429,7 @@ async fn plan_text(ctx: &datafusion::prelude::SessionContext, sql: &str) -> Stri
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_rule_is_on_with_partout_and_off_by_a_session_option() {
-    let ctx = partout_datafusion::tpch::session(2, true);
+    let ctx = tpch::session(2, true);
     let table = datafusion::datasource::MemTable::try_new(
         schema(),
         vec![vec![rows(0, 5000)], vec![rows(5000, 5000)]],
@@ -499,7 +502,7 @@ async fn the_rule_is_on_with_partout_and_off_by_a_session_option() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn explain_analyze_shows_the_operators_metrics() {
-    let ctx = partout_datafusion::tpch::session(2, true);
+    let ctx = tpch::session(2, true);
     let table = datafusion::datasource::MemTable::try_new(
         schema(),
         vec![vec![rows(0, 3000)], vec![rows(3000, 4000)]],

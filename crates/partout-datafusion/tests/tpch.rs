@@ -7,13 +7,15 @@
 //! `with_partout()`. All failures are gathered and reported together; each names the query and
 //! `target_partitions`.
 
+#[path = "common/tpch.rs"]
+mod tpch;
+
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use datafusion::arrow::array::RecordBatch;
 use datafusion::physical_plan::{collect, displayable};
 use datafusion::prelude::SessionContext;
-use partout_datafusion::tpch;
 
 /// Scale factor of the generated data.
 const SCALE_FACTOR: f64 = 0.1;
