@@ -511,13 +511,13 @@ impl FlightService for ExchangeService {
                 Ok(data)
             });
         let mut decoder = FlightDataDecoder::new(data);
-        let handle = tokio::runtime::Handle::current();
-        // Producers wait for room in the queues: the stream is read on a blocking thread, and
-        // while it waits the client's sends wait too (HTTP/2 flow control).
-        let summary = tokio::task::spawn_blocking(move || {
+        // Producers wait for room in the queues, asynchronously (no thread is held while a
+        // producer waits), and while one waits the client's sends wait too (HTTP/2 flow
+        // control).
+        let summary: Result<(u64, u64), ExchangeError> = async move {
             let (mut rows, mut batches) = (0u64, 0u64);
             loop {
-                let decoded = match handle.block_on(decoder.next()) {
+                let decoded = match decoder.next().await {
                     None => break,
                     Some(Ok(decoded)) => decoded,
                     Some(Err(e)) => {
@@ -544,7 +544,10 @@ impl FlightService for ExchangeService {
                             Some(p) => {
                                 rows += batch.num_rows() as u64;
                                 batches += 1;
-                                valid(&batch).and_then(|()| producer.push_batch(p, &batch))
+                                match valid(&batch) {
+                                    Ok(()) => producer.push_batch_async(p, &batch).await,
+                                    Err(e) => Err(e),
+                                }
                             }
                         }
                     }
@@ -562,9 +565,9 @@ impl FlightService for ExchangeService {
             }
             producer.finish();
             Ok((rows, batches))
-        })
-        .await
-        .map_err(|e| Status::internal(e.to_string()))??;
+        }
+        .await;
+        let summary = summary?;
         let result = PutResult {
             app_metadata: serde_json::json!({"rows": summary.0, "batches": summary.1})
                 .to_string()

@@ -321,6 +321,14 @@ impl LiveExchange {
         self.queues.push(p, message).map_err(from_bounded)
     }
 
+    async fn push_async(&self, p: u32, message: Message) -> Result<()> {
+        let p = self.check(p)?;
+        self.queues
+            .push_async(p, message)
+            .await
+            .map_err(from_bounded)
+    }
+
     fn finish_producer(&self) {
         self.queues.producer_finished();
         self.changed.notify_waiters();
@@ -516,12 +524,27 @@ impl Producer {
     /// # Errors
     /// As [`push`](Self::push); the encoder's, for a batch of another schema.
     pub fn push_batch(&mut self, p: u32, batch: &RecordBatch) -> Result<()> {
+        let message = self.encode(batch)?;
+        self.push(p, message)
+    }
+
+    /// `batch` as a message of the exchange (its schema set by the first).
+    fn encode(&mut self, batch: &RecordBatch) -> Result<Message> {
         let encoder = match &mut self.encoder {
             Some(encoder) => encoder,
             slot => slot.insert(self.exchange.set_schema(batch.schema())?),
         };
-        let message = encoder.encode(batch)?;
-        self.push(p, message)
+        encoder.encode(batch)
+    }
+
+    /// As [`push_batch`](Self::push_batch), waiting asynchronously for room: no thread is
+    /// held while the queues are full.
+    ///
+    /// # Errors
+    /// As [`push_batch`](Self::push_batch).
+    pub async fn push_batch_async(&mut self, p: u32, batch: &RecordBatch) -> Result<()> {
+        let message = self.encode(batch)?;
+        self.exchange.push_async(p, message).await
     }
 
     /// This producer's part is done.

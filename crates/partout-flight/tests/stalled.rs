@@ -93,3 +93,99 @@ async fn readers_that_never_read_do_not_stall_other_readers() {
     .await
     .expect("the test finished within its time bound");
 }
+
+/// Producers that stop sending do not stall the server: 600 `DoPut` streams (over 6
+/// connections) send their schema and then nothing, without ending; reads of a finished output,
+/// over Flight and Presto's protocol, are still answered within a few seconds. (A server that
+/// reads each `DoPut` stream on a blocking thread held for the stream's life runs out of
+/// blocking threads here.) Then each producer sends a batch and ends, and the exchange gives
+/// every row.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn producers_that_stop_sending_do_not_stall_other_requests() {
+    use arrow_flight::encode::FlightDataEncoderBuilder;
+    use arrow_flight::{Action, FlightDescriptor};
+    use futures::{SinkExt, TryStreamExt};
+    const PRODUCERS: usize = 600;
+    tokio::time::timeout(Duration::from_secs(120), async {
+        let dir = tempfile::tempdir().unwrap();
+        common::input(dir.path());
+        let out = common::repartition(dir.path(), Format::Ipc, Layout::Files);
+        let exchanges = Exchanges::new();
+        exchanges.add_directory("out", &out).unwrap();
+        let servers = common::serve(exchanges).await;
+        let mut client = common::client(&servers).await;
+        let whole = fetch(&mut client, "out", 0, 0).await.unwrap();
+        let body = format!(r#"{{"exchange": "live", "partitions": 2, "producers": {PRODUCERS}}}"#);
+        client
+            .do_action(Action::new("create", body))
+            .await
+            .unwrap()
+            .try_collect::<Vec<_>>()
+            .await
+            .unwrap();
+
+        // Each producer's messages: its schema now, its batch later.
+        let batch = common::batch(10, 7);
+        let messages: Vec<arrow_flight::FlightData> = FlightDataEncoderBuilder::new()
+            .with_flight_descriptor(Some(FlightDescriptor::new_path(vec!["live".into()])))
+            .build(futures::stream::iter([Ok(batch.clone())]))
+            .try_collect()
+            .await
+            .unwrap();
+        let (schema, batch_message) = (messages[0].clone(), messages[1].clone());
+        let mut senders = Vec::new();
+        let mut puts = Vec::new();
+        for _ in 0..6 {
+            let channel = common::channel(&servers).await;
+            for _ in 0..PRODUCERS / 6 {
+                let (mut tx, rx) = futures::channel::mpsc::channel::<arrow_flight::FlightData>(4);
+                tx.send(schema.clone()).await.unwrap();
+                let mut flight =
+                    arrow_flight::flight_service_client::FlightServiceClient::new(channel.clone());
+                puts.push(tokio::spawn(async move { flight.do_put(rx).await }));
+                senders.push(tx);
+            }
+        }
+        // Let the server take what it has been sent.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+
+        let started = Instant::now();
+        let mut fresh: FlightClient = common::client(&servers).await;
+        let again = tokio::time::timeout(Duration::from_secs(5), fetch(&mut fresh, "out", 0, 0))
+            .await
+            .expect("a Flight read answered while 600 producers are silent")
+            .unwrap();
+        assert_eq!(again, whole, "the same batches");
+        let base = format!("http://{}", servers.presto.unwrap());
+        let reply = reqwest::Client::new()
+            .get(format!("{base}/v1/task/out/results/1/0"))
+            .timeout(Duration::from_secs(5))
+            .send()
+            .await
+            .expect("a Presto read answered while 600 producers are silent");
+        assert_eq!(reply.status(), 200);
+        let took = started.elapsed();
+        assert!(took < Duration::from_secs(5), "{took:?}");
+
+        // The producers go on: a batch each, then the end of their streams.
+        for (i, tx) in senders.iter_mut().enumerate() {
+            let mut message = batch_message.clone();
+            message.app_metadata = (i % 2).to_string().into_bytes().into();
+            tx.send(message).await.unwrap();
+        }
+        drop(senders);
+        for put in puts {
+            let response = put.await.unwrap().unwrap();
+            response.into_inner().try_collect::<Vec<_>>().await.unwrap();
+        }
+        let mut rows = 0;
+        for p in 0..2 {
+            for (_, b) in fetch(&mut fresh, "live", p, 0).await.unwrap() {
+                rows += b.num_rows();
+            }
+        }
+        assert_eq!(rows, PRODUCERS * batch.num_rows());
+    })
+    .await
+    .expect("the test finished within its time bound");
+}
