@@ -7,6 +7,7 @@ use crate::message::Message;
 use arrow_flight::FlightData;
 use arrow_schema::SchemaRef;
 use bytes::Bytes;
+use partout_format::ipc::frame::{self, CONTINUATION, Prefix};
 use partout_format::presto::HEADER_SIZE;
 use partout_io::manifest::{Format, Layout, Manifest};
 use partout_io::read_shuffle_index;
@@ -398,17 +399,19 @@ impl FileCursor {
 
 /// Reads one IPC message (its body passed over for a record batch with `skip`).
 fn read_ipc(reader: &mut RangeReader, skip: bool) -> Result<IpcRead> {
-    let word = reader.take(4, "an IPC message length")?;
-    let mut len = u32::from_le_bytes(word.try_into().expect("4 bytes"));
-    if len == u32::MAX {
-        // The continuation marker; the length follows.
-        let word = reader.take(4, "an IPC message length")?;
-        len = u32::from_le_bytes(word.try_into().expect("4 bytes"));
+    let mut word = reader.take(4, "an IPC message length")?;
+    if word == CONTINUATION {
+        // The length follows.
+        word.extend(reader.take(4, "an IPC message length")?);
     }
-    if len == 0 {
-        return Ok(IpcRead::End);
-    }
-    let header = reader.take(u64::from(len), "an IPC message header")?;
+    let (prefix, _) = frame::prefix(&word)
+        .map_err(|e| reader.corrupt_because("an IPC message length".into(), e))?
+        .ok_or_else(|| reader.corrupt("an IPC message length cut short".into()))?;
+    let len = match prefix {
+        Prefix::End => return Ok(IpcRead::End),
+        Prefix::Message { header_len } => header_len as u64,
+    };
+    let header = reader.take(len, "an IPC message header")?;
     let message = arrow_ipc::root_as_message(&header)
         .map_err(|e| reader.corrupt_because("an IPC message header".into(), e.to_string()))?;
     let body_len = u64::try_from(message.bodyLength())

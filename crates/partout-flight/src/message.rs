@@ -14,6 +14,8 @@ use arrow_flight::{FlightData, SchemaAsIpc};
 use arrow_ipc::writer::{DictionaryTracker, IpcDataGenerator, IpcWriteContext, IpcWriteOptions};
 use arrow_schema::{DataType, Schema, SchemaRef};
 use bytes::Bytes;
+use partout_format::ipc::MessageCheck;
+use partout_format::ipc::frame::{self, Prefix};
 use partout_format::presto::{PageOptions, check_page, decode_page, encode_page};
 use partout_format::{Encoding, OutputFormat, StreamEncoders};
 use std::collections::HashMap;
@@ -187,8 +189,17 @@ impl Message {
                     .then(|| with_dictionary_ids(schema))
                     .transpose()?;
                 let ipc_schema = numbered.as_ref().unwrap_or(schema);
+                // Messages read from an output's files may be damaged: each passes the one
+                // IPC check before arrow-ipc decodes it, and the columns are validated after.
+                let mut check = MessageCheck::with_schema(ipc_schema.as_ref().clone());
+                let checked = |check: &mut MessageCheck, data: &FlightData| {
+                    check
+                        .check(&data.data_header, &data.data_body)
+                        .map_err(|e| ExchangeError::corrupt_because("an IPC message", e))
+                };
                 let mut by_id: HashMap<i64, ArrayRef> = HashMap::new();
                 for dictionary in dictionaries {
+                    checked(&mut check, dictionary)?;
                     let message =
                         arrow_ipc::root_as_message(&dictionary.data_header).map_err(|e| {
                             ExchangeError::corrupt_because("a dictionary", e.to_string())
@@ -204,11 +215,17 @@ impl Message {
                         &message.version(),
                     )?;
                 }
+                checked(&mut check, batch)?;
                 let decoded = arrow_flight::utils::flight_data_to_arrow_batch(
                     batch,
                     ipc_schema.clone(),
                     &by_id,
                 )?;
+                for column in decoded.columns() {
+                    column.to_data().validate_full().map_err(|e| {
+                        ExchangeError::corrupt_because("an IPC message's columns", e)
+                    })?;
+                }
                 match numbered {
                     None => Ok(decoded),
                     // The columns under the schema asked for.
@@ -503,7 +520,14 @@ impl<'a> Parts<'a> {
     fn message(&mut self) -> Result<(Vec<u8>, usize)> {
         let mut word = Vec::with_capacity(8);
         self.copy(8, &mut word)?;
-        let len = u32::from_le_bytes(word[4..8].try_into().expect("4 bytes")) as usize;
+        let len = match frame::prefix(&word) {
+            Ok(Some((Prefix::Message { header_len }, 8))) => header_len,
+            _ => {
+                return Err(ExchangeError::corrupt(
+                    "an encoded message without its prefix",
+                ));
+            }
+        };
         let mut header = Vec::with_capacity(len);
         self.copy(len, &mut header)?;
         let message = arrow_ipc::root_as_message(&header)

@@ -280,3 +280,52 @@ async fn a_schema_without_fields_is_an_error_and_the_server_goes_on() {
     .await
     .expect("the test finished within its time bound");
 }
+
+/// An output file whose record batch claims a buffer past its body (arrow-ipc's reader panics
+/// on that): served over Presto's protocol, which decodes it to make pages, it is refused by
+/// the IPC check, named, before anything decodes it; the other destinations are served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_buffer_past_its_body_is_refused_before_decoding() {
+    tokio::time::timeout(Duration::from_secs(120), async {
+        let dir = tempfile::tempdir().unwrap();
+        input(dir.path());
+        let out = repartition(dir.path(), Format::Ipc, Layout::Files);
+        let manifest = partout_job::Manifest::read(&out).unwrap();
+        let path = out.join(manifest.destinations[0].file.name().unwrap());
+        let mut bytes = std::fs::read(&path).unwrap();
+        // The first record batch message: its second buffer made a petabyte long.
+        let mut at = 0;
+        loop {
+            assert_eq!(bytes[at..at + 4], [0xff; 4]);
+            let len = i32::from_le_bytes(bytes[at + 4..at + 8].try_into().unwrap()) as usize;
+            let header = at + 8;
+            let message = arrow_ipc::root_as_message(&bytes[header..header + len]).unwrap();
+            if let Some(batch) = message.header_as_record_batch() {
+                let buffer = batch.buffers().unwrap().get(1);
+                let field = (buffer as *const arrow_ipc::Buffer as usize) - bytes.as_ptr() as usize;
+                bytes[field + 8..field + 16].copy_from_slice(&(1i64 << 50).to_le_bytes());
+                break;
+            }
+            at = header + len + message.bodyLength() as usize;
+        }
+        std::fs::write(&path, bytes).unwrap();
+        let exchanges = Exchanges::new();
+        exchanges.add_directory("ipc", &out).unwrap();
+        let servers = common::serve(exchanges).await;
+        let http = reqwest::Client::new();
+        let base = format!("http://{}", servers.presto.unwrap());
+        let (status, text) = presto_get(&http, format!("{base}/v1/task/ipc/results/0/0")).await;
+        assert_eq!(status, 500, "{text}");
+        assert!(
+            text.contains("unreadable output") && text.contains("outside a body"),
+            "{text}"
+        );
+        for p in 1..DESTINATIONS {
+            let (status, text) =
+                presto_get(&http, format!("{base}/v1/task/ipc/results/{p}/0")).await;
+            assert_eq!(status, 200, "{p}: {text}");
+        }
+    })
+    .await
+    .expect("the test finished within its time bound");
+}

@@ -16,85 +16,24 @@
 
 use arrow_array::{ArrayRef, RecordBatch};
 use arrow_buffer::Buffer;
+use arrow_ipc::Block;
 use arrow_ipc::reader::{FileDecoder, read_dictionary, read_record_batch};
-use arrow_ipc::{Block, CompressionType, MessageHeader};
 use arrow_schema::{ArrowError, SchemaRef};
+use partout_format::ipc::MessageCheck;
+use partout_format::ipc::frame::{self, CONTINUATION, Prefix};
 use std::collections::HashMap;
 use std::io::{Read, Seek, SeekFrom};
 use std::sync::Arc;
 
-const CONTINUATION: [u8; 4] = [0xff; 4];
 const MAGIC: &[u8; 6] = b"ARROW1";
 
 fn corrupt(what: impl Into<String>) -> ArrowError {
     ArrowError::ParseError(what.into())
 }
 
-/// The most bytes a compressed buffer of `compressed` bytes can decompress to. An LZ4 frame
-/// makes at most 255 bytes of one (a match's length costs a byte per 255); a Zstandard
-/// block of four bytes (an RLE block) makes at most 128 KiB.
-fn decompressed_bound(codec: CompressionType, compressed: u64) -> u64 {
-    match codec {
-        CompressionType::ZSTD => compressed
-            .saturating_mul(32 << 10)
-            .saturating_add(128 << 10),
-        _ => compressed.saturating_mul(256).saturating_add(4 << 10),
-    }
-}
-
-/// Checks a message (its `flatbuffer` and its `body`) as arrow-ipc will read it: every buffer
-/// of a record or dictionary batch lies within the body, and a compressed buffer claims no
-/// more than its codec can make.
-fn check_message(flatbuffer: &[u8], body: &[u8]) -> Result<(), ArrowError> {
-    let parsed = arrow_ipc::root_as_message(flatbuffer)
-        .map_err(|e| corrupt(format!("a message that is not one: {e}")))?;
-    let batch = match parsed.header_type() {
-        MessageHeader::RecordBatch => parsed.header_as_record_batch(),
-        // (arrow-ipc unwraps a dictionary's data.)
-        MessageHeader::DictionaryBatch => Some(
-            parsed
-                .header_as_dictionary_batch()
-                .and_then(|d| d.data())
-                .ok_or_else(|| corrupt("a dictionary batch without data"))?,
-        ),
-        _ => None,
-    };
-    let Some(batch) = batch else {
-        return Ok(());
-    };
-    let codec = batch.compression().map(|c| c.codec());
-    for (i, buffer) in batch.buffers().into_iter().flatten().enumerate() {
-        let (offset, length) = (buffer.offset(), buffer.length());
-        let range = usize::try_from(offset)
-            .ok()
-            .zip(usize::try_from(length).ok())
-            .and_then(|(offset, length)| Some(offset..offset.checked_add(length)?))
-            .filter(|range| range.end <= body.len())
-            .ok_or_else(|| {
-                corrupt(format!(
-                    "buffer {i} ({length} bytes at {offset}) passes its message's body of {} bytes",
-                    body.len()
-                ))
-            })?;
-        let (Some(codec), Some(claim)) = (codec, body[range.clone()].first_chunk::<8>()) else {
-            continue;
-        };
-        let claim = i64::from_le_bytes(*claim);
-        let bound = decompressed_bound(codec, range.len() as u64 - 8);
-        if claim > 0 && claim as u64 > bound {
-            return Err(corrupt(format!(
-                "buffer {i} claims {claim} bytes decompressed from {} ({codec:?} makes {bound} at most)",
-                range.len() - 8
-            )));
-        }
-    }
-    Ok(())
-}
-
-/// An IPC schema as an Arrow schema, by partout-format's checked conversion (arrow-ipc's own
-/// panics on malformed schemas).
-fn convert_schema(schema: arrow_ipc::Schema<'_>) -> Result<arrow_schema::Schema, ArrowError> {
-    partout_format::ipc::convert_schema(schema).map_err(|e| corrupt(e.to_string()))
+/// A refusal of partout-format's checks as the Arrow error these readers give.
+fn refused(e: partout_format::FormatError) -> ArrowError {
+    corrupt(e.to_string())
 }
 
 /// One message of a stream: its bytes (prefix, flatbuffer, body), where its flatbuffer and its
@@ -119,6 +58,8 @@ pub(crate) struct IpcStream<R> {
     left: u64,
     schema: SchemaRef,
     dictionaries: HashMap<i64, ArrayRef>,
+    /// Every message passes it before arrow-ipc decodes it.
+    check: MessageCheck,
     done: bool,
 }
 
@@ -130,16 +71,19 @@ impl<R: Read> IpcStream<R> {
             left: len,
             schema: Arc::new(arrow_schema::Schema::empty()),
             dictionaries: HashMap::new(),
+            check: MessageCheck::new(),
             done: false,
         };
-        let first = stream
+        // The check refuses a first message that is not a schema, and converts it.
+        stream
             .next_message()?
             .ok_or_else(|| corrupt("an empty stream"))?;
-        let parsed = first.parsed()?;
-        let schema = parsed
-            .header_as_schema()
+        let schema = stream
+            .check
+            .schema()
+            .cloned()
             .ok_or_else(|| corrupt("a stream that does not start with its schema"))?;
-        stream.schema = Arc::new(convert_schema(schema)?);
+        stream.schema = Arc::new(schema);
         Ok((stream.schema.clone(), stream))
     }
 
@@ -168,13 +112,13 @@ impl<R: Read> IpcStream<R> {
         if bytes[..4] == CONTINUATION {
             self.read(&mut bytes, 4)?;
         }
-        let flatbuffer = bytes.len();
-        let meta_len = i32::from_le_bytes(bytes[flatbuffer - 4..].try_into().expect("4 bytes"));
-        if meta_len == 0 {
-            return Ok(None);
-        }
-        let meta_len = u64::try_from(meta_len)
-            .map_err(|_| corrupt(format!("a message of {meta_len} bytes")))?;
+        let (prefix, flatbuffer) = frame::prefix(&bytes)
+            .map_err(refused)?
+            .ok_or_else(|| corrupt("a message length cut short"))?;
+        let meta_len = match prefix {
+            Prefix::End => return Ok(None),
+            Prefix::Message { header_len } => header_len as u64,
+        };
         self.read(&mut bytes, meta_len)?;
         let body = bytes.len();
         let body_len = arrow_ipc::root_as_message(&bytes[flatbuffer..])
@@ -191,7 +135,9 @@ impl<R: Read> IpcStream<R> {
             })?;
         bytes.reserve_exact(body_len as usize);
         self.read(&mut bytes, body_len)?;
-        check_message(&bytes[flatbuffer..body], &bytes[body..])?;
+        self.check
+            .check(&bytes[flatbuffer..body], &bytes[body..])
+            .map_err(refused)?;
         Ok(Some(Message {
             bytes: Buffer::from(bytes),
             flatbuffer,
@@ -252,6 +198,8 @@ impl<R: Read> Iterator for IpcStream<R> {
 pub(crate) struct IpcFile<R> {
     reader: R,
     decoder: FileDecoder,
+    /// Every block passes it before arrow-ipc decodes it.
+    check: MessageCheck,
     blocks: Vec<Block>,
     next: usize,
     end: usize,
@@ -289,7 +237,7 @@ impl<R: Read + Seek> IpcFile<R> {
         if !ipc_schema.endianness().equals_to_target_endianness() {
             return Err(corrupt("a file of the other endianness"));
         }
-        let schema = Arc::new(convert_schema(ipc_schema)?);
+        let schema = Arc::new(partout_format::ipc::convert_schema(ipc_schema).map_err(refused)?);
         let check = |kind: &str, block: &Block| {
             let meta = u64::try_from(block.metaDataLength())
                 .ok()
@@ -325,6 +273,7 @@ impl<R: Read + Seek> IpcFile<R> {
         let mut file = Self {
             reader,
             decoder: FileDecoder::new(schema.clone(), parsed.version()),
+            check: MessageCheck::with_schema(schema.as_ref().clone()),
             end: blocks.len(),
             blocks,
             next: 0,
@@ -371,7 +320,12 @@ impl<R: Read + Seek> IpcFile<R> {
         } else {
             4
         };
-        check_message(&message[flatbuffer..], &message[meta..])?;
+        if meta < flatbuffer {
+            return Err(corrupt(format!("a block's header of {meta} bytes")));
+        }
+        self.check
+            .check(&message[flatbuffer..meta], &message[meta..])
+            .map_err(refused)?;
         Ok(Buffer::from(message))
     }
 }

@@ -2,6 +2,7 @@
 //! arrow-ipc's reader trusts is checked first, so that bad bytes are an error naming what is
 //! wrong, never a panic or a huge allocation.
 
+use super::frame::{self, Prefix};
 use crate::{FormatError, Result};
 use arrow_array::{Array, RecordBatch};
 use arrow_ipc::reader::StreamReader;
@@ -34,11 +35,6 @@ pub fn decode_stream(bytes: &[u8]) -> Result<(SchemaRef, Vec<RecordBatch>)> {
     Ok((schema, batches))
 }
 
-/// Largest uncompressed size a compressed buffer may claim, relative to its compressed size
-/// (and absolutely): a corrupt size must not become a huge allocation.
-const MAX_EXPANSION: i64 = 4096;
-const MAX_BUFFER: i64 = 1 << 34;
-
 /// Most rows a batch or one of its arrays may claim.
 const MAX_LENGTH: i64 = i32::MAX as i64;
 
@@ -59,36 +55,28 @@ fn check_stream(bytes: &[u8]) -> Result<()> {
             "Arrow IPC stream at byte {at}: {what}"
         )))
     };
-    let read_i32 = |at: usize| -> Option<i32> {
-        bytes
-            .get(at..at + 4)
-            .map(|b| i32::from_le_bytes(b.try_into().expect("4 bytes")))
-    };
     let mut pos = 0usize;
     let mut checker = MessageCheck::new();
     loop {
-        let Some(mut len) = read_i32(pos) else {
-            return corrupt(pos, "truncated before the end-of-stream marker".into());
+        let len = match frame::prefix(&bytes[pos..]) {
+            Ok(None) => {
+                return corrupt(pos, "truncated before the end-of-stream marker".into());
+            }
+            Err(e) => return corrupt(pos, e.to_string()),
+            Ok(Some((Prefix::End, taken))) => {
+                pos += taken;
+                return if checker.schema.is_none() {
+                    corrupt(pos, "no schema message".into())
+                } else {
+                    Ok(())
+                };
+            }
+            Ok(Some((Prefix::Message { header_len }, taken))) => {
+                pos += taken;
+                header_len
+            }
         };
-        pos += 4;
-        if len == -1 {
-            let Some(l) = read_i32(pos) else {
-                return corrupt(pos, "truncated message length".into());
-            };
-            len = l;
-            pos += 4;
-        }
-        if len == 0 {
-            return if checker.schema.is_none() {
-                corrupt(pos, "no schema message".into())
-            } else {
-                Ok(())
-            };
-        }
-        let Ok(len) = usize::try_from(len) else {
-            return corrupt(pos - 4, format!("negative message length {len}"));
-        };
-        let Some(metadata) = bytes.get(pos..pos + len) else {
+        let Some(metadata) = pos.checked_add(len).and_then(|end| bytes.get(pos..end)) else {
             return corrupt(
                 pos,
                 format!(
@@ -156,6 +144,15 @@ impl MessageCheck {
     /// No message seen yet.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// The messages that follow `schema`'s (an IPC file's, from its footer; a stream's, known
+    /// already): none may be another schema. `schema` must come from
+    /// [`convert_schema`] (or be built in memory): it is trusted as it is.
+    pub fn with_schema(schema: Schema) -> Self {
+        Self {
+            schema: Some(schema),
+        }
     }
 
     /// The schema of the stream, once its schema message was checked.
@@ -257,7 +254,7 @@ impl MessageCheck {
 /// Every buffer of `batch` inside `body`; every compressed one claiming a plausible size.
 fn check_buffers(batch: arrow_ipc::RecordBatch<'_>, body: &[u8]) -> Result<(), String> {
     let body_len = body.len() as i64;
-    let compressed = batch.compression().is_some();
+    let codec = batch.compression().map(|c| c.codec());
     for (i, buffer) in batch.buffers().into_iter().flatten().enumerate() {
         let (offset, length) = (buffer.offset(), buffer.length());
         if offset < 0 || length < 0 || offset.checked_add(length).is_none_or(|end| end > body_len) {
@@ -265,15 +262,15 @@ fn check_buffers(batch: arrow_ipc::RecordBatch<'_>, body: &[u8]) -> Result<(), S
                 "buffer {i} at {offset}+{length} outside a body of {body_len} bytes"
             ));
         }
-        if compressed && length >= 8 {
+        if let (Some(codec), true) = (codec, length >= 8) {
             let start = offset as usize;
             let claimed = i64::from_le_bytes(body[start..start + 8].try_into().expect("8 bytes"));
-            if claimed != -1
-                && (!(0..=MAX_BUFFER).contains(&claimed)
-                    || claimed > MAX_EXPANSION * length.max(64))
-            {
+            // -1: stored uncompressed.
+            let bound = frame::decompressed_bound(codec, length as u64 - 8);
+            if claimed != -1 && u64::try_from(claimed).map_or(true, |c| c > bound) {
                 return Err(format!(
-                    "compressed buffer {i} claims {claimed} bytes from {length}"
+                    "compressed buffer {i} claims {claimed} bytes from {length} ({codec:?} \
+                     makes {bound} at most)"
                 ));
             }
         }

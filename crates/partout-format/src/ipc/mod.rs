@@ -12,7 +12,8 @@
 //! decodes it.
 //!
 //! Modules: `encode` (the stream encoders, and the compaction of view columns), `check`
-//! (decoding an untrusted stream after checking everything arrow-ipc's reader trusts).
+//! (decoding an untrusted stream after checking everything arrow-ipc's reader trusts),
+//! [`frame`] (the messages' length prefixes, and the bounds of compressed buffers).
 //!
 //! View columns (Utf8View, BinaryView) of a destination's slice still point into the whole
 //! input batch's data buffers; encoding them as they are would write those buffers whole into
@@ -26,6 +27,7 @@ use arrow_schema::DataType;
 
 mod check;
 mod encode;
+pub mod frame;
 
 pub use check::{MessageCheck, convert_schema, decode_stream};
 pub use encode::IpcStreamEncoder;
