@@ -167,6 +167,15 @@ impl Exchanges {
     /// # Errors
     /// [`ExchangeError::NotFound`].
     pub fn remove(&self, name: &str) -> Result<Exchange> {
+        let exchange = self.forget(name)?;
+        if let Exchange::Live(live) = &exchange {
+            live.cancel("the exchange was dropped");
+        }
+        Ok(exchange)
+    }
+
+    /// Stops serving `name` as [`remove`](Self::remove) does, without cancelling it.
+    fn forget(&self, name: &str) -> Result<Exchange> {
         let removed = {
             let mut registry = self.write();
             let removed = registry.map.remove(name);
@@ -176,9 +185,6 @@ impl Exchanges {
             removed
         };
         let (exchange, _) = removed.ok_or_else(|| self.not_found(name))?;
-        if let Exchange::Live(live) = &exchange {
-            live.cancel("the exchange was dropped");
-        }
         let hooks: Vec<Arc<RemoveHook>> = {
             let mut registry = self.write();
             registry.on_remove.retain(|hook| hook.strong_count() > 0);
@@ -192,6 +198,27 @@ impl Exchanges {
             hook(name);
         }
         Ok(exchange)
+    }
+
+    /// Stops serving `live` as `name` once it is drained (every producer finished, every
+    /// message acknowledged), giving back what it was charged. Requests under way finish as
+    /// they would have; later ones find no such exchange.
+    pub(crate) fn drop_when_drained(&self, name: &str, live: &Arc<LiveExchange>) {
+        let registry = Arc::downgrade(&self.registry);
+        let (name, this) = (name.to_string(), Arc::downgrade(live));
+        live.when_drained(Box::new(move || {
+            let Some(registry) = registry.upgrade() else {
+                return;
+            };
+            let exchanges = Exchanges { registry };
+            let same = matches!(
+                exchanges.get(&name),
+                Ok(Exchange::Live(served)) if this.upgrade().is_some_and(|l| Arc::ptr_eq(&l, &served))
+            );
+            if same {
+                let _ = exchanges.forget(&name);
+            }
+        }));
     }
 
     /// Calls `hook` with the name of every exchange removed from now on, while `hook` lives

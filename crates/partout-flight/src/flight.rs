@@ -101,6 +101,10 @@ pub struct CreateRequest {
     /// `none` (default), `lz4` or `zstd` (IPC only).
     #[serde(default)]
     pub compression: Option<String>,
+    /// Drop the exchange by itself once every producer finished and every destination's
+    /// batches were acknowledged (default `false`: until the `drop` action).
+    #[serde(default)]
+    pub drop_when_done: bool,
 }
 
 impl CreateRequest {
@@ -219,8 +223,14 @@ impl ExchangeService {
                     .saturating_add(options.budget_bytes);
                 self.exchanges.check_room(&request.exchange, bytes)?;
                 let live = LiveExchange::try_new(None, options)?;
-                self.exchanges
-                    .add_charged(request.exchange, Exchange::Live(live), bytes)?;
+                self.exchanges.add_charged(
+                    request.exchange.clone(),
+                    Exchange::Live(live.clone()),
+                    bytes,
+                )?;
+                if request.drop_when_done {
+                    self.exchanges.drop_when_drained(&request.exchange, &live);
+                }
                 Ok(Vec::new())
             }
             "ack" => {

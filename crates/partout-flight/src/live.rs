@@ -164,6 +164,17 @@ pub struct LiveExchange {
     state: Mutex<State>,
     /// The schema became known or the exchange ended.
     changed: Notify,
+    /// Called once, when every producer finished and every message was acknowledged.
+    on_drained: Mutex<Option<OnDrained>>,
+}
+
+/// What [`LiveExchange`] calls once it is drained.
+struct OnDrained(Box<dyn FnOnce() + Send>);
+
+impl std::fmt::Debug for OnDrained {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OnDrained")
+    }
 }
 
 impl LiveExchange {
@@ -198,6 +209,7 @@ impl LiveExchange {
             queues,
             state: Mutex::new(State { joined: 0, encoder }),
             changed: Notify::new(),
+            on_drained: Mutex::new(None),
         }))
     }
 
@@ -332,6 +344,28 @@ impl LiveExchange {
     fn finish_producer(&self) {
         self.queues.producer_finished();
         self.changed.notify_waiters();
+        self.check_drained();
+    }
+
+    /// Calls `then` once every producer has finished and every message was acknowledged (or
+    /// its destination closed): at once if that is so already.
+    pub(crate) fn when_drained(&self, then: Box<dyn FnOnce() + Send>) {
+        *self.on_drained.lock().unwrap_or_else(|e| e.into_inner()) = Some(OnDrained(then));
+        self.check_drained();
+    }
+
+    fn check_drained(&self) {
+        if !self.queues.is_drained() {
+            return;
+        }
+        let then = self
+            .on_drained
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(OnDrained(then)) = then {
+            then();
+        }
     }
 
     /// Ends the exchange in `error`: consumers and producers get it from now on.
@@ -359,7 +393,9 @@ impl LiveExchange {
                 ExchangeError::InvalidArgument(w.replace("output", "destination"))
             }
             other => from_bounded(other),
-        })
+        })?;
+        self.check_drained();
+        Ok(())
     }
 
     /// Ends destination `p` for its consumer (Presto's DELETE): its messages are freed, and
@@ -370,6 +406,7 @@ impl LiveExchange {
     pub fn close(&self, p: u32) -> Result<()> {
         let p = self.check(p)?;
         self.queues.close(p).map_err(from_bounded)?;
+        self.check_drained();
         Ok(())
     }
 

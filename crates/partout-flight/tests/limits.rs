@@ -143,3 +143,79 @@ async fn names_that_could_be_paths_or_megabytes_are_refused_briefly() {
         "{err:.200}"
     );
 }
+
+/// An exchange made with `drop_when_done` is dropped by itself once its producer finished
+/// and its consumers acknowledged every batch: its memory is given back, its name is free
+/// again, and the reads under way ended complete. One made without it stays until `drop`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_exchange_asked_to_drop_when_done_goes_once_read_and_acknowledged() {
+    use arrow_flight::encode::FlightDataEncoderBuilder;
+    use arrow_flight::{FlightDescriptor, PutResult};
+    tokio::time::timeout(Duration::from_secs(60), async {
+        let exchanges = Exchanges::new();
+        let servers = common::serve(exchanges.clone()).await;
+        let mut client = common::client(&servers).await;
+        for (name, drop_when_done) in [("kept", false), ("dropped", true)] {
+            let body = format!(
+                r#"{{"exchange": "{name}", "partitions": 2, "producers": 1, "drop_when_done": {drop_when_done}}}"#
+            );
+            action(&mut client, "create", body).await.unwrap();
+            let charged = exchanges.charged_bytes();
+            assert!(charged > 0);
+            // One producer: a batch for each destination.
+            let batches = [(common::batch(100, 1), 0), (common::batch(50, 2), 1)];
+            let messages: Vec<_> = FlightDataEncoderBuilder::new()
+                .with_flight_descriptor(Some(FlightDescriptor::new_path(vec![name.into()])))
+                .build(futures::stream::iter(
+                    batches
+                        .iter()
+                        .map(|(b, _)| Ok(b.clone()))
+                        .collect::<Vec<_>>(),
+                ))
+                .try_collect()
+                .await
+                .unwrap();
+            let tagged: Vec<_> = messages
+                .into_iter()
+                .enumerate()
+                .map(|(i, mut m)| {
+                    if i > 0 {
+                        m.app_metadata = batches[i - 1].1.to_string().into_bytes().into();
+                    }
+                    Ok(m)
+                })
+                .collect();
+            let put: Vec<PutResult> = client
+                .do_put(futures::stream::iter(tagged))
+                .await
+                .unwrap()
+                .try_collect()
+                .await
+                .unwrap();
+            assert_eq!(put.len(), 1);
+            // Destination 0 read with acknowledgements: the exchange is still needed.
+            let read = common::fetch(&mut client, name, 0, 0).await.unwrap();
+            assert_eq!(read.len(), 1);
+            let ack = format!(r#"{{"exchange": "{name}", "destination": 0, "from_sequence": 1}}"#);
+            action(&mut client, "ack", ack).await.unwrap();
+            assert!(exchanges.get(name).is_ok());
+            // Destination 1 read and acknowledged: the last batch.
+            let read = common::fetch(&mut client, name, 1, 0).await.unwrap();
+            assert_eq!(read[0].1.num_rows(), 50);
+            let ack = format!(r#"{{"exchange": "{name}", "destination": 1, "from_sequence": 1}}"#);
+            action(&mut client, "ack", ack).await.unwrap();
+            if drop_when_done {
+                assert!(exchanges.get(name).is_err(), "{name} is dropped");
+                assert_eq!(exchanges.charged_bytes(), 0, "its memory given back");
+            } else {
+                assert!(exchanges.get(name).is_ok(), "{name} stays");
+                action(&mut client, "drop", format!(r#"{{"exchange": "{name}"}}"#))
+                    .await
+                    .unwrap();
+                assert_eq!(exchanges.charged_bytes(), 0);
+            }
+        }
+    })
+    .await
+    .expect("the test finished within its time bound");
+}

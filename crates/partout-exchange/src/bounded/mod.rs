@@ -541,6 +541,12 @@ impl<T: Item> BoundedExchange<T> {
         self.lock().is_over()
     }
 
+    /// Whether the exchange completed and every item of every output was acknowledged or let
+    /// go: nothing is left to give.
+    pub fn is_drained(&self) -> bool {
+        self.lock().is_drained()
+    }
+
     /// Output `p`'s totals.
     ///
     /// # Errors

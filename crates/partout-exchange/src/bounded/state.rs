@@ -555,4 +555,10 @@ impl<T: Clone> State<T> {
     pub(crate) fn is_over(&self) -> bool {
         !matches!(self.outcome, Outcome::Open)
     }
+
+    /// Every producer finished and every output's items were acknowledged (or let go).
+    pub(crate) fn is_drained(&self) -> bool {
+        matches!(self.outcome, Outcome::Complete)
+            && self.queues.iter().all(|q| q.entries.is_empty())
+    }
 }
