@@ -88,14 +88,14 @@ def consume(client, exchange, p, out, errors):
         errors[p] = e
 
 
-def test_two_producers_and_four_consumers_move_every_row_once(server):
+def test_two_producers_and_sixteen_consumers_move_every_row_once(server):
     location, client = server
     partitions = 16
     action(client, "create", {"exchange": "t", "partitions": partitions, "producers": 2, "budget_bytes": 256 * 1024})
     inputs = [table(20_000, 0), table(20_000, 1_000_000)]
     out, errors = {}, {}
-    # Four consumers, each reading its four destinations at once (the budget is smaller than
-    # the data: a consumer reading one destination after another would hold the others back).
+    # Sixteen consumers, one a destination, all reading at once (the budget is smaller than the
+    # data: a consumer reading one destination after another would hold the others back).
     consumers = [
         threading.Thread(target=consume, args=(flight.connect(location), "t", p, out, errors))
         for p in range(partitions)

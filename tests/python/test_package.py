@@ -168,7 +168,7 @@ def test_sliced_empty_and_extreme_counts():
     assert all(t.num_rows > 0 for t in as_dict.values())
 
 
-def test_batches_and_generator_backed_readers_are_read_batch_by_batch():
+def test_batches_and_generator_backed_readers_partition_as_their_table():
     table = every_type_table(500)
     expected = partout.partition_ids(table, 6, by="k").to_pylist()
     batch = table.combine_chunks().to_batches()[0]

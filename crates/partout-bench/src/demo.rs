@@ -40,12 +40,18 @@ pub struct DemoOptions {
 enum DuckDb {
     /// The `duckdb` command.
     Cli,
-    /// `python3` with the `duckdb` module.
+    /// Python with the `duckdb` module: `$PARTOUT_PYTHON`, or `python3`.
     Python,
 }
 
+/// The Python the demo runs DuckDB's module with: `$PARTOUT_PYTHON` if set, else `python3`.
+fn python() -> String {
+    std::env::var("PARTOUT_PYTHON").unwrap_or_else(|_| "python3".into())
+}
+
 impl DuckDb {
-    /// The DuckDB found on this machine: the `duckdb` command first, then the Python module.
+    /// The DuckDB found on this machine: the `duckdb` command first, then the Python module
+    /// (of `$PARTOUT_PYTHON`, or `python3`).
     fn find() -> Option<Self> {
         let runs = |program: &str, args: &[&str]| {
             std::process::Command::new(program)
@@ -57,7 +63,7 @@ impl DuckDb {
         };
         if runs("duckdb", &["-c", "SELECT 1"]) {
             Some(Self::Cli)
-        } else if runs("python3", &["-c", "import duckdb"]) {
+        } else if runs(&python(), &["-c", "import duckdb"]) {
             Some(Self::Python)
         } else {
             None
@@ -70,7 +76,7 @@ impl DuckDb {
             Self::Cli => std::process::Command::new("duckdb")
                 .args(["-csv", "-noheader", "-c", sql])
                 .output(),
-            Self::Python => std::process::Command::new("python3")
+            Self::Python => std::process::Command::new(python())
                 .args([
                     "-c",
                     "import duckdb, sys\n\

@@ -65,18 +65,61 @@ fn bench_json_has_one_object_per_case_and_baseline() {
     }
 }
 
-#[test]
-fn the_demo_checks_and_reports() {
-    let out = partout(&["demo", "--sf", "0.01", "--rounds", "1"]);
+/// The demo's result lines (each ends in its speedup, or `-` when there is none).
+fn demo_lines(out: std::process::Output) -> String {
     assert_success(&out);
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("every row of both decoded back"), "{text}");
-    // The in-memory line and one on-disk line, each with a speedup.
-    assert_eq!(
-        text.lines()
-            .filter(|l| l.trim_end().ends_with('x') || l.trim_end().ends_with('-'))
-            .count(),
-        2,
+    text
+}
+
+fn speedup_lines(text: &str) -> usize {
+    text.lines()
+        .filter(|l| l.trim_end().ends_with('x') || l.trim_end().ends_with('-'))
+        .count()
+}
+
+#[test]
+fn the_demo_checks_and_reports_without_duckdb() {
+    // No DuckDB to be found: an empty PATH, and no Python named.
+    let empty = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_partout"))
+        .args(["demo", "--sf", "0.01", "--rounds", "1"])
+        .env("PATH", empty.path())
+        .env_remove("PARTOUT_PYTHON")
+        .output()
+        .unwrap();
+    let text = demo_lines(out);
+    // The in-memory line and one on-disk line, each with a speedup; DuckDB said missing.
+    assert_eq!(speedup_lines(&text), 2, "{text}");
+    assert!(text.contains("DuckDB not found"), "{text}");
+}
+
+/// The DuckDB comparison, with the Python `./run-tests` installs DuckDB into
+/// (`PARTOUT_PYTHON`), or a DuckDB this machine has.
+#[test]
+fn the_demo_compares_with_duckdb() {
+    let python = std::env::var("PARTOUT_PYTHON").unwrap_or_else(|_| "python3".into());
+    let found = [
+        "duckdb -c 'SELECT 1'",
+        &format!("{python} -c 'import duckdb'"),
+    ]
+    .iter()
+    .any(|command| {
+        std::process::Command::new("sh")
+            .args(["-c", command])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    });
+    assert!(
+        found,
+        "no DuckDB here: set PARTOUT_PYTHON to a Python with the duckdb module (./run-tests does)"
+    );
+    let out = partout(&["demo", "--sf", "0.01", "--rounds", "1"]);
+    let text = demo_lines(out);
+    assert_eq!(speedup_lines(&text), 3, "{text}");
+    assert!(
+        text.contains("vs DuckDB COPY ... PARTITION_BY") && !text.contains("DuckDB not found"),
         "{text}"
     );
 }

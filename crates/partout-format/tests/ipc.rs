@@ -124,6 +124,7 @@ fn parts_join_into_the_encoded_bytes_and_share_the_batch_buffers() {
             let encoding = Encoding::ipc(compression);
             let mut by_parts = StreamEncoders::try_new(schema.clone(), 2, encoding).unwrap();
             let mut by_bytes = StreamEncoders::try_new(schema, 2, encoding).unwrap();
+            let mut streams = [Vec::new(), Vec::new()];
             for (k, batch) in batches.iter().enumerate() {
                 let mut parts = Vec::new();
                 by_parts.encode_parts(k % 2, batch, &mut parts).unwrap();
@@ -131,6 +132,19 @@ fn parts_join_into_the_encoded_bytes_and_share_the_batch_buffers() {
                 by_bytes.encode(k % 2, batch, &mut expected).unwrap();
                 let joined: Vec<u8> = parts.iter().flat_map(|p| p.as_slice().to_vec()).collect();
                 assert!(joined == expected, "{types:?} {compression:?}: batch {k}");
+                streams[k % 2].extend_from_slice(&joined);
+            }
+            // The parts are right by themselves, not only like `encode`: arrow-ipc's own
+            // reader gives back each destination's batches from them.
+            for (p, stream) in streams.iter_mut().enumerate() {
+                by_parts.finish(p, stream).unwrap();
+                let reader = arrow_ipc::reader::StreamReader::try_new(&stream[..], None).unwrap();
+                let read: Vec<RecordBatch> = reader.map(Result::unwrap).collect();
+                let sent: Vec<&RecordBatch> = batches.iter().skip(p).step_by(2).collect();
+                assert_eq!(read.len(), sent.len(), "{types:?} {compression:?}");
+                for (read, sent) in read.iter().zip(sent) {
+                    assert_eq!(read, sent, "{types:?} {compression:?}: destination {p}");
+                }
             }
         }
     }
