@@ -1,6 +1,7 @@
 //! partout's shuffle-write tasks against Ballista's own sort-shuffle writer on the same stage:
 //! read back with Ballista's own reader, every partition holds exactly the rows Ballista's
-//! writer puts there, with the same statistics; under every compression Ballista offers,
+//! writer puts there, every column, with statistics of the same kinds (the same partitions and
+//! rows, the batches each file holds, bytes within 2x); under every compression Ballista offers,
 //! with spills (a small memory limit, a memory pool that refuses), and from several input
 //! partitions.
 
@@ -137,19 +138,29 @@ async fn write(
     (stats, data, spills)
 }
 
-/// Partition `p` of a sort-shuffle data file, read with Ballista's own reader: its rows' ids.
-async fn ids_in(data: &Path, p: usize) -> Vec<i64> {
+/// Partition `p` of a sort-shuffle data file, read with Ballista's own reader: its rows, every
+/// column, in id order (one batch).
+async fn rows_in(data: &Path, p: usize) -> RecordBatch {
     let stream = stream_sort_shuffle_partition(data, &get_index_path(data), p).unwrap();
     let batches: Vec<RecordBatch> = stream.try_collect().await.unwrap();
-    let mut ids: Vec<i64> = batches
-        .iter()
-        .flat_map(|b| {
-            assert_eq!(b.schema(), schema());
-            b.column(0).as_primitive::<Int64Type>().values().to_vec()
-        })
-        .collect();
-    ids.sort_unstable();
-    ids
+    for b in &batches {
+        assert_eq!(b.schema(), schema());
+    }
+    let all = datafusion::arrow::compute::concat_batches(&schema(), &batches).unwrap();
+    let order = datafusion::arrow::compute::sort_to_indices(all.column(0), None, None).unwrap();
+    datafusion::arrow::compute::take_record_batch(&all, &order).unwrap()
+}
+
+/// The batches partition `p` of a sort-shuffle data file holds.
+async fn batches_in(data: &Path, p: usize) -> u64 {
+    let stream = stream_sort_shuffle_partition(data, &get_index_path(data), p).unwrap();
+    let batches: Vec<RecordBatch> = stream.try_collect().await.unwrap();
+    batches.len() as u64
+}
+
+/// The ids of `rows` (sorted already).
+fn ids(rows: &RecordBatch) -> Vec<i64> {
+    rows.column(0).as_primitive::<Int64Type>().values().to_vec()
 }
 
 fn big_pool() -> Arc<dyn MemoryPool> {
@@ -208,7 +219,31 @@ async fn partout_writes_what_ballistas_writer_writes() {
         let rows = |stats: &[ShuffleWritePartition]| -> Vec<(u64, u64)> {
             stats.iter().map(|s| (s.partition_id, s.num_rows)).collect()
         };
+        // The statistics in full: the same partitions and rows; batches as each file holds
+        // them; bytes measured as Ballista measures them (the Arrow size of the batches
+        // written), which differ with the batches' boundaries but stay comparable for the
+        // planner (within 2x).
         assert_eq!(rows(&our_stats), rows(&their_stats), "case {case}");
+        for (ours, theirs) in our_stats.iter().zip(&their_stats) {
+            let p = ours.partition_id as usize;
+            assert_eq!(
+                ours.num_batches,
+                batches_in(&our_data, p).await,
+                "case {case} {p}"
+            );
+            assert_eq!(
+                theirs.num_batches,
+                batches_in(&their_data, p).await,
+                "case {case} {p}"
+            );
+            let ratio = ours.num_bytes as f64 / theirs.num_bytes as f64;
+            assert!(
+                (0.5..=2.0).contains(&ratio),
+                "case {case}, partition {p}: {} bytes reported, Ballista's writer {}",
+                ours.num_bytes,
+                theirs.num_bytes
+            );
+        }
         for s in &our_stats {
             assert_eq!(s.file_id, Some(7));
             assert!(s.is_sort_shuffle);
@@ -218,14 +253,15 @@ async fn partout_writes_what_ballistas_writer_writes() {
         assert_eq!(index.partition_count(), k);
         let mut all = Vec::new();
         for p in 0..k {
-            let got = ids_in(&our_data, p).await;
+            // Every column of every row, against what Ballista's writer put there.
+            let got = rows_in(&our_data, p).await;
             assert_eq!(
                 got,
-                ids_in(&their_data, p).await,
+                rows_in(&their_data, p).await,
                 "case {case}, partition {p}"
             );
-            assert_eq!(index.partition_has_data(p), !got.is_empty());
-            all.extend(got);
+            assert_eq!(index.partition_has_data(p), got.num_rows() > 0);
+            all.extend(ids(&got));
         }
         all.sort_unstable();
         let total: u64 = their_stats.iter().map(|s| s.num_rows).sum();

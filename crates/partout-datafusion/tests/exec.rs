@@ -9,7 +9,9 @@ mod tpch;
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::Int64Type;
-use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray};
+use arrow_array::{
+    ArrayRef, Decimal128Array, Int64Array, RecordBatch, StringArray, StringViewArray,
+};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::{DataFusionError, Result};
@@ -39,10 +41,13 @@ fn schema() -> SchemaRef {
         Field::new("id", DataType::Int64, false),
         Field::new("key", DataType::Int64, true),
         Field::new("name", DataType::Utf8, true),
+        Field::new("view", DataType::Utf8View, true),
+        Field::new("price", DataType::Decimal128(15, 2), true),
     ]))
 }
 
-/// Rows `start..start + len`: a unique id, a key with repeats and nulls, a string.
+/// Rows `start..start + len`: a unique id, a key with repeats and nulls, a string, a view
+/// (out of line, with nulls) and a decimal.
 fn rows(start: i64, len: i64) -> RecordBatch {
     let ids = start..start + len;
     let columns: Vec<ArrayRef> = vec![
@@ -52,8 +57,16 @@ fn rows(start: i64, len: i64) -> RecordBatch {
                 .map(|i| (i % 11 != 3).then_some((i * 7919) % 1013)),
         )),
         Arc::new(StringArray::from_iter_values(
-            ids.map(|i| format!("name-{i}")),
+            ids.clone().map(|i| format!("name-{i}")),
         )),
+        Arc::new(StringViewArray::from_iter(ids.clone().map(|i| {
+            (i % 5 != 2).then(|| format!("a view long enough to live out of line {i}"))
+        }))),
+        Arc::new(
+            Decimal128Array::from_iter(ids.map(|i| (i % 9 != 4).then_some(i128::from(i) * 101)))
+                .with_precision_and_scale(15, 2)
+                .unwrap(),
+        ),
     ];
     RecordBatch::try_new(schema(), columns).unwrap()
 }
@@ -106,6 +119,13 @@ async fn drain(
     out
 }
 
+/// Every row of `batches`, every column, in id order (one batch).
+fn rows_by_id(batches: &[RecordBatch]) -> RecordBatch {
+    let all = datafusion::arrow::compute::concat_batches(&schema(), batches).unwrap();
+    let order = datafusion::arrow::compute::sort_to_indices(all.column(0), None, None).unwrap();
+    datafusion::arrow::compute::take_record_batch(&all, &order).unwrap()
+}
+
 fn ids_of(batches: &[RecordBatch]) -> Vec<i64> {
     let mut ids: Vec<i64> = batches
         .iter()
@@ -145,7 +165,12 @@ async fn every_row_reaches_datafusions_partition_once_in_full_batches() {
         let mut buffer = Vec::new();
         for (p, (got, want)) in ours.into_iter().zip(expected).enumerate() {
             let got = got.unwrap();
-            assert_eq!(ids_of(&got), ids_of(&want.unwrap()), "partition {p} of {n}");
+            // Every column of every row, as DataFusion's RepartitionExec gives them.
+            assert_eq!(
+                rows_by_id(&got),
+                rows_by_id(&want.unwrap()),
+                "partition {p} of {n}"
+            );
             for batch in &got {
                 ids.compute(batch, &mut buffer).unwrap();
                 assert!(buffer.iter().all(|&id| id as usize == p), "partition {p}");
