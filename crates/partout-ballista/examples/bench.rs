@@ -25,6 +25,7 @@ use ballista_core::JobId;
 use ballista_core::config::TaskSchedulingPolicy;
 use ballista_core::execution_plans::SortShuffleWriterExec;
 use ballista_core::execution_plans::sort_shuffle::SortShuffleConfig;
+use ballista_core::execution_plans::sort_shuffle::{get_index_path, stream_sort_shuffle_partition};
 use ballista_core::extension::SessionConfigExt;
 use ballista_core::serde::protobuf::ShuffleWritePartition;
 use ballista_executor::execution_engine::{
@@ -36,6 +37,7 @@ use ballista_scheduler::config::SchedulerConfig;
 use ballista_scheduler::scheduler_process::{create_scheduler, start_grpc_service_with_listener};
 use ballista_scheduler::scheduler_server::SchedulerServer;
 use clap::Parser;
+use datafusion::arrow::array::RecordBatch;
 use datafusion::datasource::memory::MemorySourceConfig;
 use datafusion::error::Result;
 use datafusion::execution::{SessionStateBuilder, TaskContext};
@@ -44,7 +46,10 @@ use datafusion::physical_plan::metrics::MetricsSet;
 use datafusion::physical_plan::{ExecutionPlan, Partitioning, PhysicalExpr};
 use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
 use datafusion_proto::protobuf::{LogicalPlanNode, PhysicalPlanNode};
+use futures::TryStreamExt;
 use partout_ballista::PartoutEngine;
+use partout_testkit::baseline::DataFusionHash;
+use partout_testkit::fingerprint::{self, Fingerprint};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -80,12 +85,15 @@ fn free_port() -> u16 {
 }
 
 /// One shuffle-write task of `input` into `k` partitions by `engine`: seconds, file bytes.
+/// With `expected`, every partition of the file is first read back with Ballista's own reader
+/// and must hold those rows and values (untimed).
 async fn write_once(
     engine: &dyn ExecutionEngine,
     input: Arc<dyn ExecutionPlan>,
     key: Arc<dyn PhysicalExpr>,
     k: usize,
     work_dir: &Path,
+    expected: Option<(&str, &[Fingerprint])>,
 ) -> (f64, u64) {
     let config =
         SessionConfig::new_with_ballista().set_str("ballista.shuffle.compression.codec", "lz4");
@@ -114,7 +122,21 @@ async fn write_once(
     exec.execute_query_stage(1, context).await.expect("written");
     let seconds = started.elapsed().as_secs_f64();
     let data = work_dir.join("bench/1/1/data.arrow");
-    let bytes = std::fs::metadata(&data).map(|m| m.len()).unwrap_or(0);
+    let bytes = std::fs::metadata(&data)
+        .expect("the task's data file")
+        .len();
+    if let Some((who, expected)) = expected {
+        let index = get_index_path(&data);
+        let mut got = Vec::with_capacity(k);
+        for p in 0..k {
+            let stream = stream_sort_shuffle_partition(&data, &index, p).expect("a partition");
+            let batches: Vec<RecordBatch> = stream.try_collect().await.expect("read back");
+            got.push(fingerprint::of_batches(&batches).expect("a fingerprint"));
+        }
+        if let Err(e) = fingerprint::check(who, expected, &got) {
+            panic!("{e}");
+        }
+    }
     std::fs::remove_dir_all(work_dir.join("bench")).expect("cleaned");
     (seconds, bytes)
 }
@@ -343,8 +365,28 @@ async fn main() {
     for &k in &args.partitions {
         let (mut our_times, mut their_times) = (Vec::new(), Vec::new());
         let (mut our_bytes, mut their_bytes) = (0, 0);
-        write_once(&ours, input.clone(), key.clone(), k, work.path()).await;
-        write_once(&theirs, input.clone(), key.clone(), k, work.path()).await;
+        // Both writers' files checked partition by partition against DataFusion's ids (the
+        // test kit's re-creation), untimed; then alternating rounds.
+        let mut hash = DataFusionHash::new();
+        let expected = fingerprint::expected(&lineitem.batches, k as u32, |batch, ids| {
+            hash.ids(batch, &[0], k as u32, ids);
+            Ok::<(), datafusion::arrow::error::ArrowError>(())
+        })
+        .expect("the expected fingerprints");
+        for (engine, who) in [
+            (&ours as &dyn ExecutionEngine, "partout"),
+            (&theirs, "Ballista"),
+        ] {
+            write_once(
+                engine,
+                input.clone(),
+                key.clone(),
+                k,
+                work.path(),
+                Some((who, &expected)),
+            )
+            .await;
+        }
         for round in 0..args.rounds {
             for partout in [round % 2 == 0, round % 2 != 0] {
                 let engine: &dyn ExecutionEngine = match partout {
@@ -352,7 +394,7 @@ async fn main() {
                     false => &theirs,
                 };
                 let (seconds, bytes) =
-                    write_once(engine, input.clone(), key.clone(), k, work.path()).await;
+                    write_once(engine, input.clone(), key.clone(), k, work.path(), None).await;
                 match partout {
                     true => (our_times.push(seconds), our_bytes = bytes),
                     false => (their_times.push(seconds), their_bytes = bytes),
@@ -426,18 +468,19 @@ async fn main() {
     for (n, sql) in tpch::QUERIES.iter().enumerate() {
         let mut times = [Vec::new(), Vec::new()];
         let mut query_stages = QueryStages::new();
+        let mut answers: [Option<tpch::Answer>; 2] = [None, None];
         for round in 0..args.rounds + 1 {
             for which in [round % 2, 1 - round % 2] {
                 ledgers[which].lock().expect("a ledger").clear();
                 let started = Instant::now();
-                clients[which]
-                    .sql(sql)
-                    .await
-                    .expect("planned")
-                    .collect()
-                    .await
-                    .expect("answered");
-                // The first round warms both clusters up.
+                let df = clients[which].sql(sql).await.expect("planned");
+                let schema = df.schema().inner().clone();
+                let batches = df.collect().await.expect("answered");
+                // The first round warms both clusters up, and gives their answers, which must
+                // be the same.
+                if round == 0 {
+                    answers[which] = Some(tpch::Answer::new(&schema, &batches).expect("an answer"));
+                }
                 if round > 0 {
                     times[which].push(started.elapsed().as_secs_f64() * 1e3);
                     let tasks = std::mem::take(&mut *ledgers[which].lock().expect("a ledger"));
@@ -448,6 +491,11 @@ async fn main() {
                     }
                 }
             }
+        }
+        if let [Some(theirs), Some(ours)] = &answers
+            && let Err(problem) = tpch::compare_answers(n + 1, theirs, ours)
+        {
+            panic!("q{}: the two clusters' answers differ: {problem}", n + 1);
         }
         let [theirs, ours] = times.map(median);
         total_theirs += theirs;

@@ -8,10 +8,11 @@
 //! alternation, round after round, and the figures are medians, so that a busy machine slows
 //! them alike.
 
+use crate::fingerprint;
 use crate::harness::{alternate, medians, time};
 use crate::lineitem;
 use crate::report::outln;
-use crate::writer::{Contender, decoded_rows, run_once};
+use crate::writer::{Contender, run_once};
 use anyhow::{Context, Result, ensure};
 use arrow_array::RecordBatch;
 use partout_job::{Compression, JobOptions, repartition};
@@ -167,12 +168,15 @@ pub fn run(options: &DemoOptions) -> Result<()> {
     let memory_limit = 64 << 20;
     let contenders = [Contender::Partout, Contender::DataFusion];
     for contender in contenders {
+        // Every destination's rows and values, against the contender's reference partitioner.
         let run = run_once(contender, false, &batches, n, memory_limit, true)?;
-        let decoded = decoded_rows(&run.outputs)?;
-        ensure!(
-            decoded == rows,
-            "{contender:?} wrote {decoded} rows of {rows}"
-        );
+        let reference = contender.reference().expect("both write destinations");
+        let expected = fingerprint::expected(&batches, reference, n)?;
+        fingerprint::check(
+            contender.name(),
+            &expected,
+            &fingerprint::of_streams(&run.outputs)?,
+        )?;
     }
     let passes = options.passes as usize;
     let long: Vec<RecordBatch> = batches

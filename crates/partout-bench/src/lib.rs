@@ -21,6 +21,7 @@
 pub mod demo;
 pub mod e2e;
 pub mod exchange;
+pub mod fingerprint;
 pub mod harness;
 pub mod ids;
 mod lineitem;

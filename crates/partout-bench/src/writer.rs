@@ -4,6 +4,7 @@
 //! contender produces and drop them (keeping gigabytes in memory would time page faults); an
 //! untimed first run of each keeps its streams and decodes them to check every row arrived.
 
+use crate::fingerprint::{self, Reference};
 use crate::harness::{alternate, median, medians, time};
 use crate::lineitem;
 use crate::report::{outln, print_json};
@@ -94,7 +95,20 @@ impl Contender {
         }
     }
 
-    fn name(self) -> &'static str {
+    /// The partitioner whose destinations its output must match (none: it writes no
+    /// destinations).
+    pub(crate) fn reference(self) -> Option<Reference> {
+        match self {
+            Contender::Partout | Contender::PartoutScatterThenCopy => Some(Reference::PartoutHash),
+            Contender::DataFusion
+            | Contender::Comet
+            | Contender::DataFusionRaw
+            | Contender::CometRaw => Some(Reference::DataFusionHash),
+            Contender::PartitionOnly | Contender::Lz4Alone => None,
+        }
+    }
+
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Contender::Partout => "partout",
             Contender::PartoutScatterThenCopy => "partout scatter+copy",
@@ -313,15 +327,6 @@ fn compress_buffers(data: &arrow_data::ArrayData, out: &mut Vec<u8>) -> Result<u
     Ok(total)
 }
 
-/// Rows in every destination's stream, decoded (to check a contender lost nothing).
-pub(crate) fn decoded_rows(outputs: &[Vec<u8>]) -> Result<usize> {
-    outputs.iter().enumerate().try_fold(0, |total, (p, bytes)| {
-        let (_, batches) =
-            decode_stream(bytes).with_context(|| format!("decoding destination {p}"))?;
-        Ok(total + batches.iter().map(RecordBatch::num_rows).sum::<usize>())
-    })
-}
-
 /// What one timed run of a contender measured.
 struct Sample {
     seconds: f64,
@@ -437,12 +442,15 @@ pub fn run(options: &WriterBenchOptions) -> Result<()> {
                 options.memory_limit,
                 true,
             )?;
-            if !matches!(contender, Contender::Lz4Alone | Contender::PartitionOnly) {
-                let got = decoded_rows(&run.outputs)?;
+            // Every destination's rows and values, against the contender's reference
+            // partitioner.
+            if let Some(reference) = contender.reference() {
+                let expected = fingerprint::expected(input(contender), reference, n)?;
+                let got = fingerprint::of_streams(&run.outputs)?;
+                fingerprint::check(contender.name(), &expected, &got)?;
                 ensure!(
-                    got == rows,
-                    "{} wrote {got} rows of {rows}",
-                    contender.name()
+                    expected.iter().map(|p| p.0).sum::<u64>() == rows as u64,
+                    "the reference lost rows"
                 );
             }
         }

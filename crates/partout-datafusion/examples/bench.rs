@@ -22,7 +22,8 @@
 mod tpch;
 
 use clap::Parser;
-use datafusion::common::Result;
+use datafusion::arrow::array::RecordBatch;
+use datafusion::common::{DataFusionError, Result};
 use datafusion::datasource::memory::MemorySourceConfig;
 use datafusion::execution::TaskContext;
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
@@ -34,6 +35,8 @@ use datafusion::physical_plan::{
 use datafusion::prelude::SessionConfig;
 use futures::StreamExt;
 use partout_datafusion::PartoutRepartitionExec;
+use partout_testkit::baseline::DataFusionHash;
+use partout_testkit::fingerprint::{self, Fingerprint};
 use std::sync::Arc;
 use std::time::Instant;
 use tpch::PeakPool;
@@ -93,6 +96,58 @@ async fn drain(plan: Arc<dyn ExecutionPlan>, context: Arc<TaskContext>) -> Resul
         rows += task.await.expect("a drain task")?;
     }
     Ok(rows)
+}
+
+/// Every output partition of `plan` drained concurrently (untimed), each one's fingerprint
+/// ([`partout_testkit::fingerprint`]): its rows, every column, in whatever order.
+async fn fingerprints(
+    plan: Arc<dyn ExecutionPlan>,
+    context: Arc<TaskContext>,
+) -> Result<Vec<Fingerprint>> {
+    let n = plan.output_partitioning().partition_count();
+    let tasks: Vec<_> = (0..n)
+        .map(|p| {
+            let stream = plan.execute(p, context.clone());
+            tokio::spawn(async move {
+                let mut stream = stream?;
+                let mut print = (0, 0);
+                while let Some(batch) = stream.next().await {
+                    fingerprint::add_batch(&mut print, &batch?)?;
+                }
+                Ok::<Fingerprint, datafusion::common::DataFusionError>(print)
+            })
+        })
+        .collect();
+    let mut prints = Vec::with_capacity(n);
+    for task in tasks {
+        prints.push(task.await.expect("a fingerprint task")?);
+    }
+    Ok(prints)
+}
+
+/// What each of `n` partitions must hold of `batches` repartitioned by DataFusion's hash of
+/// `l_orderkey` (the first column), by the test kit's re-creation of DataFusion's ids.
+fn expected(batches: &[RecordBatch], n: usize) -> Result<Vec<Fingerprint>> {
+    let mut hash = DataFusionHash::new();
+    Ok(fingerprint::expected(batches, n as u32, |batch, ids| {
+        hash.ids(batch, &[0], n as u32, ids);
+        Ok::<(), datafusion::arrow::error::ArrowError>(())
+    })?)
+}
+
+/// Checks both contenders' outputs, every partition's rows and values, before any is timed.
+async fn check_outputs(
+    plan: impl Fn(bool) -> Result<Arc<dyn ExecutionPlan>>,
+    batches: &[RecordBatch],
+    n: usize,
+    context: &Arc<TaskContext>,
+) -> Result<()> {
+    let expected = expected(batches, n)?;
+    for (ours, who) in [(false, "DataFusion's RepartitionExec"), (true, "partout")] {
+        let got = fingerprints(plan(ours)?, context.clone()).await?;
+        fingerprint::check(who, &expected, &got).map_err(DataFusionError::Execution)?;
+    }
+    Ok(())
 }
 
 /// Reads every output partition of `plan` to its end, one after another; the rows of each.
@@ -224,7 +279,9 @@ async fn main() -> Result<()> {
         let plan = |ours: bool| repartition(&input, &key, n, ours.then_some(args.buffer_bytes));
         let (mut their_times, mut our_times) = (Vec::new(), Vec::new());
         let (mut peaks, mut spilled) = ([0usize; 2], Vec::new());
-        // One warm-up each, then alternating rounds (the order flips every round).
+        // Both outputs checked, destination by destination, then one warm-up each, then
+        // alternating rounds (the order flips every round).
+        check_outputs(plan, &lineitem.batches, n, &context).await?;
         drain(plan(false)?, context.clone()).await?;
         drain(plan(true)?, context.clone()).await?;
         for round in 0..args.rounds {

@@ -12,6 +12,7 @@
 #![forbid(unsafe_code)]
 
 pub mod baseline;
+pub mod fingerprint;
 mod generators;
 mod oracle;
 mod types;
