@@ -2,7 +2,7 @@
 //! thread waits without the GIL, reports progress and lets Ctrl-C cancel it.
 
 use crate::errors::{Error, Result, job_error};
-use crate::partition::key_names;
+use crate::partition::{key_names, partition_count};
 use partout_core::ids::Scheme;
 use partout_job::{Job, JobOptions, Progress, parse_bytes};
 use pyo3::prelude::*;
@@ -59,7 +59,7 @@ pub(crate) fn repartition<'py>(
     py: Python<'py>,
     inputs: &Bound<'py, PyAny>,
     output: PathBuf,
-    n: u32,
+    n: &Bound<'py, PyAny>,
     by: Option<&Bound<'py, PyAny>>,
     scheme: &str,
     format: &str,
@@ -70,6 +70,7 @@ pub(crate) fn repartition<'py>(
     overwrite: bool,
     progress: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
+    let n = partition_count(py, n)?;
     let inputs: Vec<PathBuf> = match inputs.extract::<PathBuf>() {
         Ok(one) => vec![one],
         Err(_) => inputs.extract()?,

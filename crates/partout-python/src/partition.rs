@@ -6,6 +6,8 @@ use arrow_array::{RecordBatch, RecordBatchReader, UInt32Array};
 use arrow_schema::{DataType, Field, SchemaRef};
 use partout_core::Partitioner;
 use partout_core::ids::{PartitionIds, PartitioningSpec, Scheme};
+use partout_core::plan::MAX_PARTITIONS;
+use pyo3::exceptions::PyOverflowError;
 use pyo3::prelude::*;
 use pyo3::types::PyString;
 use pyo3_arrow::input::AnyRecordBatch;
@@ -25,6 +27,29 @@ pub(crate) fn arrow_data(py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<An
         ))
         .into_py(py)
     })
+}
+
+/// The `n` argument of every call that takes a destination count: any Python integer (or
+/// object with `__index__`), checked here to be from 1 to [`MAX_PARTITIONS`] (2^20). One out
+/// of that range, however large or negative, is an `InvalidArgumentError` naming it, not the
+/// `OverflowError` of a conversion to `u32`; what is not an integer stays a `TypeError`.
+pub(crate) fn partition_count(py: Python<'_>, n: &Bound<'_, PyAny>) -> PyResult<u32> {
+    let out_of_range = |value: &dyn std::fmt::Display| {
+        Error::InvalidArgument(format!(
+            "the partition count n must be at least 1 and at most 2^20 = {MAX_PARTITIONS}, \
+             got {value}"
+        ))
+        .into_py(py)
+    };
+    match n.extract::<i64>() {
+        Ok(count) => u32::try_from(count)
+            .ok()
+            .filter(|c| (1..=MAX_PARTITIONS).contains(c))
+            .ok_or_else(|| out_of_range(&count)),
+        // An integer past i64 either way (2**64, -2**70): named as Python writes it.
+        Err(e) if e.is_instance_of::<PyOverflowError>(py) => Err(out_of_range(&n.str()?)),
+        Err(e) => Err(e),
+    }
 }
 
 /// The `by` argument: `None`, one column name, or a sequence of names.
@@ -96,10 +121,11 @@ fn for_each_batch(
 pub(crate) fn partition<'py>(
     py: Python<'py>,
     data: &Bound<'py, PyAny>,
-    n: u32,
+    n: &Bound<'py, PyAny>,
     by: Option<&Bound<'py, PyAny>>,
     scheme: &str,
 ) -> PyResult<Vec<Bound<'py, PyAny>>> {
+    let n = partition_count(py, n)?;
     let mut partitioner = Partitioner::try_new(n.max(1)).map_err(|e| Error::from(e).into_py(py))?;
     let mut parts: Vec<Vec<RecordBatch>> = vec![Vec::new(); n as usize];
     let schema = for_each_batch(py, data, n, by, scheme, |batch, ids| {
@@ -123,10 +149,11 @@ pub(crate) fn partition<'py>(
 pub(crate) fn partition_ids<'py>(
     py: Python<'py>,
     data: &Bound<'py, PyAny>,
-    n: u32,
+    n: &Bound<'py, PyAny>,
     by: Option<&Bound<'py, PyAny>>,
     scheme: &str,
 ) -> PyResult<Bound<'py, PyAny>> {
+    let n = partition_count(py, n)?;
     let mut all = Vec::new();
     for_each_batch(py, data, n, by, scheme, |_, ids| {
         all.extend_from_slice(ids);

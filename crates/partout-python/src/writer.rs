@@ -2,7 +2,7 @@
 //! or written to one file per destination.
 
 use crate::errors::{Error, Result, io, writer_error};
-use crate::partition::{arrow_data, key_names};
+use crate::partition::{arrow_data, key_names, partition_count};
 use partout_core::ids::{PartitioningSpec, Scheme};
 use partout_exchange::{
     Encoded, FileSink, MemorySink, PartitionedWriter as ExchangeWriter, Sink, WriterOptions,
@@ -70,7 +70,7 @@ impl PartitionedWriter {
     fn new(
         py: Python<'_>,
         schema: PySchema,
-        n: u32,
+        n: &Bound<'_, PyAny>,
         by: Option<&Bound<'_, PyAny>>,
         scheme: &str,
         format: &str,
@@ -79,6 +79,7 @@ impl PartitionedWriter {
         target_bytes: Option<usize>,
         directory: Option<PathBuf>,
     ) -> PyResult<Self> {
+        let n = partition_count(py, n)?;
         let schema = schema.into_inner();
         let by = key_names(by)?;
         let make = || -> Result<Self> {
