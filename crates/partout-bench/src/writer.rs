@@ -36,8 +36,8 @@ pub struct WriterBenchOptions {
     /// Rounds: every contender runs once per round, in alternation; figures are medians.
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
     pub rounds: u32,
-    /// Contenders to run (partout, copy, datafusion, comet, lz4, and the slow datafusion-raw
-    /// and comet-raw); all but the raw ones by default.
+    /// Contenders to run (partout, copy, datafusion, per-slice, comet, lz4, and the slow
+    /// per-slice-raw and comet-raw); all but the raw ones by default.
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<String>,
     /// Times the generated table streams through each contender in one run (a longer input
@@ -64,13 +64,17 @@ pub(crate) enum Contender {
     /// `PartitionedBatch` (`Partitioner`), then each destination's rows copied into its
     /// buffers (`DestinationBuffers::append_partitioned`), flushed as partout's writer flushes.
     PartoutScatterThenCopy,
-    /// DataFusion's way, re-created: DataFusion 55's foldhash ids, a grouped take per batch, an
-    /// IPC writer per destination.
+    /// DataFusion's way, re-created: DataFusion 55's foldhash ids, a grouped take per batch,
+    /// each destination's rows coalesced to 8192-row batches (arrow's `BatchCoalescer`, as
+    /// `RepartitionExec` outputs them), an IPC writer per destination.
     DataFusion,
+    /// The per-slice writer (Ballista's legacy hash shuffle writer's way): as DataFusion's way,
+    /// but each destination's slice of each batch written at once as its own IPC message.
+    PerSlice,
     /// Comet's way: batches kept whole up to the memory limit, then each destination's rows
     /// interleaved and written.
     Comet,
-    /// DataFusion's way without compacting view columns: each slice's stream carries its
+    /// The per-slice writer without compacting view columns: each slice's stream carries its
     /// whole batch's string data.
     DataFusionRaw,
     /// Comet's way without compacting view columns.
@@ -87,8 +91,9 @@ impl Contender {
             Contender::Partout => "partout",
             Contender::PartoutScatterThenCopy => "copy",
             Contender::DataFusion => "datafusion",
+            Contender::PerSlice => "per-slice",
             Contender::Comet => "comet",
-            Contender::DataFusionRaw => "datafusion-raw",
+            Contender::DataFusionRaw => "per-slice-raw",
             Contender::CometRaw => "comet-raw",
             Contender::PartitionOnly => "partition",
             Contender::Lz4Alone => "lz4",
@@ -101,6 +106,7 @@ impl Contender {
         match self {
             Contender::Partout | Contender::PartoutScatterThenCopy => Some(Reference::PartoutHash),
             Contender::DataFusion
+            | Contender::PerSlice
             | Contender::Comet
             | Contender::DataFusionRaw
             | Contender::CometRaw => Some(Reference::DataFusionHash),
@@ -113,8 +119,9 @@ impl Contender {
             Contender::Partout => "partout",
             Contender::PartoutScatterThenCopy => "partout scatter+copy",
             Contender::DataFusion => "datafusion way",
+            Contender::PerSlice => "per-slice writer",
             Contender::Comet => "comet way",
-            Contender::DataFusionRaw => "datafusion way, raw",
+            Contender::DataFusionRaw => "per-slice writer, raw",
             Contender::CometRaw => "comet way, raw",
             Contender::PartitionOnly => "partition only",
             Contender::Lz4Alone => "lz4 alone",
@@ -171,6 +178,9 @@ impl Sink for Discard {
     }
 }
 
+/// DataFusion's default `batch_size`: the rows of the batches its `RepartitionExec` outputs.
+const DATAFUSION_BATCH_SIZE: usize = 8192;
+
 /// The IPC encoding of every contender's streams.
 fn ipc(lz4: bool) -> Encoding {
     Encoding::ipc(if lz4 {
@@ -218,9 +228,18 @@ fn run_baseline<W: Write>(
     let n = outputs.len() as u32;
     let mut ids = Vec::new();
     let mut hash = DataFusionHash::new();
-    let gc = matches!(contender, Contender::DataFusion | Contender::Comet);
-    if matches!(contender, Contender::DataFusion | Contender::DataFusionRaw) {
+    let gc = matches!(
+        contender,
+        Contender::DataFusion | Contender::PerSlice | Contender::Comet
+    );
+    if matches!(
+        contender,
+        Contender::DataFusion | Contender::PerSlice | Contender::DataFusionRaw
+    ) {
         let mut shuffle = DataFusionShuffle::try_new(&schema, outputs, lz4, gc)?;
+        if contender == Contender::DataFusion {
+            shuffle = shuffle.with_batch_size(&schema, DATAFUSION_BATCH_SIZE);
+        }
         for batch in batches {
             hash.ids(batch, &[0], n, &mut ids);
             shuffle.append(batch, &ids)?;
@@ -270,6 +289,7 @@ pub(crate) fn run_once(
             }
         }
         Contender::DataFusion
+        | Contender::PerSlice
         | Contender::DataFusionRaw
         | Contender::Comet
         | Contender::CometRaw => {
@@ -372,6 +392,7 @@ pub fn run(options: &WriterBenchOptions) -> Result<()> {
                 Contender::Partout,
                 Contender::PartoutScatterThenCopy,
                 Contender::DataFusion,
+                Contender::PerSlice,
                 Contender::Comet,
                 Contender::DataFusionRaw,
                 Contender::CometRaw,
@@ -383,6 +404,7 @@ pub fn run(options: &WriterBenchOptions) -> Result<()> {
             &[
                 Contender::Partout,
                 Contender::DataFusion,
+                Contender::PerSlice,
                 Contender::Comet,
                 Contender::DataFusionRaw,
                 Contender::CometRaw,

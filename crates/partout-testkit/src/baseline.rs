@@ -350,14 +350,20 @@ impl<W: std::io::Write> StreamWriters<W> {
     }
 }
 
-/// DataFusion's shuffle write (`RepartitionExec` feeding a stream writer per output): ids in,
-/// one grouped `take` per batch, each destination's zero-copy slice written straight away as
-/// a record batch of that destination's IPC stream. With `gc_views`, view columns are
-/// compacted first (without, each slice's stream carries the whole batch's string data).
+/// A shuffle write on DataFusion's kernels: ids in, one grouped `take` per batch, then for
+/// each destination's zero-copy slice either
+/// - written straight away as a record batch of that destination's IPC stream (the per-slice
+///   writer, as Ballista's legacy hash shuffle writer does), or
+/// - with [`with_batch_size`](Self::with_batch_size), first coalesced to that many rows by
+///   arrow's `BatchCoalescer`, as DataFusion 55's `RepartitionExec` outputs are, then encoded.
+///
+/// With `gc_views`, view columns are compacted first (without, each slice's stream carries the
+/// whole batch's string data).
 pub struct DataFusionShuffle<W: std::io::Write = Vec<u8>> {
     partitioner: GroupedTake,
     writers: StreamWriters<W>,
     num_partitions: usize,
+    coalescers: Option<Vec<arrow_select::coalesce::BatchCoalescer>>,
 }
 
 impl<W: std::io::Write> DataFusionShuffle<W> {
@@ -376,31 +382,59 @@ impl<W: std::io::Write> DataFusionShuffle<W> {
             partitioner: GroupedTake::new(),
             writers: StreamWriters::try_new(schema, outputs, lz4, gc_views)?,
             num_partitions,
+            coalescers: None,
         })
     }
 
-    /// Partitions `batch` by `ids` and writes every destination's rows.
+    /// Each destination's rows coalesced to `rows`-row batches before they are encoded, as
+    /// DataFusion's `RepartitionExec` hands its outputs on.
+    pub fn with_batch_size(mut self, schema: &arrow_schema::SchemaRef, rows: usize) -> Self {
+        self.coalescers = Some(
+            (0..self.num_partitions)
+                .map(|_| arrow_select::coalesce::BatchCoalescer::new(schema.clone(), rows))
+                .collect(),
+        );
+        self
+    }
+
+    /// Partitions `batch` by `ids` and writes every destination's rows (or coalesces them).
     ///
     /// # Errors
-    /// What arrow's `take` and IPC writer return.
+    /// What arrow's `take`, coalescer and IPC writer return.
     pub fn append(&mut self, batch: &RecordBatch, ids: &[u32]) -> Result<(), ArrowError> {
         let (moved, offsets) = self
             .partitioner
             .partition(batch, ids, self.num_partitions)?;
         for (p, range) in offsets.windows(2).enumerate() {
             if range[1] > range[0] {
-                self.writers
-                    .write(p, &moved.slice(range[0], range[1] - range[0]))?;
+                let slice = moved.slice(range[0], range[1] - range[0]);
+                match &mut self.coalescers {
+                    None => self.writers.write(p, &slice)?,
+                    Some(coalescers) => {
+                        coalescers[p].push_batch(slice)?;
+                        while let Some(full) = coalescers[p].next_completed_batch() {
+                            self.writers.write(p, &full)?;
+                        }
+                    }
+                }
             }
         }
         Ok(())
     }
 
-    /// Ends every stream and returns the outputs.
+    /// Writes what the coalescers hold, ends every stream and returns the outputs.
     ///
     /// # Errors
-    /// What arrow's IPC writer returns.
-    pub fn finish(self) -> Result<Vec<W>, ArrowError> {
+    /// What arrow's coalescer and IPC writer return.
+    pub fn finish(mut self) -> Result<Vec<W>, ArrowError> {
+        if let Some(coalescers) = &mut self.coalescers {
+            for (p, coalescer) in coalescers.iter_mut().enumerate() {
+                coalescer.finish_buffered_batch()?;
+                while let Some(rest) = coalescer.next_completed_batch() {
+                    self.writers.write(p, &rest)?;
+                }
+            }
+        }
         self.writers.finish()
     }
 }
