@@ -339,37 +339,87 @@ const PRESTO_ROUTES: [(&str, &str); 4] = [
     ("DELETE", ""),
 ];
 
-/// The exchanges [`presto_paths`] asks: `done`, a live exchange of Presto pages, three
-/// destinations (two batches in 0, none in 1 and 2), its producer finished; `open`, a live
-/// exchange of Arrow IPC batches (converted to pages when asked), two destinations (one batch
-/// in 1), its producer still sending (returned: it is held while the request runs).
-fn presto_exchanges() -> (partout_flight::Exchanges, partout_flight::Producer) {
-    use arrow_array::{Int64Array, StringArray};
-    use partout_flight::{LiveExchange, LiveOptions};
-    use std::sync::Arc;
+/// The batch [`presto_exchanges`] holds and its messages as a fresh producer of each exchange
+/// encodes them (`Producer::push_batch`: a new `MessageEncoder` of the exchange's encoding, the
+/// batch encoded in turn), made once per process: encoding them (arrow-ipc's schema and batch
+/// encoders, three times) was half of what an input cost, and the bytes are the same every
+/// time. Messages share their bytes (`Bytes`), which nothing changes; each input's exchanges,
+/// queues and router are still new.
+struct PrestoMessages {
+    schema: arrow_schema::SchemaRef,
+    /// Two Presto pages of the batch (`done`'s destination 0).
+    done: [partout_flight::Message; 2],
+    /// The batch as Arrow IPC (`open`'s destination 1).
+    open: partout_flight::Message,
+}
 
-    let batch = RecordBatch::try_from_iter([
-        (
-            "a",
-            Arc::new(Int64Array::from(vec![Some(1), None, Some(3)])) as _,
-        ),
-        ("b", Arc::new(StringArray::from(vec!["x", "yy", ""])) as _),
-    ])
-    .expect("a batch");
+fn presto_messages() -> &'static PrestoMessages {
+    use arrow_array::{Int64Array, StringArray};
+    use partout_flight::{LiveOptions, MessageEncoder};
+    use std::sync::{Arc, OnceLock};
+
+    static MESSAGES: OnceLock<PrestoMessages> = OnceLock::new();
+    MESSAGES.get_or_init(|| {
+        let batch = RecordBatch::try_from_iter([
+            (
+                "a",
+                Arc::new(Int64Array::from(vec![Some(1), None, Some(3)])) as _,
+            ),
+            ("b", Arc::new(StringArray::from(vec!["x", "yy", ""])) as _),
+        ])
+        .expect("a batch");
+        let mut done =
+            MessageEncoder::try_new(batch.schema(), partout_format::Encoding::presto(false))
+                .expect("an encoder");
+        let done = [
+            done.encode(&batch).expect("a page"),
+            done.encode(&batch).expect("a page"),
+        ];
+        let open = MessageEncoder::try_new(batch.schema(), LiveOptions::new(2, 1).encoding)
+            .expect("an encoder")
+            .encode(&batch)
+            .expect("a message");
+        PrestoMessages {
+            schema: batch.schema(),
+            done,
+            open,
+        }
+    })
+}
+
+/// The exchanges [`presto_paths`] asks, new for each input: `done`, a live exchange of Presto
+/// pages, three destinations (two batches in 0, none in 1 and 2), its producer finished;
+/// `open`, a live exchange of Arrow IPC batches (converted to pages when asked), two
+/// destinations (one batch in 1), its producer still sending (returned: it is held while the
+/// request runs). The producers push the batch's messages ([`presto_messages`]) as
+/// `push_batch` would: the exchange's schema set by the producer, then each message.
+fn presto_exchanges() -> (partout_flight::Exchanges, partout_flight::Producer) {
+    use partout_flight::{LiveExchange, LiveOptions};
+
+    let messages = presto_messages();
     let exchanges = Exchanges::new();
     let done = LiveExchange::try_new(
         None,
         LiveOptions::new(3, 1).with_encoding(partout_format::Encoding::presto(false)),
     )
     .expect("an exchange");
-    let mut producer = done.producer().expect("a producer");
-    producer.push_batch(0, &batch).expect("a batch pushed");
-    producer.push_batch(0, &batch).expect("a batch pushed");
+    let producer = done.producer().expect("a producer");
+    producer
+        .set_schema(messages.schema.clone())
+        .expect("the schema");
+    for message in &messages.done {
+        producer.push(0, message.clone()).expect("a batch pushed");
+    }
     producer.finish();
     exchanges.add_live("done", done).expect("added");
     let open = LiveExchange::try_new(None, LiveOptions::new(2, 1)).expect("an exchange");
-    let mut producer = open.producer().expect("a producer");
-    producer.push_batch(1, &batch).expect("a batch pushed");
+    let producer = open.producer().expect("a producer");
+    producer
+        .set_schema(messages.schema.clone())
+        .expect("the schema");
+    producer
+        .push(1, messages.open.clone())
+        .expect("a batch pushed");
     exchanges.add_live("open", open).expect("added");
     (exchanges, producer)
 }
