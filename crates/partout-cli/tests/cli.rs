@@ -455,6 +455,18 @@ mod repartition {
         Ok(reader.collect::<Result<_, _>>()?)
     }
 
+    /// Every value partout wrote under `out` is what the reference reader read (`reference`).
+    fn assert_written_as_read(out: &Path, reference: &[RecordBatch], what: &str) {
+        let ours: Vec<RecordBatch> = read_outputs(out, &reference[0].schema())
+            .into_iter()
+            .flatten()
+            .collect();
+        assert!(
+            row_strings(&ours) == row_strings(reference),
+            "{what}: the values written are not the values in the file"
+        );
+    }
+
     /// Every row of `batches` as text, sorted: rows compared whatever their order and batches.
     fn row_strings(batches: &[RecordBatch]) -> Vec<String> {
         use arrow_cast::display::{ArrayFormatter, FormatOptions};
@@ -522,14 +534,7 @@ mod repartition {
                 let reference = reference_read(&path).unwrap_or_else(|e| {
                     panic!("damage at {at}: partout read a file arrow-rs refuses: {e}")
                 });
-                let ours: Vec<RecordBatch> = read_outputs(&out, &reference[0].schema())
-                    .into_iter()
-                    .flatten()
-                    .collect();
-                assert!(
-                    row_strings(&ours) == row_strings(&reference),
-                    "damage at {at}: the values written are not the values in the file"
-                );
+                assert_written_as_read(&out, &reference, &format!("damage at {at}"));
                 std::fs::remove_dir_all(&out).unwrap();
                 continue;
             }
@@ -587,14 +592,7 @@ mod repartition {
             out.to_str().unwrap(),
         ]);
         assert_success(&result);
-        let ours: Vec<RecordBatch> = read_outputs(&out, &reference[0].schema())
-            .into_iter()
-            .flatten()
-            .collect();
-        assert!(
-            row_strings(&ours) == row_strings(&reference),
-            "the values written are not the values in the file"
-        );
+        assert_written_as_read(&out, &reference, "plain values damaged");
     }
 
     #[test]
