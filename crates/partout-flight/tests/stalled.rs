@@ -13,6 +13,35 @@ use partout_flight::{DestinationTicket, Exchanges};
 use partout_job::{Format, Job, JobOptions, Layout};
 use std::time::{Duration, Instant};
 
+/// A correct Flight read of finished output "out"'s destination 0 (giving `whole` again) and
+/// a correct Presto read of its destination 1, on fresh connections, both answered within 5 s
+/// while `what`; the Flight client.
+async fn answered_while(
+    servers: &partout_flight::serve::Servers,
+    whole: &[(u64, arrow_array::RecordBatch)],
+    what: &str,
+) -> FlightClient {
+    let started = Instant::now();
+    let mut fresh: FlightClient = common::client(servers).await;
+    let again = tokio::time::timeout(Duration::from_secs(5), fetch(&mut fresh, "out", 0, 0))
+        .await
+        .unwrap_or_else(|_| panic!("a Flight read answered while {what}"))
+        .unwrap();
+    assert_eq!(again, whole, "the same batches");
+    let base = format!("http://{}", servers.presto.unwrap());
+    let reply = reqwest::Client::new()
+        .get(format!("{base}/v1/task/out/results/1/0"))
+        .timeout(Duration::from_secs(5))
+        .send()
+        .await
+        .unwrap_or_else(|_| panic!("a Presto read answered while {what}"));
+    assert_eq!(reply.status(), 200);
+    assert!(!reply.bytes().await.unwrap().is_empty());
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    fresh
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readers_that_never_read_do_not_stall_other_readers() {
     tokio::time::timeout(Duration::from_secs(120), async {
@@ -67,27 +96,7 @@ async fn readers_that_never_read_do_not_stall_other_readers() {
         // Let the server fill what it can.
         tokio::time::sleep(Duration::from_millis(500)).await;
 
-        let started = Instant::now();
-        let mut fresh: FlightClient = common::client(&servers).await;
-        let again = tokio::time::timeout(Duration::from_secs(5), fetch(&mut fresh, "out", 0, 0))
-            .await
-            .expect("a Flight read answered while 600 streams stall")
-            .unwrap();
-        assert_eq!(again.len(), whole.len(), "every batch");
-        for ((s, a), (t, b)) in again.iter().zip(&whole) {
-            assert_eq!((s, a), (t, b), "the same batches");
-        }
-        let base = format!("http://{}", servers.presto.unwrap());
-        let reply = reqwest::Client::new()
-            .get(format!("{base}/v1/task/out/results/1/0"))
-            .timeout(Duration::from_secs(5))
-            .send()
-            .await
-            .expect("a Presto read answered while 600 streams stall");
-        assert_eq!(reply.status(), 200);
-        assert!(!reply.bytes().await.unwrap().is_empty());
-        let took = started.elapsed();
-        assert!(took < Duration::from_secs(5), "{took:?}");
+        answered_while(&servers, &whole, "600 streams stall").await;
         drop(stalled);
     })
     .await
@@ -149,23 +158,7 @@ async fn producers_that_stop_sending_do_not_stall_other_requests() {
         // Let the server take what it has been sent.
         tokio::time::sleep(Duration::from_millis(500)).await;
 
-        let started = Instant::now();
-        let mut fresh: FlightClient = common::client(&servers).await;
-        let again = tokio::time::timeout(Duration::from_secs(5), fetch(&mut fresh, "out", 0, 0))
-            .await
-            .expect("a Flight read answered while 600 producers are silent")
-            .unwrap();
-        assert_eq!(again, whole, "the same batches");
-        let base = format!("http://{}", servers.presto.unwrap());
-        let reply = reqwest::Client::new()
-            .get(format!("{base}/v1/task/out/results/1/0"))
-            .timeout(Duration::from_secs(5))
-            .send()
-            .await
-            .expect("a Presto read answered while 600 producers are silent");
-        assert_eq!(reply.status(), 200);
-        let took = started.elapsed();
-        assert!(took < Duration::from_secs(5), "{took:?}");
+        let mut fresh = answered_while(&servers, &whole, "600 producers are silent").await;
 
         // The producers go on: a batch each, then the end of their streams.
         for (i, tx) in senders.iter_mut().enumerate() {
