@@ -10,7 +10,7 @@ use crate::lineitem;
 use crate::report::{outln, print_json};
 use anyhow::{Context, Result, ensure};
 use arrow_array::{Array, RecordBatch};
-use partout_core::ids::Partitioning;
+use partout_core::ids::{PartitionIds, Partitioning};
 use partout_exchange::{MemorySink, PartitionedWriter, Sink, WriterMetrics, WriterOptions};
 use partout_format::Encoding;
 use partout_format::ipc::{Compression, decode_stream};
@@ -50,6 +50,59 @@ pub struct WriterBenchOptions {
     /// Rows per generated batch.
     #[arg(long, default_value_t = 8192, value_parser = clap::value_parser!(u32).range(1..))]
     pub batch_size: u32,
+    /// The hash partout's contenders compute destinations with: its own fast hash, or
+    /// DataFusion 55's (the baselines' hash, computed outside the writer and handed to it, as
+    /// a DataFusion consumer needs).
+    #[arg(long, value_enum, default_value_t = Hash::Partout)]
+    pub hash: Hash,
+}
+
+/// The hash partout's contenders place rows with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Hash {
+    /// partout's fast hash, computed by the writer (`Partitioning::hash`).
+    Partout,
+    /// DataFusion 55's hash of the first column, `% n`, computed outside the writer and given
+    /// to it (`append_with_ids`): the same ids, at the same cost, as the baselines.
+    Datafusion,
+}
+
+impl Hash {
+    /// The reference partitioner whose destinations partout's output must match.
+    fn reference(self) -> Reference {
+        match self {
+            Hash::Partout => Reference::PartoutHash,
+            Hash::Datafusion => Reference::DataFusionHash,
+        }
+    }
+}
+
+/// Computes the destinations of a batch's rows by a [`Hash`], on the first column.
+pub(crate) enum Ids {
+    /// partout's ids.
+    Partout(Box<PartitionIds>),
+    /// DataFusion's ids.
+    DataFusion(DataFusionHash, u32),
+}
+
+impl Ids {
+    pub(crate) fn try_new(hash: Hash, schema: &arrow_schema::SchemaRef, n: u32) -> Result<Self> {
+        Ok(match hash {
+            Hash::Partout => Ids::Partout(Box::new(PartitionIds::try_new(
+                Partitioning::hash(vec![0], n),
+                schema,
+            )?)),
+            Hash::Datafusion => Ids::DataFusion(DataFusionHash::new(), n),
+        })
+    }
+
+    pub(crate) fn compute(&mut self, batch: &RecordBatch, out: &mut Vec<u32>) -> Result<()> {
+        match self {
+            Ids::Partout(ids) => ids.compute(batch, out)?,
+            Ids::DataFusion(hash, n) => hash.ids(batch, &[0], *n, out),
+        }
+        Ok(())
+    }
 }
 
 /// Memory all three shuffles may buffer (partout's limit, Comet's spill threshold).
@@ -100,11 +153,11 @@ impl Contender {
         }
     }
 
-    /// The partitioner whose destinations its output must match (none: it writes no
-    /// destinations).
-    pub(crate) fn reference(self) -> Option<Reference> {
+    /// The partitioner whose destinations its output must match when partout's contenders
+    /// hash with `hash` (none: it writes no destinations).
+    pub(crate) fn reference(self, hash: Hash) -> Option<Reference> {
         match self {
-            Contender::Partout | Contender::PartoutScatterThenCopy => Some(Reference::PartoutHash),
+            Contender::Partout | Contender::PartoutScatterThenCopy => Some(hash.reference()),
             Contender::DataFusion
             | Contender::PerSlice
             | Contender::Comet
@@ -194,26 +247,50 @@ fn ipc(lz4: bool) -> Encoding {
 fn run_partout<S: Sink>(
     sink: S,
     scatter_then_copy: bool,
-    lz4: bool,
+    setup: Setup,
     batches: &[RecordBatch],
     n: u32,
-    memory_limit: usize,
 ) -> Result<(S, WriterMetrics)> {
-    let options = WriterOptions::default().with_memory_limit(memory_limit);
+    let options = WriterOptions::default().with_memory_limit(setup.memory_limit);
+    let ids = Ids::try_new(setup.hash, &batches[0].schema(), n)?;
     if scatter_then_copy {
-        return scatter_copy::ScatterThenCopy::run(sink, options, lz4, batches, n);
+        return scatter_copy::ScatterThenCopy::run(sink, options, setup.lz4, ids, batches, n);
     }
     let mut writer = PartitionedWriter::try_new(
         batches[0].schema(),
         Partitioning::hash(vec![0], n),
         options,
-        ipc(lz4),
+        ipc(setup.lz4),
         sink,
     )?;
+    let Ids::DataFusion(..) = ids else {
+        // partout's own hash: the writer computes it (and times it).
+        for batch in batches {
+            writer.append(batch)?;
+        }
+        return Ok(writer.finish()?);
+    };
+    let (mut ids, mut out, mut ids_time) = (ids, Vec::new(), std::time::Duration::ZERO);
     for batch in batches {
-        writer.append(batch)?;
+        let started = std::time::Instant::now();
+        ids.compute(batch, &mut out)?;
+        ids_time += started.elapsed();
+        writer.append_with_ids(batch, &out)?;
     }
-    Ok(writer.finish()?)
+    let (sink, mut metrics) = writer.finish()?;
+    metrics.ids_time += ids_time;
+    Ok((sink, metrics))
+}
+
+/// How every contender of a run is set up.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Setup {
+    /// LZ4 frames, or no compression.
+    pub lz4: bool,
+    /// Bytes partout (and Comet's way) may buffer.
+    pub memory_limit: usize,
+    /// The hash of partout's contenders.
+    pub hash: Hash,
 }
 
 /// A baseline shuffle over every batch into `outputs`.
@@ -261,12 +338,14 @@ fn run_baseline<W: Write>(
 /// without, they are counted and dropped as they come.
 pub(crate) fn run_once(
     contender: Contender,
-    lz4: bool,
+    setup: Setup,
     batches: &[RecordBatch],
     n: u32,
-    memory_limit: usize,
     check: bool,
 ) -> Result<Run> {
+    let Setup {
+        lz4, memory_limit, ..
+    } = setup;
     let mut run = Run {
         outputs: Vec::new(),
         bytes: 0,
@@ -277,13 +356,13 @@ pub(crate) fn run_once(
             let copy = contender == Contender::PartoutScatterThenCopy;
             if check {
                 let sink = MemorySink::new(n as usize);
-                let (sink, metrics) = run_partout(sink, copy, lz4, batches, n, memory_limit)?;
+                let (sink, metrics) = run_partout(sink, copy, setup, batches, n)?;
                 run.bytes = sink.len();
                 run.outputs = sink.into_outputs();
                 run.metrics = Some(metrics);
             } else {
                 let sink = Discard::default();
-                let (sink, metrics) = run_partout(sink, copy, lz4, batches, n, memory_limit)?;
+                let (sink, metrics) = run_partout(sink, copy, setup, batches, n)?;
                 run.bytes = sink.bytes;
                 run.metrics = Some(metrics);
             }
@@ -306,8 +385,7 @@ pub(crate) fn run_once(
         Contender::PartitionOnly => {
             let schema = batches[0].schema();
             let mut ids = Vec::new();
-            let mut ids_of =
-                partout_core::ids::PartitionIds::try_new(Partitioning::hash(vec![0], n), &schema)?;
+            let mut ids_of = Ids::try_new(setup.hash, &schema, n)?;
             let mut partitioner = partout_core::Partitioner::try_new(n)?;
             for batch in batches {
                 ids_of.compute(batch, &mut ids)?;
@@ -413,6 +491,11 @@ pub fn run(options: &WriterBenchOptions) -> Result<()> {
         ),
     ];
     for (lz4, contenders) in cases {
+        let setup = Setup {
+            lz4,
+            memory_limit: options.memory_limit,
+            hash: options.hash,
+        };
         let contenders: Vec<Contender> = contenders
             .iter()
             .copied()
@@ -432,10 +515,12 @@ pub fn run(options: &WriterBenchOptions) -> Result<()> {
         let flushed: Vec<RecordBatch> = if contenders.contains(&Contender::Lz4Alone) {
             let run = run_once(
                 Contender::Partout,
-                false,
+                Setup {
+                    lz4: false,
+                    ..setup
+                },
                 &batches,
                 n,
-                options.memory_limit,
                 true,
             )?;
             let mut flushed = Vec::new();
@@ -456,17 +541,10 @@ pub fn run(options: &WriterBenchOptions) -> Result<()> {
         // A first pass of each, untimed: page faults of fresh memory would otherwise fall on
         // whoever runs first.
         for &contender in &contenders {
-            let run = run_once(
-                contender,
-                lz4,
-                input(contender),
-                n,
-                options.memory_limit,
-                true,
-            )?;
+            let run = run_once(contender, setup, input(contender), n, true)?;
             // Every destination's rows and values, against the contender's reference
             // partitioner.
-            if let Some(reference) = contender.reference() {
+            if let Some(reference) = contender.reference(options.hash) {
                 let expected = fingerprint::expected(input(contender), reference, n)?;
                 let got = fingerprint::of_streams(&run.outputs)?;
                 fingerprint::check(contender.name(), &expected, &got)?;
@@ -478,16 +556,7 @@ pub fn run(options: &WriterBenchOptions) -> Result<()> {
         }
         let samples = alternate(options.rounds as usize, contenders.len(), |i| {
             let contender = contenders[i];
-            let (seconds, run) = time(|| {
-                run_once(
-                    contender,
-                    lz4,
-                    input(contender),
-                    n,
-                    options.memory_limit,
-                    false,
-                )
-            })?;
+            let (seconds, run) = time(|| run_once(contender, setup, input(contender), n, false))?;
             anyhow::Ok(Sample {
                 seconds,
                 bytes: run.bytes,
@@ -531,6 +600,8 @@ pub fn run(options: &WriterBenchOptions) -> Result<()> {
                     "codec": codec,
                     "sf": options.sf,
                     "partitions": n,
+                    "hash": format!("{:?}", options.hash).to_lowercase(),
+                    "cpu": partout_testkit::machine(),
                     "rows": rows,
                     "bytes_in": bytes,
                     "bytes_out": produced(i),
@@ -579,7 +650,12 @@ mod tests {
     fn partition_only_reports_its_bytes_not_its_rows() {
         let batches = lineitem::generate(0.001, 1024).unwrap();
         let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
-        let run = run_once(Contender::PartitionOnly, false, &batches, 8, 1 << 20, false).unwrap();
+        let setup = super::Setup {
+            lz4: false,
+            memory_limit: 1 << 20,
+            hash: super::Hash::Partout,
+        };
+        let run = run_once(Contender::PartitionOnly, setup, &batches, 8, false).unwrap();
         // Every row of lineitem's 16 columns is partitioned: at least a byte per column.
         assert!(
             run.bytes >= 16 * rows,

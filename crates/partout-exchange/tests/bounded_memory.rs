@@ -2,53 +2,16 @@
 //! every byte the process holds while producers fill a budget that one stalled output would
 //! pass many times over. One test in this binary, so nothing else allocates beside it.
 
+mod counting;
 mod rows;
 
 use futures::executor::block_on;
 use partout_exchange::{BoundedExchange, BoundedOptions, Item, SpillTarget};
 use rows::Rows;
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
-
-struct Counting;
-
-static LIVE: AtomicI64 = AtomicI64::new(0);
-static PEAK: AtomicI64 = AtomicI64::new(0);
-
-fn track(allocated: usize, freed: usize) {
-    let now = LIVE.fetch_add(allocated as i64 - freed as i64, Ordering::Relaxed) + allocated as i64
-        - freed as i64;
-    PEAK.fetch_max(now, Ordering::Relaxed);
-}
-
-// SAFETY: every call is forwarded to the system allocator unchanged; the counters are
-// atomics, which never allocate.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        track(layout.size(), 0);
-        // SAFETY: forwarded with the caller's guarantees.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        track(layout.size(), 0);
-        // SAFETY: forwarded with the caller's guarantees.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        track(new_size, layout.size());
-        // SAFETY: forwarded with the caller's guarantees.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        track(0, layout.size());
-        // SAFETY: forwarded with the caller's guarantees.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
 
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: counting::Counting = counting::Counting;
 
 const ROWS: i64 = 8192;
 
@@ -66,8 +29,7 @@ fn a_stalled_output_holds_the_process_within_the_budget() {
     let options = BoundedOptions::new(outputs, producers, budget)
         .with_spill(SpillTarget::in_dir(std::env::temp_dir()));
     let ex = Arc::new(BoundedExchange::try_new(options).unwrap());
-    let base = LIVE.load(Ordering::Relaxed);
-    PEAK.store(base, Ordering::Relaxed);
+    let base = counting::start();
     let handles: Vec<_> = (0..producers)
         .map(|i| {
             let ex = ex.clone();
@@ -96,7 +58,7 @@ fn a_stalled_output_holds_the_process_within_the_budget() {
         h.join().unwrap();
     }
     let drained: usize = readers.into_iter().map(|r| r.join().unwrap()).sum();
-    let peak = PEAK.load(Ordering::Relaxed) - base;
+    let peak = counting::peak_since(base);
     let mut last = 0;
     while let Some(item) = block_on(ex.take(outputs - 1)).unwrap() {
         last += item.0.num_rows();

@@ -3,10 +3,9 @@
 //! (`Partitioner`), then each destination's contiguous rows are copied into its buffers
 //! (`DestinationBuffers::append_partitioned`); the buffers flush as the writer's do.
 
-use super::ipc;
+use super::{Ids, ipc};
 use anyhow::{Context, Result};
 use arrow_array::RecordBatch;
-use partout_core::ids::{PartitionIds, Partitioning};
 use partout_core::{DestinationBuffers, Partitioner};
 use partout_exchange::{BatchSink, Encoded, Sink, WriterMetrics, WriterOptions};
 use std::time::{Duration, Instant};
@@ -28,17 +27,17 @@ pub(super) struct ScatterThenCopy<S: Sink> {
 }
 
 impl<S: Sink> ScatterThenCopy<S> {
-    /// Hash-partitions every batch on its first column into `n` streams in `sink`.
+    /// Partitions every batch by `ids_of` into `n` streams in `sink`.
     pub(super) fn run(
         sink: S,
         options: WriterOptions,
         lz4: bool,
+        mut ids_of: Ids,
         batches: &[RecordBatch],
         n: u32,
     ) -> Result<(S, WriterMetrics)> {
         let schema = batches[0].schema();
         let d = n as usize;
-        let mut ids_of = PartitionIds::try_new(Partitioning::hash(vec![0], n), &schema)?;
         let mut partitioner = Partitioner::try_new(n)?;
         let mut this = Self {
             buffers: DestinationBuffers::try_new(schema.clone(), d)?,
@@ -150,7 +149,7 @@ impl<S: Sink> ScatterThenCopy<S> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Contender, run_once};
+    use super::super::{Contender, Hash, Setup, run_once};
     use crate::lineitem;
     use arrow_array::RecordBatch;
     use partout_format::ipc::decode_stream;
@@ -174,12 +173,17 @@ mod tests {
     #[test]
     fn scatter_then_copy_writes_what_the_writer_writes() {
         let batches = lineitem::generate(0.002, 1000).unwrap();
-        for (n, limit, lz4) in [
-            (8, 64 << 20, false),
-            (200, 1 << 20, true),
-            (600, 1 << 20, false),
+        for (n, memory_limit, lz4, hash) in [
+            (8, 64 << 20, false, Hash::Partout),
+            (200, 1 << 20, true, Hash::Datafusion),
+            (600, 1 << 20, false, Hash::Datafusion),
         ] {
-            let run = |contender| run_once(contender, lz4, &batches, n, limit, true).unwrap();
+            let setup = Setup {
+                lz4,
+                memory_limit,
+                hash,
+            };
+            let run = |contender| run_once(contender, setup, &batches, n, true).unwrap();
             let (copy, writer) = (
                 run(Contender::PartoutScatterThenCopy),
                 run(Contender::Partout),

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# The benchmarks behind the figures of BENCHMARKS.md and the README, run on this machine,
+# then the figures drawn from their JSON:
+#
+#   bench/results/writer.jsonl   partout bench writer --json at 16, 64, 200, 1000 destinations
+#                                (every contender hashing with DataFusion 55's hash)
+#   bench/results/files-N.json   bench/e2e.sh (lineitem Parquet into N Parquet files: partout
+#                                on 1 and 2 threads, DuckDB, Polars) at 16, 64, 256, 1024
+#   bench/plots/*.svg            partout-plots bench/results bench/plots
+#
+# Usage: bench/figures.sh [writer|files|plot]...   (all three when none is named)
+# Environment: WRITER_SF (0.1), FILES_SF (1), ROUNDS (5), DESTINATIONS, FILE_DESTINATIONS.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+
+WRITER_SF=${WRITER_SF:-0.1}
+FILES_SF=${FILES_SF:-1}
+ROUNDS=${ROUNDS:-5}
+DESTINATIONS=${DESTINATIONS:-16 64 200 1000}
+FILE_DESTINATIONS=${FILE_DESTINATIONS:-16 64 256 1024}
+RESULTS=bench/results
+STEPS=("$@")
+[[ ${#STEPS[@]} -gt 0 ]] || STEPS=(writer files plot)
+mkdir -p "$RESULTS"
+
+for step in "${STEPS[@]}"; do
+    case $step in
+    writer)
+        cargo build --release -p partout-cli --features bench
+        out=$RESULTS/writer.jsonl.new
+        : >"$out"
+        for n in $DESTINATIONS; do
+            echo "writer: $n destinations" >&2
+            target/release/partout bench writer --json --hash datafusion --sf "$WRITER_SF" \
+                --rounds "$ROUNDS" --partitions "$n" >>"$out"
+        done
+        mv "$out" "$RESULTS/writer.jsonl"
+        date -u +%Y-%m-%d >"$RESULTS/date"
+        ;;
+    files)
+        cargo build --release -p partout-cli
+        for n in $FILE_DESTINATIONS; do
+            echo "files: $n destinations" >&2
+            SKIP_BUILD=1 bench/e2e.sh --sf "$FILES_SF" --rounds "$ROUNDS" --partitions "$n" \
+                --json "$RESULTS/files-$n.json"
+        done
+        date -u +%Y-%m-%d >"$RESULTS/date"
+        ;;
+    plot)
+        cargo run --release -q -p partout-plots -- "$RESULTS" bench/plots
+        ;;
+    *)
+        echo "figures.sh: unknown step $step (writer, files, plot)" >&2
+        exit 2
+        ;;
+    esac
+done

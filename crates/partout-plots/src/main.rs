@@ -1,0 +1,70 @@
+//! `partout-plots RESULTS OUT`: draws the benchmarks' figures from their JSON results.
+//!
+//! In `RESULTS`: `writer.jsonl` (the lines of `partout bench writer --json` runs) and
+//! `files-*.json` (`bench/e2e.py --json` results, one per destination count), each figure
+//! drawn when its results are there; a `date` file, when present, dates the figures.
+//! `bench/figures.sh` runs the benchmarks and then this.
+
+use anyhow::{Context, Result, ensure};
+use clap::Parser;
+use std::path::PathBuf;
+
+#[derive(Debug, Parser)]
+#[command(about = "Draws the benchmarks' figures (SVG) from their JSON results")]
+struct Args {
+    /// The directory of results.
+    results: PathBuf,
+    /// The directory the figures are written to.
+    out: PathBuf,
+}
+
+fn main() -> Result<()> {
+    let args = Args::parse();
+    let read = |name: &str| {
+        let path = args.results.join(name);
+        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))
+    };
+    let date = read("date").map_or_else(|_| "undated".to_string(), |d| d.trim().to_string());
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("creating {}", args.out.display()))?;
+    let mut drawn = Vec::new();
+    if let Ok(lines) = read("writer.jsonl") {
+        let figure = partout_plots::writer_figure(&lines, &date).context("writer.jsonl")?;
+        let path = args.out.join("writer.svg");
+        partout_plots::draw(&figure, &path)?;
+        drawn.push(path);
+    }
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(&args.results)
+        .with_context(|| format!("reading {}", args.results.display()))?
+    {
+        let path = entry?.path();
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
+        if name.starts_with("files-") && name.ends_with(".json") {
+            let text = std::fs::read_to_string(&path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            files.push(
+                serde_json::from_str(&text)
+                    .with_context(|| format!("parsing {}", path.display()))?,
+            );
+        }
+    }
+    if !files.is_empty() {
+        let figure = partout_plots::files_figure(&files, &date).context("files-*.json")?;
+        let path = args.out.join("files.svg");
+        partout_plots::draw(&figure, &path)?;
+        drawn.push(path);
+    }
+    ensure!(
+        !drawn.is_empty(),
+        "no results in {} (writer.jsonl, files-*.json)",
+        args.results.display()
+    );
+    for path in drawn {
+        println!("{}", path.display());
+    }
+    Ok(())
+}
