@@ -233,14 +233,17 @@ def die(msg):
 
 
 def machine_info():
-    model = "?"
+    # The CPU as partout's benchmarks name it: model name, family and model.
+    fields = {}
     try:
         for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
+            key, _, value = line.partition(":")
+            fields.setdefault(key.strip(), value.strip())
     except OSError:
         pass
+    model = fields.get("model name", "?")
+    if "cpu family" in fields and "model" in fields:
+        model += f", family {fields['cpu family']} model {fields['model']}"
     mem = "?"
     try:
         for line in open("/proc/meminfo"):

@@ -4,11 +4,13 @@
 #
 #   bench/results/writer.jsonl   partout bench writer --json at 16, 64, 200, 1000 destinations
 #                                (every contender hashing with DataFusion 55's hash)
+#   bench/results/scatter.jsonl  partout bench scatter --json (Velox's matrix)
+#   bench/results/ids.jsonl      partout bench ids --json (no figure: BENCHMARKS.md's table)
 #   bench/results/files-N.json   bench/e2e.sh (lineitem Parquet into N Parquet files: partout
 #                                on 1 and 2 threads, DuckDB, Polars) at 16, 64, 256, 1024
 #   bench/plots/*.svg            partout-plots bench/results bench/plots
 #
-# Usage: bench/figures.sh [writer|files|plot]...   (all three when none is named)
+# Usage: bench/figures.sh [writer|scatter|ids|files|plot]...   (all when none is named)
 # Environment: WRITER_SF (0.1), FILES_SF (1), ROUNDS (5), DESTINATIONS, FILE_DESTINATIONS.
 set -euo pipefail
 
@@ -22,7 +24,7 @@ DESTINATIONS=${DESTINATIONS:-16 64 200 1000}
 FILE_DESTINATIONS=${FILE_DESTINATIONS:-16 64 256 1024}
 RESULTS=bench/results
 STEPS=("$@")
-[[ ${#STEPS[@]} -gt 0 ]] || STEPS=(writer files plot)
+[[ ${#STEPS[@]} -gt 0 ]] || STEPS=(writer scatter ids files plot)
 mkdir -p "$RESULTS"
 
 for step in "${STEPS[@]}"; do
@@ -39,8 +41,15 @@ for step in "${STEPS[@]}"; do
         mv "$out" "$RESULTS/writer.jsonl"
         date -u +%Y-%m-%d >"$RESULTS/date"
         ;;
+    scatter | ids)
+        cargo build --release -p partout-cli --features bench
+        echo "$step" >&2
+        target/release/partout bench "$step" --json >"$RESULTS/$step.jsonl.new"
+        mv "$RESULTS/$step.jsonl.new" "$RESULTS/$step.jsonl"
+        date -u +%Y-%m-%d >"$RESULTS/date"
+        ;;
     files)
-        cargo build --release -p partout-cli
+        cargo build --release -p partout-cli --features bench
         for n in $FILE_DESTINATIONS; do
             echo "files: $n destinations" >&2
             SKIP_BUILD=1 bench/e2e.sh --sf "$FILES_SF" --rounds "$ROUNDS" --partitions "$n" \
@@ -52,7 +61,7 @@ for step in "${STEPS[@]}"; do
         cargo run --release -q -p partout-plots -- "$RESULTS" bench/plots
         ;;
     *)
-        echo "figures.sh: unknown step $step (writer, files, plot)" >&2
+        echo "figures.sh: unknown step $step (writer, scatter, ids, files, plot)" >&2
         exit 2
         ;;
     esac

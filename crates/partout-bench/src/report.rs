@@ -89,6 +89,7 @@ impl Comparison<'_> {
             "ratio": (self.ratio() * 100.0).round() / 100.0,
             "rows": self.rows,
             "bytes": self.bytes,
+            "cpu": partout_testkit::machine(),
         })
     }
 

@@ -68,7 +68,7 @@ pub const VIRTUAL_TARGET: u32 = 128;
 pub const MAX_FANOUT: u32 = 8;
 
 /// The fan-out for `num_partitions` destinations, chosen by measurement (`partout bench plan`,
-/// numbers in BENCHMARKS.md): the largest power of two `f <= MAX_FANOUT` with
+/// numbers in bench/HISTORY.md): the largest power of two `f <= MAX_FANOUT` with
 /// `num_partitions * f <= VIRTUAL_TARGET`, but at least 2 up to 1024 destinations, where two
 /// stripes still pay for themselves when keys come in runs, and 1 beyond.
 ///

@@ -263,7 +263,7 @@ fn memory_is_bounded_by_the_limit() {
 /// fill (it doubles). Measured over 400 appends after every destination has flushed: in each
 /// half, at most one allocation for four quiet appends.
 /// (Dictionary and nested columns are not held to this: their appends allocate, ~260 and
-/// ~210 times per append at 16 destinations; BENCHMARKS.md.)
+/// ~210 times per append at 16 destinations; bench/HISTORY.md.)
 #[test]
 fn variable_width_appends_allocate_only_to_grow_buffers() {
     use arrow_schema::DataType;

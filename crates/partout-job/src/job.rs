@@ -598,7 +598,7 @@ const DATA_PAGE_BYTES: usize = 64 << 10;
 
 /// How rows bound for Parquet files are staged: uncompressed Arrow IPC. On lineitem SF 1, LZ4
 /// took more CPU (compressing 1.2 GiB, then decompressing it) than writing twice the bytes
-/// into the page cache and reading them back (see BENCHMARKS.md, issue 12); the scratch files
+/// into the page cache and reading them back (see bench/HISTORY.md, issue 12); the scratch files
 /// take as much disk as the input's Arrow data.
 const STAGING_COMPRESSION: IpcCompression = IpcCompression::None;
 

@@ -259,7 +259,7 @@ fn row_groups_hold_whole_destinations_up_to_a_million_rows() {
 
 #[test]
 /// The plan for 10,000 destinations fits a 256 MiB limit (the budget's arithmetic, not the
-/// memory a run uses: BENCHMARKS.md measures that), and every destination gets its file with
+/// memory a run uses: bench/HISTORY.md measures that), and every destination gets its file with
 /// one row group.
 fn ten_thousand_destinations_are_planned_within_256_mib() {
     let dir = tempfile::tempdir().unwrap();

@@ -5,6 +5,7 @@
 //! |---|---|---|
 //! | `writer.svg` | `partout bench writer --json`, one run per destination count | ns per row against destinations, uncompressed and LZ4, partout beside each peer and the floor |
 //! | `files.svg` | `bench/e2e.py --json`, one file per destination count | seconds and peak memory against destinations, partout beside DuckDB and Polars |
+//! | `scatter.svg` | `partout bench scatter --json` | arrow's grouped take ÷ partout against destinations, per column kind |
 //!
 //! A figure holds the results of one machine only: results from two CPUs in one figure are
 //! refused, since their ratios cannot be compared.
@@ -180,10 +181,10 @@ pub fn writer_figure(lines: &str, date: &str) -> Result<Figure> {
 
 /// The contenders of `bench/e2e.py`, by its summary's keys, as the legend names them.
 const FILE_CONTENDERS: [(&str, &str); 4] = [
-    ("partout-1t", "partout, 1 thread"),
     ("partout-2t", "partout, 2 threads"),
     ("duckdb", "DuckDB, 2 threads"),
     ("polars", "Polars, 2 threads"),
+    ("partout-1t", "partout, 1 thread"),
 ];
 
 /// The file-job figure from `bench/e2e.py --json` results (one per destination count): the
@@ -250,24 +251,103 @@ pub fn files_figure(results: &[Value], date: &str) -> Result<Figure> {
     })
 }
 
+/// The scatter figure from the JSON lines of `partout bench scatter --json`: per column kind,
+/// arrow's grouped take's time over partout's against destinations, the geometric mean over
+/// the kind's cases at that count (1 and 10 columns, with and without nulls).
+///
+/// # Errors
+/// A scatter line missing a field or with a case not named `KIND_{C}Cols_P{N}_{nulls}`, or
+/// results from two CPUs.
+pub fn scatter_figure(lines: &str, date: &str) -> Result<Figure> {
+    // (kind, destinations) -> the ratios' logarithms.
+    let mut logs: BTreeMap<(String, u64), Vec<f64>> = BTreeMap::new();
+    let mut kinds: Vec<String> = Vec::new();
+    let mut cpus = Vec::new();
+    for (i, line) in lines.lines().enumerate() {
+        let Ok(value) = serde_json::from_str::<Value>(line) else {
+            continue;
+        };
+        if value["suite"] != "scatter" || value["baseline"] != "grouped_take" {
+            continue;
+        }
+        let what = || format!("line {}", i + 1);
+        let case = value["case"]
+            .as_str()
+            .with_context(|| format!("{}: no case", what()))?;
+        let parts: Vec<&str> = case.rsplitn(4, '_').collect();
+        let [_, p, _, kind] = parts[..] else {
+            bail!("{}: case {case:?} is not KIND_CCols_PN_nulls", what());
+        };
+        let n: u64 = p
+            .strip_prefix('P')
+            .and_then(|n| n.parse().ok())
+            .with_context(|| format!("{}: case {case:?} names no destinations", what()))?;
+        let (ours, theirs) = (value["ours_ns"].as_f64(), value["baseline_ns"].as_f64());
+        let (Some(ours), Some(theirs)) = (ours, theirs) else {
+            bail!("{}: no ours_ns or baseline_ns", what());
+        };
+        cpus.push(
+            value["cpu"]
+                .as_str()
+                .with_context(|| format!("{}: no cpu", what()))?
+                .to_string(),
+        );
+        if !kinds.iter().any(|k| k == kind) {
+            kinds.push(kind.to_string());
+        }
+        logs.entry((kind.to_string(), n))
+            .or_default()
+            .push((theirs / ours).ln());
+    }
+    ensure!(!logs.is_empty(), "no result of `partout bench scatter`");
+    let cpu = one_cpu(cpus.iter().map(String::as_str))?;
+    let mut panel = Panel {
+        title: "arrow's grouped take ÷ partout (above 1: partout faster)".into(),
+        x_desc: "destinations".into(),
+        y_desc: "time ratio, geometric mean of the kind's cases".into(),
+        log_y: false,
+        series: Vec::new(),
+    };
+    for kind in &kinds {
+        for ((k, n), logs) in &logs {
+            if k == kind {
+                let mean = logs.iter().sum::<f64>() / logs.len() as f64;
+                push(&mut panel.series, kind, (*n as f64, mean.exp()));
+            }
+        }
+    }
+    finish(&mut panel)?;
+    Ok(Figure {
+        title: format!("partout bench scatter, 10,000-row batches ({cpu}, {date})"),
+        panels: vec![panel],
+    })
+}
+
 /// The line colours, one per series in legend order.
-const COLOURS: [RGBColor; 6] = [
+const COLOURS: [RGBColor; 8] = [
     RGBColor(0xd6, 0x27, 0x28),
     RGBColor(0x1f, 0x77, 0xb4),
     RGBColor(0x2c, 0xa0, 0x2c),
     RGBColor(0xff, 0x7f, 0x0e),
     RGBColor(0x7f, 0x7f, 0x7f),
     RGBColor(0x94, 0x67, 0xbd),
+    RGBColor(0x8c, 0x56, 0x4b),
+    RGBColor(0x17, 0xbe, 0xcf),
 ];
 
-/// The range of `values` widened by a margin, for an axis (from 0 on a linear scale).
-fn axis(values: impl Iterator<Item = f64> + Clone, log: bool) -> std::ops::Range<f64> {
+/// The range of `values` widened by a margin, for an axis (from 0 on a linear scale), with
+/// `headroom` more above the largest: where the legend goes.
+fn axis(
+    values: impl Iterator<Item = f64> + Clone,
+    log: bool,
+    headroom: f64,
+) -> std::ops::Range<f64> {
     let max = values.clone().fold(f64::MIN, f64::max);
     let min = values.fold(f64::MAX, f64::min);
     if log {
-        (min / 1.5)..(max * 1.5)
+        (min / 1.5)..(max * 1.5 * 10f64.powf(3.0 * headroom))
     } else {
-        0.0..(max * 1.15)
+        0.0..(max * (1.15 + headroom))
     }
 }
 
@@ -285,8 +365,10 @@ where
         "{}: nothing to draw",
         panel.title
     );
-    let xs = axis(points().map(|p| p.0), true);
-    let ys = axis(points().map(|p| p.1), panel.log_y);
+    let xs = axis(points().map(|p| p.0), true, 0.0);
+    // Room above the lines for the legend: a line of it per series.
+    let headroom = 0.07 * panel.series.len() as f64;
+    let ys = axis(points().map(|p| p.1), panel.log_y, headroom);
     let mut builder = ChartBuilder::on(area);
     builder
         .caption(&panel.title, ("sans-serif", 20))
@@ -313,6 +395,13 @@ where
                         .iter()
                         .find(|t| (*t / x - 1.0).abs() < 0.05)
                         .map_or(String::new(), |t| format!("{t:.0}"))
+                })
+                .y_label_formatter(&|y| {
+                    if *y >= 10.0 {
+                        format!("{y:.0}")
+                    } else {
+                        format!("{y:.1}")
+                    }
                 })
                 .draw()?;
             for (i, series) in panel.series.iter().enumerate() {
@@ -350,12 +439,13 @@ where
     Ok(())
 }
 
-/// Draws `figure` as an SVG file at `path`: its panels side by side, 520 pixels wide each.
+/// Draws `figure` as an SVG file at `path`: its panels side by side, 520 pixels wide each
+/// (900 at least).
 ///
 /// # Errors
 /// A panel with no point, or a file that cannot be written.
 pub fn draw(figure: &Figure, path: &Path) -> Result<()> {
-    let width = 520 * figure.panels.len().max(1) as u32;
+    let width = (520 * figure.panels.len() as u32).max(900);
     let root = SVGBackend::new(path, (width, 440)).into_drawing_area();
     root.fill(&WHITE)?;
     let root = root.titled(&figure.title, ("sans-serif", 16))?;
@@ -438,6 +528,42 @@ mod tests {
         assert_eq!(memory.series[1].name, "DuckDB, 2 threads");
         assert_eq!(memory.series[1].points, vec![(16.0, 900.0), (64.0, 1500.0)]);
         assert!(memory.log_y);
+    }
+
+    #[test]
+    fn scatter_points_are_geometric_means_of_the_kinds_cases() {
+        let line = |case: &str, baseline: &str, ours: f64, theirs: f64| {
+            serde_json::json!({
+                "suite": "scatter", "case": case, "baseline": baseline, "ours_ns": ours,
+                "baseline_ns": theirs, "cpu": "X",
+            })
+            .to_string()
+        };
+        let lines = [
+            line("VARCHAR_VIEW_1Cols_P16_noNulls", "grouped_take", 10.0, 40.0),
+            line(
+                "VARCHAR_VIEW_10Cols_P16_halfNulls",
+                "grouped_take",
+                10.0,
+                10.0,
+            ),
+            line(
+                "VARCHAR_VIEW_1Cols_P16_noNulls",
+                "take_per_destination",
+                10.0,
+                90.0,
+            ),
+            line("BIGINT_1Cols_P4_noNulls", "grouped_take", 10.0, 15.0),
+        ]
+        .join("\n");
+        let figure = scatter_figure(&lines, "d").unwrap();
+        let series = &figure.panels[0].series;
+        assert_eq!(series[0].name, "VARCHAR_VIEW");
+        // The geometric mean of 4x and 1x, the other baseline left out.
+        assert!((series[0].points[0].1 - 2.0).abs() < 1e-9, "{series:?}");
+        assert_eq!(series[1].points, vec![(4.0, 1.5)]);
+        let error = scatter_figure(&line("P16", "grouped_take", 1.0, 1.0), "d").unwrap_err();
+        assert!(error.to_string().contains("is not KIND"), "{error}");
     }
 
     #[test]

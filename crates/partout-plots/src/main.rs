@@ -1,7 +1,8 @@
 //! `partout-plots RESULTS OUT`: draws the benchmarks' figures from their JSON results.
 //!
-//! In `RESULTS`: `writer.jsonl` (the lines of `partout bench writer --json` runs) and
-//! `files-*.json` (`bench/e2e.py --json` results, one per destination count), each figure
+//! In `RESULTS`: `writer.jsonl` (the lines of `partout bench writer --json` runs),
+//! `scatter.jsonl` (`partout bench scatter --json`) and `files-*.json` (`bench/e2e.py --json`
+//! results, one per destination count), each figure
 //! drawn when its results are there; a `date` file, when present, dates the figures.
 //! `bench/figures.sh` runs the benchmarks and then this.
 
@@ -34,6 +35,12 @@ fn main() -> Result<()> {
         partout_plots::draw(&figure, &path)?;
         drawn.push(path);
     }
+    if let Ok(lines) = read("scatter.jsonl") {
+        let figure = partout_plots::scatter_figure(&lines, &date).context("scatter.jsonl")?;
+        let path = args.out.join("scatter.svg");
+        partout_plots::draw(&figure, &path)?;
+        drawn.push(path);
+    }
     let mut files = Vec::new();
     for entry in std::fs::read_dir(&args.results)
         .with_context(|| format!("reading {}", args.results.display()))?
@@ -60,7 +67,7 @@ fn main() -> Result<()> {
     }
     ensure!(
         !drawn.is_empty(),
-        "no results in {} (writer.jsonl, files-*.json)",
+        "no results in {} (writer.jsonl, scatter.jsonl, files-*.json)",
         args.results.display()
     );
     for path in drawn {
