@@ -5,9 +5,9 @@
 //!   silent fallback to Ballista's writer fails);
 //! - the shuffle files of a finished job are removed by Ballista's own cleanup (the scheduler
 //!   asks the executors to remove the job's directory);
-//! - an executor process killed while a multi-stage query runs: Ballista 55 runs the lost map
-//!   tasks again on the executor left (then stalls, as with its own writer); no answer is
-//!   wrong.
+//! - an executor process killed while it runs a task of a stage whose output it holds: the
+//!   query answers as single-node DataFusion does, or fails, within a stated bound (a stall
+//!   fails the test); Ballista 55 runs the lost tasks again on the executor left and answers.
 //!
 //! Every server binds and advertises 127.0.0.1; every wait is bounded.
 
@@ -37,9 +37,6 @@ use std::time::{Duration, Instant};
 const SCALE_FACTOR: f64 = 0.1;
 /// Bound on each test's queries, so that a hang fails instead of blocking CI.
 const TIMEOUT: Duration = Duration::from_secs(300);
-/// How long the query may go on after an executor is killed (the scheduler declares it lost
-/// after 5 s, and its map tasks run again within a second or two).
-const STALL: Duration = Duration::from_secs(25);
 /// Partitions of the client's plans.
 const TARGET_PARTITIONS: usize = 4;
 
@@ -90,9 +87,17 @@ fn free_port() -> u16 {
         .port()
 }
 
+/// The in-process scheduler's server (its state: jobs, stages, running tasks).
+type Scheduler = SchedulerServer<LogicalPlanNode, PhysicalPlanNode>;
+
 /// A scheduler on 127.0.0.1 (pull-based, as the executors), its port. Finished jobs' data is
 /// cleaned up after a second; executors silent for `executor_timeout` are lost.
 async fn start_scheduler(executor_timeout: u64) -> u16 {
+    start_scheduler_with_state(executor_timeout).await.0
+}
+
+/// As [`start_scheduler`], with the scheduler's server for the test to look into.
+async fn start_scheduler_with_state(executor_timeout: u64) -> (u16, Scheduler) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     let mut config = SchedulerConfig::default()
@@ -104,10 +109,12 @@ async fn start_scheduler(executor_timeout: u64) -> u16 {
     config.executor_timeout_seconds = executor_timeout;
     config.expire_dead_executor_interval_seconds = 1;
     let cluster = BallistaCluster::new_from_config(&config).await.unwrap();
-    let scheduler: SchedulerServer<LogicalPlanNode, PhysicalPlanNode> =
-        create_scheduler(cluster, Arc::new(config)).await.unwrap();
-    tokio::spawn(start_grpc_service_with_listener(listener, scheduler));
-    port
+    let scheduler: Scheduler = create_scheduler(cluster, Arc::new(config)).await.unwrap();
+    tokio::spawn(start_grpc_service_with_listener(
+        listener,
+        scheduler.clone(),
+    ));
+    (port, scheduler)
 }
 
 /// An executor in this process, with partout's engine, on 127.0.0.1; its engine's counters.
@@ -299,9 +306,11 @@ async fn tpch_on_a_cluster_of_partout_executors() {
 struct ExecutorProcess(Child);
 
 impl ExecutorProcess {
-    fn start(scheduler_port: u16, work_dir: &Path, writer: &str) -> Self {
+    /// An executor registered as `id`.
+    fn start(scheduler_port: u16, work_dir: &Path, writer: &str, id: &str) -> Self {
         let port = |p: u16| p.to_string();
         let child = Command::new(env!("CARGO_BIN_EXE_partout-ballista-executor"))
+            .args(["--id", id])
             .args(["--scheduler-host", "127.0.0.1"])
             .args(["--scheduler-port", &port(scheduler_port)])
             .args(["--bind-host", "127.0.0.1", "--external-host", "127.0.0.1"])
@@ -318,6 +327,17 @@ impl ExecutorProcess {
             .spawn()
             .unwrap();
         Self(child)
+    }
+}
+
+impl ExecutorProcess {
+    /// Sends `signal` (`STOP`, `CONT`) to the process.
+    fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .args([format!("-{signal}"), self.0.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success(), "kill -{signal} failed");
     }
 }
 
@@ -342,19 +362,47 @@ fn stages_of(root: &Path, files: &[PathBuf]) -> BTreeSet<PathBuf> {
         .collect()
 }
 
-/// What Ballista 55 does when an executor process dies while a multi-stage query runs, with
-/// pull-based scheduling (the same with Ballista's own shuffle writer: set
-/// `PARTOUT_TEST_WRITER=ballista`): once the executor is declared lost (no heartbeat for the
-/// scheduler's `executor_timeout_seconds`), the map tasks whose shuffle files it held run
-/// again on the executor left; the job then stalls (no further task is scheduled, the query
-/// does not return). What this test holds: the lost map outputs are rewritten on the
-/// survivor, and the query never returns a wrong answer (an answer must be right, an error is
-/// printed, a query still running at the deadline is what Ballista 55 does).
+/// The stages (`{job}/{stage}` under the executor's work directory) of which executor `id`
+/// is running a task now, by the scheduler's account.
+async fn running_stages_of(scheduler: &Scheduler, id: &str) -> BTreeSet<PathBuf> {
+    let jobs = scheduler.state.task_manager.get_running_job_cache();
+    let mut stages = BTreeSet::new();
+    for (job, info) in jobs.iter() {
+        let graph = info.execution_graph.read().await;
+        for task in graph.running_tasks() {
+            if task.executor_id == id {
+                stages.insert(Path::new(&job.to_string()).join(task.stage_id.to_string()));
+            }
+        }
+    }
+    stages
+}
+
+/// How long a query may go on after its executor was killed: the scheduler declares the
+/// executor lost after `EXECUTOR_TIMEOUT`, and the lost map tasks then run again on the
+/// executor left (17-19 s in all after the kill, measured with a 15 s timeout).
+const AFTER_KILL: Duration = Duration::from_secs(60);
+/// Silence after which the scheduler declares an executor lost. Under pull-based scheduling
+/// an executor's polls are its heartbeats, and a busy one polls only every 5 s: a shorter
+/// timeout declares the survivor lost too.
+const EXECUTOR_TIMEOUT: u64 = 15;
+
+/// An executor process killed (SIGKILL) while it holds shuffle output of a stage and still
+/// runs one of that stage's tasks: the query must end within [`AFTER_KILL`], with single-node
+/// DataFusion's answer or with an error; a stall fails the test. What Ballista 55 does here
+/// (with partout's writer, and with its own: `PARTOUT_TEST_WRITER=ballista`): once the
+/// executor is declared lost, the stage's tasks whose outputs it held run again on the
+/// executor left and the query answers.
+///
+/// The kill is timed by the scheduler's own state, so that the stage cannot finish before the
+/// executor is declared lost: the victim is stopped (SIGSTOP), found still running a task of a
+/// stage whose output it wrote, and only then killed. A loss after a stage has finished is
+/// not tested: Ballista 55's adaptive planner stalls then, with either writer (README, "Inside
+/// Ballista").
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_killed_executor_s_map_outputs_run_again_and_no_answer_is_wrong() {
+async fn a_killed_executor_s_stage_runs_again_and_the_query_answers_or_fails_within_a_bound() {
     let work = tempfile::tempdir().unwrap();
-    // Executors silent for 5 s are lost (Ballista's default waits 180 s).
-    let port = start_scheduler(5).await;
+    let (port, scheduler) = start_scheduler_with_state(EXECUTOR_TIMEOUT).await;
     let dirs: Vec<PathBuf> = (0..2)
         .map(|i| {
             let dir = work.path().join(format!("executor-{i}"));
@@ -363,8 +411,8 @@ async fn a_killed_executor_s_map_outputs_run_again_and_no_answer_is_wrong() {
         })
         .collect();
     let writer = std::env::var("PARTOUT_TEST_WRITER").unwrap_or("partout".into());
-    let mut victim = Some(ExecutorProcess::start(port, &dirs[0], &writer));
-    let _survivor = ExecutorProcess::start(port, &dirs[1], &writer);
+    let mut victim = Some(ExecutorProcess::start(port, &dirs[0], &writer, "victim"));
+    let _survivor = ExecutorProcess::start(port, &dirs[1], &writer, "survivor");
     let (remote, local) = sessions(port).await;
     // q9: six tables joined, several shuffle stages.
     let n = 9;
@@ -372,47 +420,62 @@ async fn a_killed_executor_s_map_outputs_run_again_and_no_answer_is_wrong() {
     let expected = answer(&local, sql).await.unwrap();
     let query = answer(&remote, sql);
     tokio::pin!(query);
-    // Kill the victim once it has written a shuffle file, while the query runs on; then wait
-    // for the query, or for the deadline.
     let mut lost_stages = BTreeSet::new();
     let mut survivor_before = Vec::new();
-    let mut deadline = Instant::now() + TIMEOUT;
+    let mut killed_at = None;
+    let deadline = Instant::now() + TIMEOUT;
     let result = loop {
         tokio::select! {
             result = &mut query => break Some(result),
-            () = tokio::time::sleep(Duration::from_millis(20)) => {
-                let written = data_files(&dirs[0]);
-                if victim.is_some() && !written.is_empty() {
-                    victim.take();
-                    lost_stages = stages_of(&dirs[0], &written);
-                    survivor_before = data_files(&dirs[1]);
-                    deadline = Instant::now() + STALL;
-                }
-                if Instant::now() > deadline {
+            () = tokio::time::sleep(Duration::from_millis(10)) => {
+                if killed_at.is_some_and(|at: Instant| at.elapsed() > AFTER_KILL)
+                    || Instant::now() > deadline
+                {
                     break None;
                 }
+                let Some(process) = &victim else { continue };
+                let written = stages_of(&dirs[0], &data_files(&dirs[0]));
+                if written.is_empty() {
+                    continue;
+                }
+                if running_stages_of(&scheduler, "victim").await.is_disjoint(&written) {
+                    continue;
+                }
+                // Stopped, the victim reports nothing more: if it still runs a task of a
+                // stage it wrote output for, that stage cannot finish before it is lost.
+                process.signal("STOP");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                let written = stages_of(&dirs[0], &data_files(&dirs[0]));
+                let running = running_stages_of(&scheduler, "victim").await;
+                if running.is_disjoint(&written) {
+                    process.signal("CONT");
+                    continue;
+                }
+                victim.take();
+                lost_stages = written;
+                survivor_before = data_files(&dirs[1]);
+                killed_at = Some(Instant::now());
             }
         }
     };
-    assert!(
-        victim.is_none(),
-        "the victim wrote no shuffle file before the query ended"
-    );
+    let killed_at = killed_at.expect("the victim never ran a task of a stage it wrote output for");
+    let after = killed_at.elapsed();
     match result {
         Some(Ok(actual)) => {
-            println!("the query answered after the kill");
+            println!("the query answered {after:?} after the kill");
             tpch::compare_answers(n, &expected, &actual).unwrap();
+            let rewritten: Vec<PathBuf> = data_files(&dirs[1])
+                .into_iter()
+                .filter(|f| !survivor_before.contains(f))
+                .collect();
+            let rewritten_stages = stages_of(&dirs[1], &rewritten);
+            assert!(
+                lost_stages.intersection(&rewritten_stages).next().is_some(),
+                "no lost stage ({lost_stages:?}) was written again on the survivor \
+                 ({rewritten_stages:?})"
+            );
         }
-        Some(Err(e)) => println!("the query failed after the kill: {e}"),
-        None => println!("the query was still running {STALL:?} after the kill"),
+        Some(Err(e)) => println!("the query failed {after:?} after the kill: {e}"),
+        None => panic!("the query neither answered nor failed within {AFTER_KILL:?} of the kill"),
     }
-    let rewritten: Vec<PathBuf> = data_files(&dirs[1])
-        .into_iter()
-        .filter(|f| !survivor_before.contains(f))
-        .collect();
-    let rewritten_stages = stages_of(&dirs[1], &rewritten);
-    assert!(
-        lost_stages.intersection(&rewritten_stages).next().is_some(),
-        "no lost stage ({lost_stages:?}) was written again on the survivor ({rewritten_stages:?})"
-    );
 }
