@@ -55,6 +55,10 @@ pub struct WriterBenchOptions {
     /// a DataFusion consumer needs).
     #[arg(long, value_enum, default_value_t = Hash::Partout)]
     pub hash: Hash,
+    /// The codecs to run, in turn: `none`, `lz4` (both by default).
+    #[arg(long, value_delimiter = ',', default_values_t = [String::from("none"), String::from("lz4")],
+          value_parser = ["none", "lz4"])]
+    pub codecs: Vec<String>,
 }
 
 /// The hash partout's contenders place rows with.
@@ -491,6 +495,9 @@ pub fn run(options: &WriterBenchOptions) -> Result<()> {
         ),
     ];
     for (lz4, contenders) in cases {
+        if !options.codecs.iter().any(|c| (c == "lz4") == lz4) {
+            continue;
+        }
         let setup = Setup {
             lz4,
             memory_limit: options.memory_limit,

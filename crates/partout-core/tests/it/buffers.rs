@@ -126,6 +126,23 @@ fn all_types_together_with_many_destinations() {
     }
 }
 
+/// Batches of thousands of rows over a few destinations (long runs per destination), every
+/// type together, with and without nulls.
+#[test]
+fn long_runs_per_destination_round_trip() {
+    let types = every_type();
+    for n in [2u32, 8] {
+        let batches = [
+            (4096, IdPattern::Uniform, 0.0),
+            (4096, IdPattern::Runs(4), 0.5),
+            (100, IdPattern::Uniform, 0.5),
+            (4096, IdPattern::AllTo(1), 1.0),
+            (3000, IdPattern::Uniform, 0.5),
+        ];
+        run(&types, n, &batches, &[1, 0, 3], 70 + u64::from(n));
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(48))]
 
