@@ -2,8 +2,9 @@
 # The benchmarks behind the figures of BENCHMARKS.md and the README, run on this machine,
 # then the figures drawn from their JSON:
 #
-#   bench/results/writer.jsonl   partout bench writer --json at 16, 64, 200, 1000 destinations
-#                                (every contender hashing with DataFusion 55's hash)
+#   bench/results/writer.jsonl   partout bench writer --json at 16, 64, 200, 1000 destinations,
+#                                uncompressed, LZ4 and ZSTD (every contender hashing with
+#                                DataFusion 55's hash)
 #   bench/results/scatter.jsonl  partout bench scatter --json (Velox's matrix)
 #   bench/results/ids.jsonl      partout bench ids --json (no figure: BENCHMARKS.md's table)
 #   bench/results/files-N.json   bench/e2e.sh (lineitem Parquet into N Parquet files: partout
@@ -36,7 +37,7 @@ for step in "${STEPS[@]}"; do
         for n in $DESTINATIONS; do
             echo "writer: $n destinations" >&2
             target/release/partout bench writer --json --hash datafusion --sf "$WRITER_SF" \
-                --rounds "$ROUNDS" --partitions "$n" >>"$out"
+                --rounds "$ROUNDS" --partitions "$n" --codecs none,lz4,zstd >>"$out"
         done
         mv "$out" "$RESULTS/writer.jsonl"
         date -u +%Y-%m-%d >"$RESULTS/date"

@@ -12,7 +12,7 @@ use crate::fingerprint;
 use crate::harness::{alternate, medians, time};
 use crate::lineitem;
 use crate::report::outln;
-use crate::writer::{Contender, Hash, Setup, run_once};
+use crate::writer::{Codec, Contender, Hash, Setup, run_once};
 use anyhow::{Context, Result, ensure};
 use arrow_array::RecordBatch;
 use partout_job::{Compression, JobOptions, repartition};
@@ -168,7 +168,7 @@ pub fn run(options: &DemoOptions) -> Result<()> {
     // Every contender places rows by DataFusion's hash (partout given its ids), so that the
     // comparison is of the writers alone.
     let setup = Setup {
-        lz4: false,
+        codec: Codec::None,
         memory_limit: 64 << 20,
         hash: Hash::Datafusion,
     };

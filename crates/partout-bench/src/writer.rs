@@ -36,7 +36,8 @@ pub struct WriterBenchOptions {
     /// Rounds: every contender runs once per round, in alternation; figures are medians.
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
     pub rounds: u32,
-    /// Contenders to run (partout, copy, datafusion, per-slice, comet, lz4, and the slow
+    /// Contenders to run (partout, copy, datafusion, per-slice, comet, partition, alone (the
+    /// codec alone), and the slow
     /// per-slice-raw and comet-raw); all but the raw ones by default.
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<String>,
@@ -55,11 +56,44 @@ pub struct WriterBenchOptions {
     /// a DataFusion consumer needs).
     #[arg(long, value_enum, default_value_t = Hash::Partout)]
     pub hash: Hash,
-    /// The codecs to run, in turn: `none`, `lz4` (both by default).
-    #[arg(long, value_delimiter = ',', default_values_t = [String::from("none"), String::from("lz4")],
-          value_parser = ["none", "lz4"])]
-    pub codecs: Vec<String>,
+    /// The codecs to run, in turn (`none` and `lz4` by default).
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [Codec::None, Codec::Lz4])]
+    pub codecs: Vec<Codec>,
 }
+
+/// The IPC body compression of every contender's streams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Codec {
+    /// Uncompressed.
+    None,
+    /// LZ4 frames.
+    Lz4,
+    /// ZSTD at arrow-ipc's default level (3), which partout's IPC writer uses too.
+    Zstd,
+}
+
+impl Codec {
+    /// Its name in the results.
+    fn key(self) -> &'static str {
+        match self {
+            Codec::None => "none",
+            Codec::Lz4 => "lz4",
+            Codec::Zstd => "zstd",
+        }
+    }
+
+    /// arrow-ipc's compression type, for the baselines.
+    fn arrow(self) -> Option<arrow_ipc::CompressionType> {
+        match self {
+            Codec::None => None,
+            Codec::Lz4 => Some(arrow_ipc::CompressionType::LZ4_FRAME),
+            Codec::Zstd => Some(arrow_ipc::CompressionType::ZSTD),
+        }
+    }
+}
+
+/// arrow-ipc's ZSTD level when none is given: what partout and the baselines compress at.
+const ZSTD_LEVEL: i32 = 3;
 
 /// The hash partout's contenders place rows with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -138,8 +172,8 @@ pub(crate) enum Contender {
     CometRaw,
     /// The in-memory part alone: ids and one `PartitionedBatch` per input batch, no output.
     PartitionOnly,
-    /// LZ4 alone on the buffers partout flushes: the compression work, nothing else.
-    Lz4Alone,
+    /// The codec alone on the buffers partout flushes: the compression work, nothing else.
+    CodecAlone,
 }
 
 impl Contender {
@@ -153,7 +187,7 @@ impl Contender {
             Contender::DataFusionRaw => "per-slice-raw",
             Contender::CometRaw => "comet-raw",
             Contender::PartitionOnly => "partition",
-            Contender::Lz4Alone => "lz4",
+            Contender::CodecAlone => "alone",
         }
     }
 
@@ -167,7 +201,7 @@ impl Contender {
             | Contender::Comet
             | Contender::DataFusionRaw
             | Contender::CometRaw => Some(Reference::DataFusionHash),
-            Contender::PartitionOnly | Contender::Lz4Alone => None,
+            Contender::PartitionOnly | Contender::CodecAlone => None,
         }
     }
 
@@ -181,7 +215,7 @@ impl Contender {
             Contender::DataFusionRaw => "per-slice writer, raw",
             Contender::CometRaw => "comet way, raw",
             Contender::PartitionOnly => "partition only",
-            Contender::Lz4Alone => "lz4 alone",
+            Contender::CodecAlone => "codec alone",
         }
     }
 }
@@ -239,11 +273,11 @@ impl Sink for Discard {
 const DATAFUSION_BATCH_SIZE: usize = 8192;
 
 /// The IPC encoding of every contender's streams.
-fn ipc(lz4: bool) -> Encoding {
-    Encoding::ipc(if lz4 {
-        Compression::Lz4Frame
-    } else {
-        Compression::None
+fn ipc(codec: Codec) -> Encoding {
+    Encoding::ipc(match codec {
+        Codec::None => Compression::None,
+        Codec::Lz4 => Compression::Lz4Frame,
+        Codec::Zstd => Compression::Zstd,
     })
 }
 
@@ -258,13 +292,13 @@ fn run_partout<S: Sink>(
     let options = WriterOptions::default().with_memory_limit(setup.memory_limit);
     let ids = Ids::try_new(setup.hash, &batches[0].schema(), n)?;
     if scatter_then_copy {
-        return scatter_copy::ScatterThenCopy::run(sink, options, setup.lz4, ids, batches, n);
+        return scatter_copy::ScatterThenCopy::run(sink, options, setup.codec, ids, batches, n);
     }
     let mut writer = PartitionedWriter::try_new(
         batches[0].schema(),
         Partitioning::hash(vec![0], n),
         options,
-        ipc(setup.lz4),
+        ipc(setup.codec),
         sink,
     )?;
     let Ids::DataFusion(..) = ids else {
@@ -289,8 +323,8 @@ fn run_partout<S: Sink>(
 /// How every contender of a run is set up.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Setup {
-    /// LZ4 frames, or no compression.
-    pub lz4: bool,
+    /// The streams' compression.
+    pub codec: Codec,
     /// Bytes partout (and Comet's way) may buffer.
     pub memory_limit: usize,
     /// The hash of partout's contenders.
@@ -301,10 +335,11 @@ pub(crate) struct Setup {
 fn run_baseline<W: Write>(
     contender: Contender,
     outputs: Vec<W>,
-    lz4: bool,
+    codec: Codec,
     batches: &[RecordBatch],
     memory_limit: usize,
 ) -> Result<Vec<W>> {
+    let codec = codec.arrow();
     let schema = batches[0].schema();
     let n = outputs.len() as u32;
     let mut ids = Vec::new();
@@ -317,7 +352,7 @@ fn run_baseline<W: Write>(
         contender,
         Contender::DataFusion | Contender::PerSlice | Contender::DataFusionRaw
     ) {
-        let mut shuffle = DataFusionShuffle::try_new(&schema, outputs, lz4, gc)?;
+        let mut shuffle = DataFusionShuffle::try_new(&schema, outputs, codec, gc)?;
         if contender == Contender::DataFusion {
             shuffle = shuffle.with_batch_size(&schema, DATAFUSION_BATCH_SIZE);
         }
@@ -329,7 +364,7 @@ fn run_baseline<W: Write>(
     } else {
         let batch_size = batches[0].num_rows().max(1);
         let mut shuffle =
-            CometShuffle::try_new(&schema, outputs, memory_limit, batch_size, lz4, gc)?;
+            CometShuffle::try_new(&schema, outputs, memory_limit, batch_size, codec, gc)?;
         for batch in batches {
             hash.ids(batch, &[0], n, &mut ids);
             shuffle.append(batch, &ids)?;
@@ -348,7 +383,9 @@ pub(crate) fn run_once(
     check: bool,
 ) -> Result<Run> {
     let Setup {
-        lz4, memory_limit, ..
+        codec,
+        memory_limit,
+        ..
     } = setup;
     let mut run = Run {
         outputs: Vec::new(),
@@ -378,11 +415,11 @@ pub(crate) fn run_once(
         | Contender::CometRaw => {
             if check {
                 let outputs = vec![Vec::new(); n as usize];
-                run.outputs = run_baseline(contender, outputs, lz4, batches, memory_limit)?;
+                run.outputs = run_baseline(contender, outputs, codec, batches, memory_limit)?;
                 run.bytes = run.outputs.iter().map(Vec::len).sum();
             } else {
                 let outputs = (0..n).map(|_| Discard::default()).collect();
-                let outputs = run_baseline(contender, outputs, lz4, batches, memory_limit)?;
+                let outputs = run_baseline(contender, outputs, codec, batches, memory_limit)?;
                 run.bytes = outputs.iter().map(|o| o.bytes).sum();
             }
         }
@@ -397,14 +434,15 @@ pub(crate) fn run_once(
                 run.bytes += partout_testkit::workload::data_bytes(partitioned.batch());
             }
         }
-        Contender::Lz4Alone => {
-            // Every buffer of every column of the batches partout flushes, compressed as one
-            // LZ4 frame each, as the IPC writer compresses them: the compression work alone,
-            // on the same bytes.
+        Contender::CodecAlone => {
+            // Every buffer of every column of the batches partout flushes, compressed one by
+            // one as the IPC writer compresses them (an LZ4 frame each, or ZSTD at arrow's
+            // level): the compression work alone, on the same bytes.
             let mut out = Vec::new();
+            let mut zstd = zstd::bulk::Compressor::new(ZSTD_LEVEL).context("zstd")?;
             for batch in batches {
                 for column in batch.columns() {
-                    run.bytes += compress_buffers(&column.to_data(), &mut out)?;
+                    run.bytes += compress_buffers(codec, &column.to_data(), &mut out, &mut zstd)?;
                 }
             }
         }
@@ -412,19 +450,31 @@ pub(crate) fn run_once(
     Ok(run)
 }
 
-fn compress_buffers(data: &arrow_data::ArrayData, out: &mut Vec<u8>) -> Result<usize> {
+/// The bytes `codec` compresses every buffer of `data` (and its children) into.
+fn compress_buffers(
+    codec: Codec,
+    data: &arrow_data::ArrayData,
+    out: &mut Vec<u8>,
+    zstd: &mut zstd::bulk::Compressor<'_>,
+) -> Result<usize> {
     let mut total = 0;
     let buffers = data.buffers().iter().map(|b| b.as_slice());
     let nulls = data.nulls().map(|n| n.buffer().as_slice());
     for bytes in buffers.chain(nulls) {
         out.clear();
-        let mut encoder = lz4_flex::frame::FrameEncoder::new(&mut *out);
-        encoder.write_all(bytes)?;
-        encoder.finish().context("lz4")?;
+        match codec {
+            Codec::None => out.extend_from_slice(bytes),
+            Codec::Lz4 => {
+                let mut encoder = lz4_flex::frame::FrameEncoder::new(&mut *out);
+                encoder.write_all(bytes)?;
+                encoder.finish().context("lz4")?;
+            }
+            Codec::Zstd => *out = zstd.compress(bytes).context("zstd")?,
+        }
         total += out.len();
     }
     for child in data.child_data() {
-        total += compress_buffers(child, out)?;
+        total += compress_buffers(codec, child, out, zstd)?;
     }
     Ok(total)
 }
@@ -467,39 +517,33 @@ pub fn run(options: &WriterBenchOptions) -> Result<()> {
             options.rounds
         );
     }
-    let cases: [(bool, &[Contender]); 2] = [
-        (
-            false,
-            &[
-                Contender::Partout,
-                Contender::PartoutScatterThenCopy,
-                Contender::DataFusion,
-                Contender::PerSlice,
-                Contender::Comet,
-                Contender::DataFusionRaw,
-                Contender::CometRaw,
-                Contender::PartitionOnly,
-            ],
-        ),
-        (
-            true,
-            &[
-                Contender::Partout,
-                Contender::DataFusion,
-                Contender::PerSlice,
-                Contender::Comet,
-                Contender::DataFusionRaw,
-                Contender::CometRaw,
-                Contender::Lz4Alone,
-            ],
-        ),
+    let uncompressed: &[Contender] = &[
+        Contender::Partout,
+        Contender::PartoutScatterThenCopy,
+        Contender::DataFusion,
+        Contender::PerSlice,
+        Contender::Comet,
+        Contender::DataFusionRaw,
+        Contender::CometRaw,
+        Contender::PartitionOnly,
     ];
-    for (lz4, contenders) in cases {
-        if !options.codecs.iter().any(|c| (c == "lz4") == lz4) {
-            continue;
-        }
+    let compressed: &[Contender] = &[
+        Contender::Partout,
+        Contender::DataFusion,
+        Contender::PerSlice,
+        Contender::Comet,
+        Contender::DataFusionRaw,
+        Contender::CometRaw,
+        Contender::CodecAlone,
+    ];
+    for &codec in &options.codecs {
+        let contenders = if codec == Codec::None {
+            uncompressed
+        } else {
+            compressed
+        };
         let setup = Setup {
-            lz4,
+            codec,
             memory_limit: options.memory_limit,
             hash: options.hash,
         };
@@ -518,12 +562,13 @@ pub fn run(options: &WriterBenchOptions) -> Result<()> {
         if contenders.is_empty() {
             continue;
         }
-        // LZ4 alone works on the batches partout flushes (decoded from an uncompressed run).
-        let flushed: Vec<RecordBatch> = if contenders.contains(&Contender::Lz4Alone) {
+        // The codec alone works on the batches partout flushes (decoded from an uncompressed
+        // run).
+        let flushed: Vec<RecordBatch> = if contenders.contains(&Contender::CodecAlone) {
             let run = run_once(
                 Contender::Partout,
                 Setup {
-                    lz4: false,
+                    codec: Codec::None,
                     ..setup
                 },
                 &batches,
@@ -539,7 +584,7 @@ pub fn run(options: &WriterBenchOptions) -> Result<()> {
             Vec::new()
         };
         let input = |contender: Contender| {
-            if contender == Contender::Lz4Alone {
+            if contender == Contender::CodecAlone {
                 &flushed
             } else {
                 &batches
@@ -583,7 +628,7 @@ pub fn run(options: &WriterBenchOptions) -> Result<()> {
         // Every run of a contender produces the same bytes: the last one's.
         let produced = |i: usize| samples[i].last().map_or(0, |s| s.bytes);
         let ours = medians[0];
-        let codec = if lz4 { "lz4" } else { "none" };
+        let codec_name = codec.key();
         if !options.json {
             outln!();
             outln!(
@@ -604,7 +649,7 @@ pub fn run(options: &WriterBenchOptions) -> Result<()> {
                 print_json(&json!({
                     "suite": "writer",
                     "contender": contender.name(),
-                    "codec": codec,
+                    "codec": codec_name,
                     "sf": options.sf,
                     "partitions": n,
                     "hash": format!("{:?}", options.hash).to_lowercase(),
@@ -624,7 +669,7 @@ pub fn run(options: &WriterBenchOptions) -> Result<()> {
                 outln!(
                     "{:<22} {:>6} {:>9.1} {:>10.2} {:>9.0} {:>10.1} {:>11.2}x",
                     contender.name(),
-                    codec,
+                    codec_name,
                     seconds * 1e3,
                     rows as f64 / seconds / 1e6,
                     mib / seconds,
@@ -658,7 +703,7 @@ mod tests {
         let batches = lineitem::generate(0.001, 1024).unwrap();
         let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
         let setup = super::Setup {
-            lz4: false,
+            codec: super::Codec::None,
             memory_limit: 1 << 20,
             hash: super::Hash::Partout,
         };

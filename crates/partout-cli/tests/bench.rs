@@ -184,7 +184,15 @@ fn bad_options_are_one_line_errors_with_exit_code_2() {
 #[test]
 fn bench_writer_json_reports_every_contender() {
     let out = partout(&[
-        "bench", "writer", "--json", "--sf", "0.002", "--rounds", "1",
+        "bench",
+        "writer",
+        "--json",
+        "--sf",
+        "0.002",
+        "--rounds",
+        "1",
+        "--codecs",
+        "none,lz4,zstd",
     ]);
     let lines = json_lines(out);
     let names: Vec<(String, String)> = lines
@@ -203,7 +211,11 @@ fn bench_writer_json_reports_every_contender() {
         ("per-slice writer", "none"),
         ("comet way", "none"),
         ("partout", "lz4"),
-        ("lz4 alone", "lz4"),
+        ("codec alone", "lz4"),
+        ("partout", "zstd"),
+        ("datafusion way", "zstd"),
+        ("comet way", "zstd"),
+        ("codec alone", "zstd"),
     ] {
         assert!(
             names.contains(&(name.to_string(), codec.to_string())),

@@ -303,10 +303,9 @@ impl<W: std::io::Write> StreamWriters<W> {
     fn try_new(
         schema: &arrow_schema::Schema,
         outputs: Vec<W>,
-        lz4: bool,
+        codec: Option<arrow_ipc::CompressionType>,
         gc_views: bool,
     ) -> Result<Self, ArrowError> {
-        let codec = lz4.then_some(arrow_ipc::CompressionType::LZ4_FRAME);
         let options = arrow_ipc::writer::IpcWriteOptions::default().try_with_compression(codec)?;
         let writers = outputs
             .into_iter()
@@ -374,13 +373,13 @@ impl<W: std::io::Write> DataFusionShuffle<W> {
     pub fn try_new(
         schema: &arrow_schema::Schema,
         outputs: Vec<W>,
-        lz4: bool,
+        codec: Option<arrow_ipc::CompressionType>,
         gc_views: bool,
     ) -> Result<Self, ArrowError> {
         let num_partitions = outputs.len();
         Ok(Self {
             partitioner: GroupedTake::new(),
-            writers: StreamWriters::try_new(schema, outputs, lz4, gc_views)?,
+            writers: StreamWriters::try_new(schema, outputs, codec, gc_views)?,
             num_partitions,
             coalescers: None,
         })
@@ -462,7 +461,7 @@ impl<W: std::io::Write> CometShuffle<W> {
         outputs: Vec<W>,
         memory_limit: usize,
         batch_size: usize,
-        lz4: bool,
+        codec: Option<arrow_ipc::CompressionType>,
         gc_views: bool,
     ) -> Result<Self, ArrowError> {
         Ok(Self {
@@ -471,7 +470,7 @@ impl<W: std::io::Write> CometShuffle<W> {
             buffered: 0,
             memory_limit,
             batch_size,
-            writers: StreamWriters::try_new(schema, outputs, lz4, gc_views)?,
+            writers: StreamWriters::try_new(schema, outputs, codec, gc_views)?,
         })
     }
 

@@ -3,7 +3,7 @@
 //! (`Partitioner`), then each destination's contiguous rows are copied into its buffers
 //! (`DestinationBuffers::append_partitioned`); the buffers flush as the writer's do.
 
-use super::{Ids, ipc};
+use super::{Codec, Ids, ipc};
 use anyhow::{Context, Result};
 use arrow_array::RecordBatch;
 use partout_core::{DestinationBuffers, Partitioner};
@@ -31,7 +31,7 @@ impl<S: Sink> ScatterThenCopy<S> {
     pub(super) fn run(
         sink: S,
         options: WriterOptions,
-        lz4: bool,
+        codec: Codec,
         mut ids_of: Ids,
         batches: &[RecordBatch],
         n: u32,
@@ -41,7 +41,7 @@ impl<S: Sink> ScatterThenCopy<S> {
         let mut partitioner = Partitioner::try_new(n)?;
         let mut this = Self {
             buffers: DestinationBuffers::try_new(schema.clone(), d)?,
-            output: Encoded::try_new(schema, d, ipc(lz4), sink)?,
+            output: Encoded::try_new(schema, d, ipc(codec), sink)?,
             metrics: WriterMetrics {
                 destination_rows: vec![0; d],
                 destination_bytes: vec![0; d],
@@ -149,7 +149,7 @@ impl<S: Sink> ScatterThenCopy<S> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Contender, Hash, Setup, run_once};
+    use super::super::{Codec, Contender, Hash, Setup, run_once};
     use crate::lineitem;
     use arrow_array::RecordBatch;
     use partout_format::ipc::decode_stream;
@@ -173,13 +173,14 @@ mod tests {
     #[test]
     fn scatter_then_copy_writes_what_the_writer_writes() {
         let batches = lineitem::generate(0.002, 1000).unwrap();
-        for (n, memory_limit, lz4, hash) in [
-            (8, 64 << 20, false, Hash::Partout),
-            (200, 1 << 20, true, Hash::Datafusion),
-            (600, 1 << 20, false, Hash::Datafusion),
+        for (n, memory_limit, codec, hash) in [
+            (8, 64 << 20, Codec::None, Hash::Partout),
+            (200, 1 << 20, Codec::Lz4, Hash::Datafusion),
+            (100, 1 << 20, Codec::Zstd, Hash::Partout),
+            (600, 1 << 20, Codec::None, Hash::Datafusion),
         ] {
             let setup = Setup {
-                lz4,
+                codec,
                 memory_limit,
                 hash,
             };
