@@ -75,27 +75,42 @@ fn median(mut values: Vec<f64>) -> f64 {
     values[values.len() / 2]
 }
 
-/// Drains every output partition of `plan` concurrently; the rows out.
-async fn drain(plan: Arc<dyn ExecutionPlan>, context: Arc<TaskContext>) -> Result<usize> {
+/// Every output partition of `plan` drained concurrently, each one's batches folded by `fold`
+/// into a value that starts at `start`: the values, by output.
+async fn per_output<T: Clone + Send + 'static>(
+    plan: Arc<dyn ExecutionPlan>,
+    context: Arc<TaskContext>,
+    start: T,
+    fold: fn(&mut T, &RecordBatch) -> Result<()>,
+) -> Result<Vec<T>> {
     let n = plan.output_partitioning().partition_count();
     let tasks: Vec<_> = (0..n)
         .map(|p| {
             let stream = plan.execute(p, context.clone());
+            let mut value = start.clone();
             tokio::spawn(async move {
                 let mut stream = stream?;
-                let mut rows = 0;
                 while let Some(batch) = stream.next().await {
-                    rows += batch?.num_rows();
+                    fold(&mut value, &batch?)?;
                 }
-                Ok::<usize, datafusion::common::DataFusionError>(rows)
+                Ok::<T, datafusion::common::DataFusionError>(value)
             })
         })
         .collect();
-    let mut rows = 0;
+    let mut values = Vec::with_capacity(n);
     for task in tasks {
-        rows += task.await.expect("a drain task")?;
+        values.push(task.await.expect("an output's task")?);
     }
-    Ok(rows)
+    Ok(values)
+}
+
+/// Drains every output partition of `plan` concurrently; the rows out.
+async fn drain(plan: Arc<dyn ExecutionPlan>, context: Arc<TaskContext>) -> Result<usize> {
+    let rows = per_output(plan, context, 0, |rows, batch| {
+        *rows += batch.num_rows();
+        Ok(())
+    });
+    Ok(rows.await?.into_iter().sum())
 }
 
 /// Every output partition of `plan` drained concurrently (untimed), each one's fingerprint
@@ -104,25 +119,10 @@ async fn fingerprints(
     plan: Arc<dyn ExecutionPlan>,
     context: Arc<TaskContext>,
 ) -> Result<Vec<Fingerprint>> {
-    let n = plan.output_partitioning().partition_count();
-    let tasks: Vec<_> = (0..n)
-        .map(|p| {
-            let stream = plan.execute(p, context.clone());
-            tokio::spawn(async move {
-                let mut stream = stream?;
-                let mut print = (0, 0);
-                while let Some(batch) = stream.next().await {
-                    fingerprint::add_batch(&mut print, &batch?)?;
-                }
-                Ok::<Fingerprint, datafusion::common::DataFusionError>(print)
-            })
-        })
-        .collect();
-    let mut prints = Vec::with_capacity(n);
-    for task in tasks {
-        prints.push(task.await.expect("a fingerprint task")?);
-    }
-    Ok(prints)
+    per_output(plan, context, (0, 0), |print, batch| {
+        Ok(fingerprint::add_batch(print, batch)?)
+    })
+    .await
 }
 
 /// What each of `n` partitions must hold of `batches` repartitioned by DataFusion's hash of
