@@ -37,7 +37,7 @@ for step in "${STEPS[@]}"; do
         for n in $DESTINATIONS; do
             echo "writer: $n destinations" >&2
             target/release/partout bench writer --json --hash datafusion --sf "$WRITER_SF" \
-                --rounds "$ROUNDS" --partitions "$n" --codecs none,lz4,zstd >>"$out"
+                --rounds "$ROUNDS" --partitions "$n" --codecs none,lz4,zstd:1 >>"$out"
         done
         mv "$out" "$RESULTS/writer.jsonl"
         date -u +%Y-%m-%d >"$RESULTS/date"

@@ -241,8 +241,11 @@ def lineitem_like(rows: int) -> pa.Table:
     )
 
 
-@pytest.mark.parametrize("fmt,layout", [("parquet", "files"), ("ipc", "files"), ("ipc", "shuffle"), ("presto", "files")])
-def test_repartition_round_trips_and_returns_its_manifest(tmp_path, fmt, layout):
+@pytest.mark.parametrize("fmt,layout,compression", [
+    ("parquet", "files", None), ("parquet", "files", "zstd:1"), ("ipc", "files", "zstd:-3"),
+    ("ipc", "shuffle", None), ("presto", "files", "lz4"),
+])
+def test_repartition_round_trips_and_returns_its_manifest(tmp_path, fmt, layout, compression):
     import pyarrow.parquet as pq
 
     table = lineitem_like(20_000)
@@ -251,10 +254,11 @@ def test_repartition_round_trips_and_returns_its_manifest(tmp_path, fmt, layout)
     out = tmp_path / "out"
     calls = []
     manifest = partout.repartition(
-        source, out, 5, by="k", format=fmt, layout=layout, threads=2, memory_limit="8MiB",
-        progress=lambda done, total: calls.append((done, total)),
+        source, out, 5, by="k", format=fmt, layout=layout, compression=compression, threads=2,
+        memory_limit="8MiB", progress=lambda done, total: calls.append((done, total)),
     )
     assert manifest["input_rows"] == table.num_rows
+    assert manifest["compression"] == compression or {"parquet": "snappy"}.get(fmt, "none")
     assert manifest == json.loads((out / "_manifest.json").read_text())
     assert calls and calls[-1] == (table.num_rows, table.num_rows), calls[-3:]
     assert all(a[0] <= b[0] for a, b in zip(calls, calls[1:])), "progress went backwards"
@@ -282,6 +286,8 @@ def test_repartition_round_trips_and_returns_its_manifest(tmp_path, fmt, layout)
         partout.repartition(source, out, 5, by="k", format=fmt, layout=layout)
     again = partout.repartition([source], out, 5, by="k", format=fmt, layout=layout, overwrite=True)
     assert again["input_rows"] == table.num_rows
+    with pytest.raises(partout.InvalidArgumentError, match="Parquet takes ZSTD levels 1 to 22, not -1"):
+        partout.repartition(source, tmp_path / "negative", 5, by="k", compression="zstd:-1")
 
 
 def test_a_keyboard_interrupt_stops_repartition_and_leaves_no_output(tmp_path):
@@ -352,7 +358,7 @@ def test_file_errors_are_raised_by_kind(tmp_path):
         partout.repartition(unsigned, tmp_path / "out", 2, scheme="round_robin", format="presto")
 
 
-@pytest.mark.parametrize("compression", ["none", "lz4", "zstd"])
+@pytest.mark.parametrize("compression", ["none", "lz4", "zstd", "zstd:1", "zstd:-7"])
 def test_the_writer_gives_each_destination_its_stream(compression):
     table = lineitem_like(30_000)
     ids = partout.partition_ids(table, 7, by="k").to_pylist()
@@ -397,6 +403,8 @@ def test_writer_errors_are_raised_by_kind():
         partout.PartitionedWriter(table.schema, 3, by="k", scheme="range")
     with pytest.raises(partout.InvalidArgumentError, match="ZSTD"):
         partout.PartitionedWriter(table.schema, 3, by="k", format="presto", compression="zstd")
+    with pytest.raises(partout.InvalidArgumentError, match="ZSTD level 99 is outside"):
+        partout.PartitionedWriter(table.schema, 3, by="k", compression="zstd:99")
     with pytest.raises(partout.UnsupportedTypeError):
         partout.PartitionedWriter(pa.schema([("u", pa.uint64())]), 3, scheme="round_robin", format="presto")
     with pytest.raises(partout.SchemaMismatchError):

@@ -146,7 +146,7 @@ impl ExecutionEngine for PartoutEngine {
             self.counters
                 .delegated_tasks
                 .fetch_add(1, Ordering::Relaxed);
-            return self.default.create_query_stage_exec(
+            let delegated = self.default.create_query_stage_exec(
                 job_id,
                 stage_id,
                 task_id,
@@ -154,7 +154,8 @@ impl ExecutionEngine for PartoutEngine {
                 plan,
                 work_dir,
                 config,
-            );
+            )?;
+            return Ok(Arc::new(CodecForBallista(delegated)));
         };
         let Some(input) = plan.children().first().map(|c| (*c).clone()) else {
             return Err(DataFusionError::Internal(format!(
@@ -274,8 +275,8 @@ impl InputMetrics {
 }
 
 /// The shuffle files' encoding: Arrow IPC, compressed as the session's
-/// `ballista.shuffle.compression.codec` names it (`none`, `lz4` or `zstd`, read by
-/// [`Encoding::parse`]; Ballista's default when unset), trimmed and in lower case as Ballista
+/// `ballista.shuffle.compression.codec` names it (`none`, `lz4`, `zstd` or, partout's only,
+/// `zstd:LEVEL`, read by [`Encoding::parse`]; Ballista's default when unset), trimmed and in lower case as Ballista
 /// reads it.
 fn encoding(config: &BallistaConfig) -> Result<Encoding> {
     let key = BALLISTA_SHUFFLE_COMPRESSION_CODEC;
@@ -288,6 +289,73 @@ fn encoding(config: &BallistaConfig) -> Result<Encoding> {
     };
     Encoding::parse("ipc", Some(&codec.trim().to_lowercase()))
         .map_err(|e| DataFusionError::Configuration(format!("{key}: {e}")))
+}
+
+/// A stage Ballista's own engine runs. Its writers read the same codec setting but take only
+/// `none`, `lz4` and `zstd`: when the session names a ZSTD level (`zstd:1`), they are told
+/// `zstd` and write zstd's default level, so that a level partout takes never fails a stage
+/// partout does not write.
+#[derive(Debug)]
+struct CodecForBallista(Arc<dyn QueryStageExecutor>);
+
+impl fmt::Display for CodecForBallista {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+#[async_trait::async_trait]
+impl QueryStageExecutor for CodecForBallista {
+    async fn execute_query_stage(
+        &self,
+        task_id: usize,
+        context: Arc<TaskContext>,
+    ) -> Result<Vec<ShuffleWritePartition>> {
+        let key = BALLISTA_SHUFFLE_COMPRESSION_CODEC;
+        let config = context.session_config();
+        let leveled = config
+            .ballista_config()
+            .settings()
+            .get(key)
+            .is_some_and(|codec| codec.trim().to_lowercase().starts_with("zstd:"));
+        let context = if leveled {
+            // Checked as partout reads it: a wrong level is the session's error either way.
+            encoding(&config.ballista_config())?;
+            Arc::new(TaskContext::new(
+                context.task_id(),
+                context.session_id(),
+                config.clone().set_str(key, "zstd"),
+                context.scalar_functions().clone(),
+                context.higher_order_functions().clone(),
+                context.aggregate_functions().clone(),
+                context.window_functions().clone(),
+                context.runtime_env(),
+            ))
+        } else {
+            context
+        };
+        self.0.execute_query_stage(task_id, context).await
+    }
+
+    fn collect_plan_metrics(&self) -> Vec<MetricsSet> {
+        self.0.collect_plan_metrics()
+    }
+
+    fn collect_runtime_stats_reports(
+        &self,
+    ) -> Vec<ballista_core::serde::protobuf::RuntimeStatsReport> {
+        self.0.collect_runtime_stats_reports()
+    }
+
+    fn collect_window_state_reports(
+        &self,
+    ) -> Result<Vec<ballista_core::serde::protobuf::WindowStateReport>> {
+        self.0.collect_window_state_reports()
+    }
+
+    fn collect_column_stats(&self) -> Vec<ballista_core::serde::protobuf::TaskColumnStats> {
+        self.0.collect_column_stats()
+    }
 }
 
 fn external(e: impl std::error::Error + Send + Sync + 'static) -> DataFusionError {

@@ -12,10 +12,10 @@ use arrow_array::{
 };
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use ballista_core::JobId;
-use ballista_core::execution_plans::SortShuffleWriterExec;
 use ballista_core::execution_plans::sort_shuffle::{
     ShuffleIndex, SortShuffleConfig, get_index_path, stream_sort_shuffle_partition,
 };
+use ballista_core::execution_plans::{ShuffleWriterExec, SortShuffleWriterExec};
 use ballista_core::extension::SessionConfigExt;
 use ballista_core::serde::protobuf::ShuffleWritePartition;
 use ballista_executor::execution_engine::{DefaultExecutionEngine, ExecutionEngine};
@@ -282,4 +282,85 @@ async fn partout_writes_what_ballistas_writer_writes() {
             assert_eq!(names, ["data.arrow", "data.arrow.index"], "case {case}");
         }
     }
+}
+
+/// `ballista.shuffle.compression.codec = zstd:LEVEL`, partout's own: the level reaches
+/// partout's files (the same rows as Ballista's writer puts at plain `zstd`, fewer bytes at a
+/// higher level), and a stage partout leaves to Ballista's engine still runs, where Ballista's
+/// engine alone refuses the name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_zstd_level_reaches_partouts_files_and_ballistas_own_stages_still_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = input(2, 4, 3000);
+    let k = 8;
+    let (_, theirs, _) = write(
+        &DefaultExecutionEngine::new(),
+        input.clone(),
+        k,
+        &dir.path().join("theirs"),
+        "zstd",
+        big_pool(),
+    )
+    .await;
+    let mut sizes = Vec::new();
+    for codec in ["zstd:-50", "zstd:19"] {
+        let (_, ours, _) = write(
+            &PartoutEngine::new(),
+            input.clone(),
+            k,
+            &dir.path().join(codec),
+            codec,
+            big_pool(),
+        )
+        .await;
+        for p in 0..k {
+            assert_eq!(
+                rows_in(&ours, p).await,
+                rows_in(&theirs, p).await,
+                "{codec} {p}"
+            );
+        }
+        sizes.push(std::fs::metadata(&ours).unwrap().len());
+    }
+    assert!(
+        sizes[1] < sizes[0],
+        "file bytes at levels -50 and 19: {sizes:?}"
+    );
+
+    // A pass-through stage (Ballista's ShuffleWriterExec): Ballista's engine runs it.
+    let run = |engine: &dyn ExecutionEngine, name: &str| {
+        let config = SessionConfig::new_with_ballista()
+            .set_str("ballista.shuffle.compression.codec", "zstd:1");
+        let work_dir = dir.path().join(name);
+        let writer = ShuffleWriterExec::try_new(
+            JobId::from("job-2"),
+            4,
+            input.clone(),
+            work_dir.to_str().unwrap().to_string(),
+        )
+        .unwrap();
+        let exec = engine
+            .create_query_stage_exec(
+                JobId::from("job-2"),
+                4,
+                9,
+                vec![0, 1],
+                Arc::new(writer),
+                work_dir.to_str().unwrap(),
+                &config,
+            )
+            .unwrap();
+        let context = Arc::new(TaskContext::default().with_session_config(config));
+        async move { exec.execute_query_stage(9, context).await }
+    };
+    let engine = PartoutEngine::new();
+    let written = run(&engine, "pass-ours").await.unwrap();
+    assert_eq!(engine.counters().delegated_tasks.load(Ordering::Relaxed), 1);
+    let rows: u64 = written.iter().map(|w| w.num_rows).sum();
+    // The input's rows: 8 batches of 3000 rows and k % 3 more.
+    assert_eq!(rows, (0..8).map(|k| 3000 + k % 3).sum::<u64>());
+    let err = run(&DefaultExecutionEngine::new(), "pass-theirs")
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("zstd:1"), "{err}");
 }

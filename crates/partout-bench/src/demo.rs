@@ -168,7 +168,7 @@ pub fn run(options: &DemoOptions) -> Result<()> {
     // Every contender places rows by DataFusion's hash (partout given its ids), so that the
     // comparison is of the writers alone.
     let setup = Setup {
-        codec: Codec::None,
+        codec: Codec::NONE,
         memory_limit: 64 << 20,
         hash: Hash::Datafusion,
     };

@@ -56,44 +56,46 @@ pub struct WriterBenchOptions {
     /// a DataFusion consumer needs).
     #[arg(long, value_enum, default_value_t = Hash::Partout)]
     pub hash: Hash,
-    /// The codecs to run, in turn (`none` and `lz4` by default).
-    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [Codec::None, Codec::Lz4])]
+    /// The codecs to run, in turn (`none` and `lz4` by default; `zstd`, `zstd:LEVEL` too).
+    #[arg(long, value_delimiter = ',', default_values_t = [Codec::NONE, Codec::LZ4])]
     pub codecs: Vec<Codec>,
 }
 
-/// The IPC body compression of every contender's streams.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Codec {
-    /// Uncompressed.
-    None,
-    /// LZ4 frames.
-    Lz4,
-    /// ZSTD at arrow-ipc's default level (3), which partout's IPC writer uses too.
-    Zstd,
-}
+/// The IPC body compression of every contender's streams, by the names partout's front ends
+/// take: `none`, `lz4`, `zstd` (level 3, arrow-ipc's when told no level) or `zstd:LEVEL`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Codec(pub Compression);
 
 impl Codec {
+    /// Uncompressed.
+    pub const NONE: Self = Self(Compression::None);
+    /// LZ4 frames.
+    pub const LZ4: Self = Self(Compression::Lz4Frame);
+
     /// Its name in the results.
-    fn key(self) -> &'static str {
-        match self {
-            Codec::None => "none",
-            Codec::Lz4 => "lz4",
-            Codec::Zstd => "zstd",
-        }
+    fn key(self) -> String {
+        self.0.to_string()
     }
 
-    /// arrow-ipc's compression type, for the baselines.
-    fn arrow(self) -> Option<arrow_ipc::CompressionType> {
-        match self {
-            Codec::None => None,
-            Codec::Lz4 => Some(arrow_ipc::CompressionType::LZ4_FRAME),
-            Codec::Zstd => Some(arrow_ipc::CompressionType::ZSTD),
-        }
+    /// arrow-ipc's writing options, for the baselines.
+    fn arrow(self) -> Result<arrow_ipc::writer::IpcWriteOptions> {
+        Ok(partout_format::ipc::ipc_options(self.0)?)
     }
 }
 
-/// arrow-ipc's ZSTD level when none is given: what partout and the baselines compress at.
-const ZSTD_LEVEL: i32 = 3;
+impl std::str::FromStr for Codec {
+    type Err = partout_format::FormatError;
+
+    fn from_str(name: &str) -> std::result::Result<Self, Self::Err> {
+        name.parse().map(Self)
+    }
+}
+
+impl std::fmt::Display for Codec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
 
 /// The hash partout's contenders place rows with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -274,11 +276,7 @@ const DATAFUSION_BATCH_SIZE: usize = 8192;
 
 /// The IPC encoding of every contender's streams.
 fn ipc(codec: Codec) -> Encoding {
-    Encoding::ipc(match codec {
-        Codec::None => Compression::None,
-        Codec::Lz4 => Compression::Lz4Frame,
-        Codec::Zstd => Compression::Zstd,
-    })
+    Encoding::ipc(codec.0)
 }
 
 /// partout's writer, or its scatter+copy counterpart, over every batch into `sink`.
@@ -340,7 +338,7 @@ fn run_baseline<W: Write>(
     batches: &[RecordBatch],
     memory_limit: usize,
 ) -> Result<Vec<W>> {
-    let codec = codec.arrow();
+    let codec = &codec.arrow()?;
     let schema = batches[0].schema();
     let n = outputs.len() as u32;
     let mut ids = Vec::new();
@@ -440,7 +438,11 @@ pub(crate) fn run_once(
             // one as the IPC writer compresses them (an LZ4 frame each, or ZSTD at arrow's
             // level): the compression work alone, on the same bytes.
             let mut out = Vec::new();
-            let mut zstd = zstd::bulk::Compressor::new(ZSTD_LEVEL).context("zstd")?;
+            let level = match codec.0 {
+                Compression::Zstd(level) => level.get(),
+                _ => 0,
+            };
+            let mut zstd = zstd::bulk::Compressor::new(level).context("zstd")?;
             for batch in batches {
                 for column in batch.columns() {
                     run.bytes += compress_buffers(codec, &column.to_data(), &mut out, &mut zstd)?;
@@ -463,14 +465,14 @@ fn compress_buffers(
     let nulls = data.nulls().map(|n| n.buffer().as_slice());
     for bytes in buffers.chain(nulls) {
         out.clear();
-        match codec {
-            Codec::None => out.extend_from_slice(bytes),
-            Codec::Lz4 => {
+        match codec.0 {
+            Compression::None => out.extend_from_slice(bytes),
+            Compression::Lz4Frame => {
                 let mut encoder = lz4_flex::frame::FrameEncoder::new(&mut *out);
                 encoder.write_all(bytes)?;
                 encoder.finish().context("lz4")?;
             }
-            Codec::Zstd => *out = zstd.compress(bytes).context("zstd")?,
+            Compression::Zstd(_) => *out = zstd.compress(bytes).context("zstd")?,
         }
         total += out.len();
     }
@@ -538,7 +540,7 @@ pub fn run(options: &WriterBenchOptions) -> Result<()> {
         Contender::CodecAlone,
     ];
     for &codec in &options.codecs {
-        let contenders = if codec == Codec::None {
+        let contenders = if codec == Codec::NONE {
             uncompressed
         } else {
             compressed
@@ -569,7 +571,7 @@ pub fn run(options: &WriterBenchOptions) -> Result<()> {
             let run = run_once(
                 Contender::Partout,
                 Setup {
-                    codec: Codec::None,
+                    codec: Codec::NONE,
                     ..setup
                 },
                 &batches,
@@ -704,7 +706,7 @@ mod tests {
         let batches = lineitem::generate(0.001, 1024).unwrap();
         let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
         let setup = super::Setup {
-            codec: super::Codec::None,
+            codec: super::Codec::NONE,
             memory_limit: 1 << 20,
             hash: super::Hash::Partout,
         };

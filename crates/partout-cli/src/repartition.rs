@@ -34,19 +34,6 @@ pub enum FormatArg {
     Presto,
 }
 
-/// Compression of the outputs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum CompressionArg {
-    /// None (the default of ipc and presto).
-    None,
-    /// Snappy (Parquet only; its default).
-    Snappy,
-    /// LZ4 (Parquet: LZ4_RAW pages; IPC: LZ4_FRAME buffers; Presto: raw LZ4 page bodies).
-    Lz4,
-    /// ZSTD (Parquet and IPC).
-    Zstd,
-}
-
 /// Where the outputs go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum LayoutArg {
@@ -74,9 +61,11 @@ pub struct RepartitionArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = FormatArg::Parquet)]
     pub format: FormatArg,
-    /// Output compression [default: snappy for parquet, none for ipc and presto].
-    #[arg(long, value_enum)]
-    pub compression: Option<CompressionArg>,
+    /// Output compression: none, snappy (Parquet), lz4, zstd (level 3) or zstd:LEVEL (Parquet:
+    /// 1 to 22; IPC: negative levels too) [default: snappy for parquet, none for ipc and
+    /// presto].
+    #[arg(long, value_parser = clap::builder::ValueParser::new(str::parse::<Compression>))]
+    pub compression: Option<Compression>,
     /// One file per destination, or a data file and an index per worker.
     #[arg(long, value_enum, default_value_t = LayoutArg::Files)]
     pub layout: LayoutArg,
@@ -115,12 +104,7 @@ impl RepartitionArgs {
                 FormatArg::Ipc => Format::Ipc,
                 FormatArg::Presto => Format::Presto,
             },
-            compression: self.compression.map(|c| match c {
-                CompressionArg::None => Compression::None,
-                CompressionArg::Snappy => Compression::Snappy,
-                CompressionArg::Lz4 => Compression::Lz4,
-                CompressionArg::Zstd => Compression::Zstd,
-            }),
+            compression: self.compression,
             layout: match self.layout {
                 LayoutArg::Files => Layout::Files,
                 LayoutArg::Shuffle => Layout::Shuffle,

@@ -336,13 +336,14 @@ mod repartition {
         let input = inputs(dir.path());
         let cases = [
             ("hash", "parquet", "snappy", "files", "2", "7"),
-            ("spark", "parquet", "zstd", "files", "1", "16"),
+            ("spark", "parquet", "zstd:1", "files", "1", "16"),
             ("hash", "ipc", "lz4", "files", "2", "5"),
             ("spark", "presto", "lz4", "files", "2", "3"),
             ("hash", "ipc", "none", "shuffle", "2", "300"),
             ("spark", "presto", "none", "shuffle", "3", "7"),
             ("round-robin", "parquet", "none", "files", "2", "7"),
-            ("range", "ipc", "zstd", "files", "2", "6"),
+            ("range", "ipc", "zstd:-5", "files", "2", "6"),
+            ("spark", "ipc", "zstd", "shuffle", "2", "9"),
         ];
         for (scheme, format, compression, layout, threads, n) in cases {
             let out = dir.path().join(format!("out-{scheme}-{format}-{layout}"));
@@ -368,6 +369,7 @@ mod repartition {
                 "{args:?}: {}",
                 String::from_utf8_lossy(&result.stderr)
             );
+            assert_eq!(manifest(&out)["compression"], compression, "{args:?}");
             let n: u32 = n.parse().unwrap();
             let partitioning = match scheme {
                 "hash" => Partitioning::hash(vec![1], n),
@@ -784,6 +786,7 @@ mod repartition {
             &[RecordBatch::try_from_iter([("l", Arc::new(list) as ArrayRef)]).unwrap()],
         );
         let nested_path = nested.to_str().unwrap();
+        let compressed = |c| vec![inp, "--by", "k", "-n", "4", "--compression", c, "-o", o];
         let cases: Vec<(Vec<&str>, &str)> = vec![
             (
                 vec![inp, "--by", "nope", "-n", "4", "-o", o],
@@ -825,6 +828,14 @@ mod repartition {
                     o,
                 ],
                 "ipc output takes no snappy compression",
+            ),
+            (
+                compressed("zstd:0x1"),
+                "ZSTD level \"0x1\" is not a whole number",
+            ),
+            (
+                compressed("zstd:-2"),
+                "Parquet takes ZSTD levels 1 to 22, not -2",
             ),
             (
                 vec![inp, "--by", "k", "-n", "4", "--layout", "shuffle", "-o", o],

@@ -23,7 +23,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for (name, compression) in [
         ("none", Compression::None),
         ("lz4", Compression::Lz4Frame),
-        ("zstd", Compression::Zstd),
+        ("zstd", Compression::ZSTD),
     ] {
         let sink = FileSink::try_new(dir.join(name), "arrows", DESTINATIONS as usize)?;
         let options = WriterOptions::default().with_target_bytes(16 << 10);

@@ -18,7 +18,7 @@ use proptest::prelude::*;
 use std::sync::Arc;
 
 const COMPRESSIONS: [Compression; 3] =
-    [Compression::None, Compression::Lz4Frame, Compression::Zstd];
+    [Compression::None, Compression::Lz4Frame, Compression::ZSTD];
 
 /// Writes `inputs` with the writer, by the ids in their last column, into a memory sink.
 fn write_given(
@@ -516,7 +516,7 @@ fn file_sink_gets_one_stream_per_destination() {
         input.schema(),
         Partitioning::given(1, 3),
         WriterOptions::default(),
-        Encoding::ipc(Compression::Zstd),
+        Encoding::ipc(Compression::ZSTD),
         sink,
     )
     .unwrap();
@@ -599,6 +599,6 @@ fn presto_output_refuses_what_presto_cannot_carry() {
         "{chain}"
     );
     let err =
-        Encoding::try_new(partout_format::OutputFormat::Presto, Compression::Zstd).unwrap_err();
+        Encoding::try_new(partout_format::OutputFormat::Presto, Compression::ZSTD).unwrap_err();
     assert!(err.to_string().contains("ZSTD"), "{err}");
 }

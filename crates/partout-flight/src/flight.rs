@@ -98,7 +98,7 @@ pub struct CreateRequest {
     /// ([`Encoding::parse`]).
     #[serde(default)]
     pub format: Option<String>,
-    /// `none` (default), `lz4` or `zstd` (IPC only).
+    /// `none` (default), `lz4`, `zstd` or `zstd:LEVEL` (IPC only).
     #[serde(default)]
     pub compression: Option<String>,
     /// Drop the exchange by itself once every producer finished and every destination's

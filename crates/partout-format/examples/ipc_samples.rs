@@ -18,7 +18,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for (name, compression) in [
         ("none", Compression::None),
         ("lz4", Compression::Lz4Frame),
-        ("zstd", Compression::Zstd),
+        ("zstd", Compression::ZSTD),
     ] {
         let schema = batch(0, 0).schema();
         let mut encoder = IpcStreamEncoder::try_new(schema, compression)?;

@@ -11,7 +11,7 @@
 //! schema before anything is written ([`Encoding::check_schema`]: every column must be of a
 //! type the format can carry), so a writer finds out before its first flush, not during it.
 
-use crate::ipc::{Compression, IpcStreamEncoder, SharedIpcStreams};
+use crate::ipc::{Compression, IpcStreamEncoder, SharedIpcStreams, ZstdLevel};
 use crate::presto::{PageOptions, encode_page};
 use crate::{FormatError, Result};
 use arrow_array::RecordBatch;
@@ -58,7 +58,7 @@ impl OutputFormat {
 ///
 /// let presto = Encoding::try_new(OutputFormat::Presto, Compression::Lz4Frame).unwrap();
 /// assert_eq!(presto.format(), OutputFormat::Presto);
-/// let err = Encoding::try_new(OutputFormat::Presto, Compression::Zstd).unwrap_err();
+/// let err = Encoding::try_new(OutputFormat::Presto, Compression::ZSTD).unwrap_err();
 /// assert!(err.to_string().contains("ZSTD"));
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -74,7 +74,7 @@ impl Encoding {
     /// [`FormatError::InvalidArgument`] for ZSTD Presto pages (Presto compresses pages with LZ4
     /// or not at all).
     pub fn try_new(format: OutputFormat, compression: Compression) -> Result<Self> {
-        if format == OutputFormat::Presto && compression == Compression::Zstd {
+        if format == OutputFormat::Presto && matches!(compression, Compression::Zstd(_)) {
             return Err(FormatError::InvalidArgument(
                 "Presto pages are compressed with LZ4 or not at all, not ZSTD".into(),
             ));
@@ -89,7 +89,7 @@ impl Encoding {
     /// (a job's options, the Python package, the Flight service's `create` action, Ballista's
     /// shuffle codec). Formats: `ipc` (or `arrow`), `presto`. Compressions: `none` (also
     /// when `compression` is `None`), `lz4` (Arrow IPC: LZ4_FRAME buffers; Presto: raw LZ4
-    /// page bodies), `zstd` (Arrow IPC only).
+    /// page bodies), `zstd` and `zstd:LEVEL` (Arrow IPC only; [`ZstdLevel::from_name`]).
     ///
     /// # Errors
     /// [`FormatError::InvalidArgument`] naming the format or the compression that is not
@@ -100,7 +100,11 @@ impl Encoding {
     /// use partout_format::{Encoding, OutputFormat};
     ///
     /// let ipc = Encoding::parse("ipc", Some("zstd")).unwrap();
-    /// assert_eq!((ipc.format(), ipc.compression()), (OutputFormat::ArrowIpc, Compression::Zstd));
+    /// assert_eq!((ipc.format(), ipc.compression()), (OutputFormat::ArrowIpc, Compression::ZSTD));
+    /// let fast = Encoding::parse("ipc", Some("zstd:1")).unwrap();
+    /// assert_eq!(fast.compression().to_string(), "zstd:1");
+    /// let err = Encoding::parse("ipc", Some("zstd:23")).unwrap_err().to_string();
+    /// assert!(err.contains("ZSTD level 23 is outside zstd's levels"), "{err}");
     /// assert_eq!(Encoding::parse("arrow", None).unwrap(), Encoding::ipc(Compression::None));
     /// assert_eq!(Encoding::parse("presto", Some("lz4")).unwrap(), Encoding::presto(true));
     /// let err = Encoding::parse("presto", Some("zstd")).unwrap_err().to_string();
@@ -121,18 +125,18 @@ impl Encoding {
         let name = compression.unwrap_or("none");
         let not_taken = |why: &str| {
             let expected = match output {
-                OutputFormat::ArrowIpc => "\"none\", \"lz4\" or \"zstd\"",
+                OutputFormat::ArrowIpc => "\"none\", \"lz4\", \"zstd\" or \"zstd:LEVEL\"",
                 OutputFormat::Presto => "\"none\" or \"lz4\"",
             };
             FormatError::InvalidArgument(format!(
                 "{format} output takes no {name} compression: expected {expected}{why}"
             ))
         };
-        let compression = match name {
-            "none" => Compression::None,
-            "lz4" => Compression::Lz4Frame,
-            "zstd" => Compression::Zstd,
-            _ => return Err(not_taken("")),
+        let compression = match name.parse::<Compression>() {
+            Ok(compression) => compression,
+            // A ZSTD name with a wrong level: the level is the problem, not the codec.
+            Err(e) if ZstdLevel::from_name(name).is_some() => return Err(e),
+            Err(_) => return Err(not_taken("")),
         };
         Self::try_new(output, compression).map_err(|e| match e {
             FormatError::InvalidArgument(why) => not_taken(&format!(" ({why})")),
@@ -420,15 +424,19 @@ mod tests {
     #[test]
     fn every_accepted_name_parses() {
         let ipc = |c| Encoding::ipc(c);
+        let level = |n| ZstdLevel::try_new(n).unwrap();
         let accepted = [
             ("ipc", None, ipc(Compression::None)),
             ("ipc", Some("none"), ipc(Compression::None)),
             ("ipc", Some("lz4"), ipc(Compression::Lz4Frame)),
-            ("ipc", Some("zstd"), ipc(Compression::Zstd)),
+            ("ipc", Some("zstd"), ipc(Compression::ZSTD)),
+            ("ipc", Some("zstd:1"), ipc(Compression::Zstd(level(1)))),
+            ("ipc", Some("zstd:-7"), ipc(Compression::Zstd(level(-7)))),
+            ("ipc", Some("zstd:22"), ipc(Compression::Zstd(level(22)))),
             ("arrow", None, ipc(Compression::None)),
             ("arrow", Some("none"), ipc(Compression::None)),
             ("arrow", Some("lz4"), ipc(Compression::Lz4Frame)),
-            ("arrow", Some("zstd"), ipc(Compression::Zstd)),
+            ("arrow", Some("zstd"), ipc(Compression::ZSTD)),
             ("presto", None, Encoding::presto(false)),
             ("presto", Some("none"), Encoding::presto(false)),
             ("presto", Some("lz4"), Encoding::presto(true)),
@@ -453,7 +461,32 @@ mod tests {
             (
                 "ipc",
                 Some("snappy"),
-                "ipc output takes no snappy compression: expected \"none\", \"lz4\" or \"zstd\"",
+                "ipc output takes no snappy compression: expected \"none\", \"lz4\", \"zstd\" or \"zstd:LEVEL\"",
+            ),
+            (
+                "ipc",
+                Some("zstd1"),
+                "ipc output takes no zstd1 compression",
+            ),
+            (
+                "ipc",
+                Some("zstd:"),
+                "ZSTD level \"\" is not a whole number",
+            ),
+            (
+                "ipc",
+                Some("zstd:1.5"),
+                "ZSTD level \"1.5\" is not a whole number",
+            ),
+            (
+                "ipc",
+                Some("zstd:23"),
+                "ZSTD level 23 is outside zstd's levels",
+            ),
+            (
+                "presto",
+                Some("zstd:1"),
+                "presto output takes no zstd:1 compression",
             ),
             (
                 "arrow",

@@ -7,6 +7,7 @@
 //! partout-job's.
 
 use partout_core::ids::Scheme;
+pub use partout_format::ipc::ZstdLevel;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::path::Path;
@@ -259,9 +260,9 @@ pub enum Format {
     Presto,
 }
 
-/// Compression of the outputs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+/// Compression of the outputs, named `none`, `snappy`, `lz4`, `zstd` or `zstd:LEVEL` (on the
+/// command line, in the Python package and in manifests alike).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Compression {
     /// None (the default of IPC and Presto outputs).
     #[default]
@@ -270,8 +271,61 @@ pub enum Compression {
     Snappy,
     /// LZ4 (Parquet: LZ4_RAW pages; IPC: LZ4_FRAME buffers; Presto: raw LZ4 page bodies).
     Lz4,
-    /// ZSTD (Parquet and IPC).
-    Zstd,
+    /// ZSTD at a level (Parquet: levels 1 to 22; IPC: any of zstd's, negative ones too).
+    /// `zstd` alone is level 3, zstd's default.
+    Zstd(ZstdLevel),
+}
+
+impl Compression {
+    /// ZSTD at zstd's default level.
+    pub const ZSTD: Self = Self::Zstd(ZstdLevel::DEFAULT);
+}
+
+impl std::str::FromStr for Compression {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text {
+            "none" => Ok(Self::None),
+            "snappy" => Ok(Self::Snappy),
+            "lz4" => Ok(Self::Lz4),
+            _ => match ZstdLevel::from_name(text) {
+                Some(level) => level.map(Self::Zstd).map_err(|e| match e {
+                    partout_format::FormatError::InvalidArgument(why) => why,
+                    other => other.to_string(),
+                }),
+                None => Err(format!(
+                    "unknown compression {text:?} (one of: none, snappy, lz4, zstd, zstd:LEVEL)"
+                )),
+            },
+        }
+    }
+}
+
+impl std::fmt::Display for Compression {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::None => f.write_str("none"),
+            Self::Snappy => f.write_str("snappy"),
+            Self::Lz4 => f.write_str("lz4"),
+            Self::Zstd(level) => level.fmt(f),
+        }
+    }
+}
+
+/// By name, as [`Display`](std::fmt::Display) writes it.
+impl Serialize for Compression {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+/// By name, as [`FromStr`](std::str::FromStr) reads it.
+impl<'de> Deserialize<'de> for Compression {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(deserializer)?;
+        name.parse().map_err(serde::de::Error::custom)
+    }
 }
 
 /// Where the outputs go.
@@ -326,7 +380,6 @@ impl Format {
 }
 
 named!(Format: Parquet = "parquet", Ipc = "ipc", Presto = "presto");
-named!(Compression: None = "none", Snappy = "snappy", Lz4 = "lz4", Zstd = "zstd");
 named!(Layout: Files = "files", Shuffle = "shuffle");
 
 #[cfg(test)]
@@ -357,10 +410,22 @@ mod tests {
             Compression::None,
             Compression::Snappy,
             Compression::Lz4,
-            Compression::Zstd,
+            Compression::ZSTD,
+            Compression::Zstd(ZstdLevel::try_new(1).unwrap()),
+            Compression::Zstd(ZstdLevel::try_new(-50).unwrap()),
         ] {
             assert_eq!(c.to_string().parse::<Compression>(), Ok(c));
+            let json = serde_json::to_string(&c).unwrap();
+            assert_eq!(serde_json::from_str::<Compression>(&json).unwrap(), c);
         }
+        assert_eq!(
+            serde_json::to_string(&Compression::ZSTD).unwrap(),
+            "\"zstd\""
+        );
+        let one = Compression::Zstd(ZstdLevel::try_new(1).unwrap());
+        assert_eq!(serde_json::to_string(&one).unwrap(), "\"zstd:1\"");
+        let err = serde_json::from_str::<Compression>("\"zstd:99\"").unwrap_err();
+        assert!(err.to_string().contains("ZSTD level 99"), "{err}");
         for layout in [Layout::Files, Layout::Shuffle] {
             assert_eq!(layout.to_string().parse::<Layout>(), Ok(layout));
         }

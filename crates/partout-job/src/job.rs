@@ -20,7 +20,7 @@ use crate::error::{JobError, Result, io, writing};
 use crate::manifest::{self, Written};
 use crate::options::{JobOptions, Scheme};
 use crate::staging::{Staging, check_output};
-use parquet::basic::{Compression as ParquetCompression, ZstdLevel};
+use parquet::basic::{Compression as ParquetCompression, ZstdLevel as ParquetZstdLevel};
 use parquet::file::properties::WriterProperties;
 use partout_core::PartoutError;
 use partout_core::ids::{Partitioning, PartitioningSpec};
@@ -611,7 +611,15 @@ fn output(options: &JobOptions, budget: Budget, threads: usize) -> Result<Output
                 C::None => ParquetCompression::UNCOMPRESSED,
                 C::Snappy => ParquetCompression::SNAPPY,
                 C::Lz4 => ParquetCompression::LZ4_RAW,
-                C::Zstd => ParquetCompression::ZSTD(ZstdLevel::default()),
+                C::Zstd(level) => ParquetCompression::ZSTD(
+                    ParquetZstdLevel::try_new(level.get()).map_err(|_| {
+                        JobError::InvalidOption(format!(
+                            "Parquet takes ZSTD levels 1 to 22, not {} (negative levels are for \
+                             IPC output)",
+                            level.get()
+                        ))
+                    })?,
+                ),
             };
             // Otherwise parquet's defaults: dictionaries (given up for a column chunk whose
             // dictionary passes 1 MiB; StagedParquet turns them off where a sample says they

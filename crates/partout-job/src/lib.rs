@@ -56,5 +56,5 @@ pub use options::{DEFAULT_MEMORY_LIMIT, JobOptions, Scheme, parse_bytes};
 // The manifest and the options of the outputs it names are partout-io's; here as ever.
 pub use partout_io::manifest::{
     Budget, Compression, DestinationEntry, FileName, Format, Layout, MANIFEST_FILE, Manifest,
-    ManifestError, RowGroupSizes, ShuffleFiles, WorkerTimings,
+    ManifestError, RowGroupSizes, ShuffleFiles, WorkerTimings, ZstdLevel,
 };

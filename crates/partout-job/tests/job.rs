@@ -163,8 +163,14 @@ fn impossible_options_are_refused_before_anything_is_written() {
         (
             base()
                 .with_format(Format::Presto)
-                .with_compression(partout_job::Compression::Zstd),
+                .with_compression(partout_job::Compression::ZSTD),
             "presto output takes no zstd compression",
+        ),
+        (
+            base().with_compression(partout_job::Compression::Zstd(
+                partout_job::ZstdLevel::try_new(-1).unwrap(),
+            )),
+            "Parquet takes ZSTD levels 1 to 22, not -1",
         ),
         (
             base().with_layout(Layout::Shuffle),

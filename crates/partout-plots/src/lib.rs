@@ -144,7 +144,10 @@ pub fn writer_figure(lines: &str, date: &str) -> Result<Figure> {
         let panel = panels.entry(codec.to_string()).or_insert_with(|| Panel {
             title: match codec {
                 "none" => "uncompressed".to_string(),
-                other => other.to_uppercase(),
+                other => match other.strip_prefix("zstd:") {
+                    Some(level) => format!("ZSTD level {level}"),
+                    None => other.to_uppercase(),
+                },
             },
             x_desc: "destinations".into(),
             y_desc: "ns per input row (lower is faster)".into(),

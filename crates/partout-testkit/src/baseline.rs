@@ -303,10 +303,9 @@ impl<W: std::io::Write> StreamWriters<W> {
     fn try_new(
         schema: &arrow_schema::Schema,
         outputs: Vec<W>,
-        codec: Option<arrow_ipc::CompressionType>,
+        options: &arrow_ipc::writer::IpcWriteOptions,
         gc_views: bool,
     ) -> Result<Self, ArrowError> {
-        let options = arrow_ipc::writer::IpcWriteOptions::default().try_with_compression(codec)?;
         let writers = outputs
             .into_iter()
             .map(|output| {
@@ -373,13 +372,13 @@ impl<W: std::io::Write> DataFusionShuffle<W> {
     pub fn try_new(
         schema: &arrow_schema::Schema,
         outputs: Vec<W>,
-        codec: Option<arrow_ipc::CompressionType>,
+        options: &arrow_ipc::writer::IpcWriteOptions,
         gc_views: bool,
     ) -> Result<Self, ArrowError> {
         let num_partitions = outputs.len();
         Ok(Self {
             partitioner: GroupedTake::new(),
-            writers: StreamWriters::try_new(schema, outputs, codec, gc_views)?,
+            writers: StreamWriters::try_new(schema, outputs, options, gc_views)?,
             num_partitions,
             coalescers: None,
         })
@@ -461,7 +460,7 @@ impl<W: std::io::Write> CometShuffle<W> {
         outputs: Vec<W>,
         memory_limit: usize,
         batch_size: usize,
-        codec: Option<arrow_ipc::CompressionType>,
+        options: &arrow_ipc::writer::IpcWriteOptions,
         gc_views: bool,
     ) -> Result<Self, ArrowError> {
         Ok(Self {
@@ -470,7 +469,7 @@ impl<W: std::io::Write> CometShuffle<W> {
             buffered: 0,
             memory_limit,
             batch_size,
-            writers: StreamWriters::try_new(schema, outputs, codec, gc_views)?,
+            writers: StreamWriters::try_new(schema, outputs, options, gc_views)?,
         })
     }
 

@@ -174,10 +174,15 @@ mod tests {
     fn scatter_then_copy_writes_what_the_writer_writes() {
         let batches = lineitem::generate(0.002, 1000).unwrap();
         for (n, memory_limit, codec, hash) in [
-            (8, 64 << 20, Codec::None, Hash::Partout),
-            (200, 1 << 20, Codec::Lz4, Hash::Datafusion),
-            (100, 1 << 20, Codec::Zstd, Hash::Partout),
-            (600, 1 << 20, Codec::None, Hash::Datafusion),
+            (8, 64 << 20, Codec::NONE, Hash::Partout),
+            (200, 1 << 20, Codec::LZ4, Hash::Datafusion),
+            (
+                100,
+                1 << 20,
+                Codec(partout_format::ipc::Compression::ZSTD),
+                Hash::Partout,
+            ),
+            (600, 1 << 20, Codec::NONE, Hash::Datafusion),
         ] {
             let setup = Setup {
                 codec,

@@ -97,7 +97,7 @@ def repartition(
     by: str | Sequence[str] | None = None,
     scheme: Scheme = "hash",
     format: Literal["parquet", "ipc", "presto"] = "parquet",
-    compression: Literal["none", "snappy", "lz4", "zstd"] | None = None,
+    compression: str | None = None,
     layout: Literal["files", "shuffle"] = "files",
     threads: int | None = None,
     memory_limit: int | str | None = None,
@@ -108,6 +108,8 @@ def repartition(
     (files or directories) into ``n`` destinations under ``output``, in parallel, within
     ``memory_limit`` (bytes, or a size such as ``"256MiB"``; default 256 MiB).
 
+    ``compression``: ``"none"``, ``"snappy"`` (Parquet), ``"lz4"``, ``"zstd"`` (level 3) or
+    ``"zstd:LEVEL"`` (Parquet: 1 to 22; IPC: negative levels too, faster).
     ``format``: Parquet files (Snappy unless ``compression`` says otherwise), Arrow IPC
     streams or Presto pages; ``layout="shuffle"`` writes one data file and index per worker
     instead of a file per destination (IPC and Presto). Returns the manifest
@@ -149,8 +151,8 @@ def read(
 class PartitionedWriter:
     """partout's partitioned writer: batches written to it are partitioned by ``scheme``
     (``"hash"``, ``"spark"`` or ``"round_robin"``) and each destination's rows buffered and
-    flushed as an Arrow IPC stream (``format="ipc"``, compression ``"none"``, ``"lz4"`` or
-    ``"zstd"``) or as Presto pages (``format="presto"``, ``"none"`` or ``"lz4"``), within
+    flushed as an Arrow IPC stream (``format="ipc"``, compression ``"none"``, ``"lz4"``,
+    ``"zstd"`` at zstd's default level 3, or ``"zstd:LEVEL"``, e.g. ``"zstd:1"``) or as Presto pages (``format="presto"``, ``"none"`` or ``"lz4"``), within
     ``memory_limit`` bytes (default 64 MiB), each flush about ``target_bytes``.
 
     ``finish()`` returns each destination's bytes, a list of ``n`` ``bytes``; with
@@ -167,7 +169,7 @@ class PartitionedWriter:
         by: str | Sequence[str] | None = None,
         scheme: Literal["hash", "spark", "round_robin"] = "hash",
         format: Literal["ipc", "presto"] = "ipc",
-        compression: Literal["none", "lz4", "zstd"] | None = None,
+        compression: str | None = None,
         memory_limit: int | None = None,
         target_bytes: int | None = None,
         directory: str | os.PathLike[str] | None = None,
