@@ -157,6 +157,14 @@ pub(crate) enum Contender {
     /// `PartitionedBatch` (`Partitioner`), then each destination's rows copied into its
     /// buffers (`DestinationBuffers::append_partitioned`), flushed as partout's writer flushes.
     PartoutScatterThenCopy,
+    /// partout's writer with held runs at every destination count
+    /// (`WriterOptions::with_runs_from(1)`): each batch laid out once and held, each
+    /// destination's runs across the held batches written as one message straight from them.
+    /// Run where partout's default is its buffers (below `RUNS_FROM` destinations).
+    PartoutRuns,
+    /// partout's writer with per-destination buffers at every destination count
+    /// (`with_runs_from(usize::MAX)`). Run where partout's default is held runs.
+    PartoutBuffers,
     /// DataFusion's way, re-created: DataFusion 55's foldhash ids, a grouped take per batch,
     /// each destination's rows coalesced to 8192-row batches (arrow's `BatchCoalescer`, as
     /// `RepartitionExec` outputs them), an IPC writer per destination.
@@ -183,6 +191,8 @@ impl Contender {
         match self {
             Contender::Partout => "partout",
             Contender::PartoutScatterThenCopy => "copy",
+            Contender::PartoutRuns => "runs",
+            Contender::PartoutBuffers => "buffers",
             Contender::DataFusion => "datafusion",
             Contender::PerSlice => "per-slice",
             Contender::Comet => "comet",
@@ -197,7 +207,10 @@ impl Contender {
     /// hash with `hash` (none: it writes no destinations).
     pub(crate) fn reference(self, hash: Hash) -> Option<Reference> {
         match self {
-            Contender::Partout | Contender::PartoutScatterThenCopy => Some(hash.reference()),
+            Contender::Partout
+            | Contender::PartoutScatterThenCopy
+            | Contender::PartoutRuns
+            | Contender::PartoutBuffers => Some(hash.reference()),
             Contender::DataFusion
             | Contender::PerSlice
             | Contender::Comet
@@ -211,6 +224,8 @@ impl Contender {
         match self {
             Contender::Partout => "partout",
             Contender::PartoutScatterThenCopy => "partout scatter+copy",
+            Contender::PartoutRuns => "partout held runs",
+            Contender::PartoutBuffers => "partout buffers",
             Contender::DataFusion => "datafusion way",
             Contender::PerSlice => "per-slice writer",
             Contender::Comet => "comet way",
@@ -282,16 +297,21 @@ fn ipc(codec: Codec) -> Encoding {
 /// partout's writer, or its scatter+copy counterpart, over every batch into `sink`.
 fn run_partout<S: Sink>(
     sink: S,
-    scatter_then_copy: bool,
+    contender: Contender,
     setup: Setup,
     batches: &[RecordBatch],
     n: u32,
 ) -> Result<(S, WriterMetrics)> {
     let options = WriterOptions::default().with_memory_limit(setup.memory_limit);
-    if scatter_then_copy {
+    if contender == Contender::PartoutScatterThenCopy {
         let ids = Ids::try_new(setup.hash, &batches[0].schema(), n)?;
         return scatter_copy::ScatterThenCopy::run(sink, options, setup.codec, ids, batches, n);
     }
+    let options = match contender {
+        Contender::PartoutRuns => options.with_runs_from(1),
+        Contender::PartoutBuffers => options.with_runs_from(usize::MAX),
+        _ => options,
+    };
     let mut writer = PartitionedWriter::try_new(
         batches[0].schema(),
         Partitioning::hash(vec![0], n),
@@ -392,8 +412,11 @@ pub(crate) fn run_once(
         metrics: None,
     };
     match contender {
-        Contender::Partout | Contender::PartoutScatterThenCopy => {
-            let copy = contender == Contender::PartoutScatterThenCopy;
+        Contender::Partout
+        | Contender::PartoutScatterThenCopy
+        | Contender::PartoutRuns
+        | Contender::PartoutBuffers => {
+            let copy = contender;
             if check {
                 let sink = MemorySink::new(n as usize);
                 let (sink, metrics) = run_partout(sink, copy, setup, batches, n)?;
@@ -523,6 +546,8 @@ pub fn run(options: &WriterBenchOptions) -> Result<()> {
     let uncompressed: &[Contender] = &[
         Contender::Partout,
         Contender::PartoutScatterThenCopy,
+        Contender::PartoutRuns,
+        Contender::PartoutBuffers,
         Contender::DataFusion,
         Contender::PerSlice,
         Contender::Comet,
@@ -532,6 +557,8 @@ pub fn run(options: &WriterBenchOptions) -> Result<()> {
     ];
     let compressed: &[Contender] = &[
         Contender::Partout,
+        Contender::PartoutRuns,
+        Contender::PartoutBuffers,
         Contender::DataFusion,
         Contender::PerSlice,
         Contender::Comet,
@@ -555,7 +582,16 @@ pub fn run(options: &WriterBenchOptions) -> Result<()> {
             .copied()
             .filter(|c| {
                 let raw = matches!(c, Contender::DataFusionRaw | Contender::CometRaw);
-                if options.only.is_empty() {
+                // partout's other mode than its default at this count: the one it did not pick.
+                let runs_by_default = options.partitions as usize >= partout_exchange::RUNS_FROM;
+                let default_mode = match c {
+                    Contender::PartoutRuns => runs_by_default,
+                    Contender::PartoutBuffers => !runs_by_default,
+                    _ => false,
+                };
+                if default_mode {
+                    false
+                } else if options.only.is_empty() {
                     !raw
                 } else {
                     options.only.iter().any(|o| o == c.key())

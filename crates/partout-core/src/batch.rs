@@ -90,6 +90,7 @@ impl PartitionedBatch {
 pub struct Partitioner {
     num_partitions: u32,
     fanout: Option<u32>,
+    compact_views: bool,
     plan: ScatterPlan,
     scratch: ScatterScratch,
 }
@@ -104,6 +105,7 @@ impl Partitioner {
         Ok(Self {
             num_partitions: check_partition_count(num_partitions)?,
             fanout: None,
+            compact_views: false,
             plan: ScatterPlan::new(),
             scratch: ScatterScratch::new(),
         })
@@ -122,6 +124,14 @@ impl Partitioner {
         }
         self.fanout = Some(fanout);
         Ok(self)
+    }
+
+    /// Copies the out-of-line values of view columns (Utf8View, BinaryView) into one buffer
+    /// per column, in destination order, instead of sharing the input's buffers: each
+    /// destination's values then lie back to back, and the output holds no other rows' bytes.
+    pub fn with_compact_views(mut self) -> Self {
+        self.compact_views = true;
+        self
     }
 
     /// The number of destinations.
@@ -147,7 +157,7 @@ impl Partitioner {
         let fanout = self
             .fanout
             .unwrap_or_else(|| auto_fanout(self.num_partitions));
-        let columns = plan_and_scatter(
+        let mut columns = plan_and_scatter(
             &mut self.plan,
             ids,
             self.num_partitions,
@@ -155,6 +165,11 @@ impl Partitioner {
             batch.columns(),
             &mut self.scratch,
         )?;
+        if self.compact_views {
+            for column in &mut columns {
+                *column = crate::scatter::append::compact_views(column);
+            }
+        }
         let batch = RecordBatch::try_new_with_options(
             batch.schema(),
             columns,

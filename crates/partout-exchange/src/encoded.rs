@@ -10,6 +10,7 @@ use arrow_array::RecordBatch;
 use arrow_buffer::Buffer;
 use arrow_schema::SchemaRef;
 use partout_core::ids::Partitioning;
+use partout_format::ipc::runs::Run;
 use partout_format::{Encoding, StreamEncoders};
 use std::time::{Duration, Instant};
 
@@ -55,6 +56,18 @@ impl<S: Sink> Encoded<S> {
         self.sink
     }
 
+    /// Hands the encoded message's parts to the sink; the bytes. The parts are let go, and
+    /// with them the batch's (or the held batches') buffers, back to the writer.
+    fn write_parts(&mut self, p: usize) -> Result<u64> {
+        let started = Instant::now();
+        let bytes = self.parts.iter().map(|part| part.len() as u64).sum();
+        let written = self.sink.write_parts(p, &self.parts);
+        self.parts.clear();
+        written.map_err(|e| WriterError::sink(Some(p), e))?;
+        self.sink_time += started.elapsed();
+        Ok(bytes)
+    }
+
     fn write(&mut self, p: usize) -> Result<u64> {
         let started = Instant::now();
         let bytes = self.out.len() as u64;
@@ -79,14 +92,17 @@ impl<S: Sink> BatchSink for Encoded<S> {
         self.parts.clear();
         let encoded = self.encoders.encode_parts(p, batch, &mut self.parts);
         encoded?;
-        let started = Instant::now();
-        let bytes = self.parts.iter().map(|part| part.len() as u64).sum();
-        let written = self.sink.write_parts(p, &self.parts);
-        // The batch's buffers go back to the writer when the batch is dropped.
+        self.write_parts(p)
+    }
+
+    fn takes_runs(&self) -> bool {
+        self.encoders.takes_runs()
+    }
+
+    fn write_runs(&mut self, p: usize, runs: &[Run<'_>]) -> Result<u64> {
         self.parts.clear();
-        written.map_err(|e| WriterError::sink(Some(p), e))?;
-        self.sink_time += started.elapsed();
-        Ok(bytes)
+        self.encoders.encode_runs(p, runs, &mut self.parts)?;
+        self.write_parts(p)
     }
 
     fn finish(&mut self, destination_bytes: &mut [u64]) -> Result<()> {

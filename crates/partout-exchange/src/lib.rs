@@ -37,4 +37,4 @@ pub use options::{Flush, WriterOptions};
 pub use ready::{Ready, ReadyBatch};
 pub use sink::{FileSink, MemorySink, Sink};
 pub use spares::Spares;
-pub use writer::{BatchSink, PartitionedWriter};
+pub use writer::{BatchSink, PartitionedWriter, RUNS_FROM};

@@ -54,6 +54,12 @@ pub struct WriterOptions {
     /// A destination also flushes when it holds this many rows (default: no row target),
     /// for consumers that take batches of a set size (DataFusion's `batch_size`).
     pub target_rows: Option<usize>,
+    /// From this many destinations (default [`RUNS_FROM`](crate::RUNS_FROM)), with
+    /// [`Flush::AtTarget`], no row target and an output that takes them (Arrow IPC streams of
+    /// flat columns), each batch is held laid out by destination and every destination's rows
+    /// are written at once from the held batches, instead of moving into per-destination
+    /// buffers. `usize::MAX` never, 1 always: for measurement.
+    pub runs_from: usize,
 }
 
 impl Default for WriterOptions {
@@ -66,6 +72,7 @@ impl Default for WriterOptions {
             seed: 0,
             flush: Flush::AtTarget,
             target_rows: None,
+            runs_from: crate::RUNS_FROM,
         }
     }
 }
@@ -110,6 +117,12 @@ impl WriterOptions {
     /// Sets [`flush`](Self::flush).
     pub fn with_flush(mut self, flush: Flush) -> Self {
         self.flush = flush;
+        self
+    }
+
+    /// Sets [`runs_from`](Self::runs_from).
+    pub fn with_runs_from(mut self, destinations: usize) -> Self {
+        self.runs_from = destinations;
         self
     }
 

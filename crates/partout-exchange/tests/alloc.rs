@@ -56,6 +56,19 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
+/// What an append that flushes nothing may allocate, for a batch of `columns` columns (of
+/// lineitem's kinds) into `partitions` destinations of an output taking runs: none below
+/// [`RUNS_FROM`] destinations (rows move into buffers that are reused); from it, the held
+/// batch's own arrays (each column's buffers and array, the batch, its offsets), so a bound
+/// per column, whatever the destinations: an allocation per destination and batch fails it.
+fn held_batch_allocations(partitions: u32, columns: u64) -> u64 {
+    if (partitions as usize) < partout_exchange::RUNS_FROM {
+        0
+    } else {
+        16 * columns + 8
+    }
+}
+
 fn allocations() -> u64 {
     ALLOCATIONS.with(Cell::get)
 }
@@ -182,8 +195,14 @@ fn steady_state_appends_do_not_allocate_between_flushes() {
             writer.append(&batches[appended % batches.len()]).unwrap();
             appended += 1;
         }
+        // Held runs flush every destination at once, each flush a whole limit's worth: fewer.
+        let flushes_wanted = if held_batch_allocations(partitions, 1) > 0 {
+            10
+        } else {
+            200
+        };
         let (mut quiet, mut flushing) = (0, 0);
-        while flushing < 200 {
+        while flushing < flushes_wanted {
             let flushes = writer.metrics().flushes;
             let held = writer.held_bytes();
             let before = allocations();
@@ -193,11 +212,10 @@ fn steady_state_appends_do_not_allocate_between_flushes() {
             let flushed = writer.metrics().flushes - flushes;
             if flushed == 0 {
                 quiet += 1;
-                assert_eq!(
-                    allocated,
-                    0,
-                    "{partitions} destinations: an append without a flush allocated \
-                     (held memory {held} -> {} bytes)",
+                assert!(
+                    allocated <= held_batch_allocations(partitions, 3),
+                    "{partitions} destinations: an append without a flush allocated {allocated} \
+                     times (held memory {held} -> {} bytes)",
                     writer.held_bytes()
                 );
             } else {
@@ -316,11 +334,12 @@ fn variable_width_appends_allocate_only_to_grow_buffers() {
             }
         }
         // Growth is rare and does not become common: a few allocations in 200 appends, not
-        // one or more per append.
+        // one or more per append (held batches: their own arrays, per append).
         for (quiet, allocated) in halves {
             assert!(quiet > 50, "{halves:?}");
+            let allowed = quiet / 4 + quiet * held_batch_allocations(partitions, 5);
             assert!(
-                allocated * 4 <= quiet,
+                allocated <= allowed,
                 "{partitions} destinations: {allocated} allocations in {quiet} quiet appends"
             );
         }

@@ -602,3 +602,63 @@ fn presto_output_refuses_what_presto_cannot_carry() {
         Encoding::try_new(partout_format::OutputFormat::Presto, Compression::ZSTD).unwrap_err();
     assert!(err.to_string().contains("ZSTD"), "{err}");
 }
+
+/// From `RUNS_FROM` destinations, an IPC output of flat columns gets each destination's rows
+/// as runs of held batches, all destinations flushed together (one flush event gives most
+/// destinations a message); below it, and for columns the runs encoder does not take,
+/// destinations flush one by one as their buffers fill. Either way every row arrives where the
+/// reference partitioner puts it, under every compression, from large and small batches.
+#[test]
+fn many_destinations_of_flat_columns_flush_together_from_held_runs() {
+    let flat = [
+        DataType::Int64,
+        DataType::Utf8View,
+        DataType::Utf8,
+        DataType::Boolean,
+    ];
+    let nested = [DataType::Int64, DataType::new_list(DataType::Int32, true)];
+    let runs_from = partout_exchange::RUNS_FROM as u32;
+    for (types, n, together) in [
+        (&flat[..], runs_from, true),
+        (&flat[..], 1000, true),
+        (&flat[..], runs_from - 1, false),
+        (&nested[..], 1000, false),
+    ] {
+        for (c, compression) in COMPRESSIONS.into_iter().enumerate() {
+            // Batches of a row per destination (gathered before they are laid out, in held
+            // runs), then a large one and small ones.
+            let mut rows = vec![n as usize; 60];
+            rows.extend([20 * n as usize, 3, 100, 1]);
+            let inputs = random_inputs(types, &rows, n, u64::from(n) + c as u64);
+            let schema = inputs[0].0.schema();
+            let options = WriterOptions::default()
+                .with_target_bytes(1 << 10)
+                .with_memory_limit(64 << 20);
+            let mut writer = PartitionedWriter::try_new(
+                schema.clone(),
+                Partitioning::given(schema.fields().len() - 1, n),
+                options,
+                Encoding::ipc(compression),
+                MemorySink::new(n as usize),
+            )
+            .unwrap();
+            let mut first_flush = None;
+            for (batch, _) in &inputs {
+                writer.append(batch).unwrap();
+                let flushes = writer.metrics().flushes;
+                if flushes > 0 && first_flush.is_none() {
+                    first_flush = Some(flushes);
+                }
+            }
+            let first = first_flush.expect("a flush before the end");
+            assert_eq!(
+                first >= u64::from(n) / 2,
+                together,
+                "{types:?} into {n}: {first} destinations flushed at the first flush"
+            );
+            let (sink, metrics) = writer.finish().unwrap();
+            assert_eq!(metrics.rows_out, rows.iter().sum::<usize>() as u64);
+            check_outputs(&sink.into_outputs(), &inputs, n);
+        }
+    }
+}

@@ -381,6 +381,39 @@ impl StreamEncoders {
         }
     }
 
+    /// Whether [`encode_runs`](Self::encode_runs) takes this schema and encoding: Arrow IPC
+    /// streams of columns of flat types ([`RunsEncoder::takes`](crate::ipc::runs::RunsEncoder::takes)).
+    pub fn takes_runs(&self) -> bool {
+        match &self.streams {
+            Streams::Shared(shared) => shared.takes_runs(),
+            Streams::Each(_) => false,
+        }
+    }
+
+    /// Adds destination `p`'s next rows, `runs` of held batches in order, encoded as one
+    /// message (after what begins its stream, if this is its first), to `parts`: the message's
+    /// header and buffers, the runs' own bytes shared where they are many
+    /// ([`RunsEncoder`](crate::ipc::runs::RunsEncoder)).
+    ///
+    /// # Errors
+    /// [`FormatError::InvalidArgument`] for a destination out of range, when the encoders do
+    /// not [take runs](Self::takes_runs), or for runs that do not fit the schema; `parts` is
+    /// then as it was.
+    pub fn encode_runs(
+        &mut self,
+        p: usize,
+        runs: &[crate::ipc::runs::Run<'_>],
+        parts: &mut Vec<Buffer>,
+    ) -> Result<()> {
+        self.check(p)?;
+        match &mut self.streams {
+            Streams::Shared(shared) => shared.encode_runs_parts(p, runs, parts),
+            Streams::Each(_) => Err(FormatError::InvalidArgument(
+                "these streams take no runs of rows".into(),
+            )),
+        }
+    }
+
     /// Ends destination `p`'s output into `out`: an IPC stream's end-of-stream marker (a
     /// destination without rows still gets a stream of the schema alone); nothing for Presto
     /// pages. A batch encoded for `p` afterwards begins a new stream (its schema first).

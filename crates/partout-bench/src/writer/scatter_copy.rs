@@ -168,8 +168,10 @@ mod tests {
             .collect()
     }
 
-    /// Below 512 destinations the contender writes the writer's very streams; above, where
-    /// the writer merges batches and so flushes elsewhere, the same rows in the same order.
+    /// Below 512 destinations the contender writes the very streams of the writer with
+    /// per-destination buffers; above, where the writer merges batches and so flushes
+    /// elsewhere, the same rows in the same order. The writer with held runs writes the same
+    /// rows in the same order too.
     #[test]
     fn scatter_then_copy_writes_what_the_writer_writes() {
         let batches = lineitem::generate(0.002, 1000).unwrap();
@@ -192,7 +194,13 @@ mod tests {
             let run = |contender| run_once(contender, setup, &batches, n, true).unwrap();
             let (copy, writer) = (
                 run(Contender::PartoutScatterThenCopy),
-                run(Contender::Partout),
+                run(Contender::PartoutBuffers),
+            );
+            let runs = run(Contender::PartoutRuns);
+            assert_eq!(
+                rows(&runs.outputs),
+                rows(&writer.outputs),
+                "{n} destinations"
             );
             assert_eq!(copy.bytes, copy.outputs.iter().map(Vec::len).sum::<usize>());
             if n < 512 {

@@ -451,6 +451,31 @@ fn append_views(views: &[u8], buffers: &[Buffer], column: &mut ColumnBuffer) {
     }
 }
 
+/// `array`, a Utf8View or BinaryView array, with its out-of-line values copied in row order
+/// into one data buffer holding just their bytes: a destination's run of rows then has its
+/// values back to back. Other arrays are returned as they are.
+pub(crate) fn compact_views(array: &ArrayRef) -> ArrayRef {
+    if !matches!(array.data_type(), DataType::Utf8View | DataType::BinaryView) {
+        return array.clone();
+    }
+    let (views, buffers) = super::view_parts(array.as_ref());
+    let mut column = ColumnBuffer::default();
+    append_views(
+        arrow_buffer::ToByteSlice::to_byte_slice(views),
+        buffers,
+        &mut column,
+    );
+    let builder = ArrayDataBuilder::new(array.data_type().clone())
+        .len(array.len())
+        .add_buffer(column.values.into())
+        .add_buffer(column.data.into())
+        .nulls(array.nulls().cloned());
+    // SAFETY: as `take_column`'s views: inline views are copied unchanged; every out-of-line
+    // view keeps its length and prefix and points at buffer 0, at the offset its whole value
+    // was copied to. The nulls are the array's own, for as many rows.
+    unsafe { super::finish(builder) }
+}
+
 /// The buffers of `array`, an array [`take_column`] built for a column of `kind`, in the
 /// slots [`ColumnBuffer::reclaim`] takes them by: values (views, offsets or bits), data
 /// (var-width bytes or the one buffer of out-of-line view data) and validity. None for

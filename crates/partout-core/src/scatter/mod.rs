@@ -25,7 +25,7 @@
 //! type is moved; what no kernel takes (none in arrow 59) is refused with
 //! [`PartoutError::UnsupportedType`].
 
-mod append;
+pub(crate) mod append;
 mod bits;
 mod buffers;
 mod bytes;

@@ -1,8 +1,9 @@
 //! [`BatchSink`]: where a [`PartitionedWriter`](super::PartitionedWriter) hands its flushed
 //! batches, destination by destination.
 
-use crate::error::Result;
+use crate::error::{Result, WriterError};
 use arrow_array::RecordBatch;
+use partout_format::ipc::runs::Run;
 use std::time::Duration;
 
 /// Receives flushed batches, destination by destination.
@@ -63,6 +64,27 @@ pub trait BatchSink {
     /// leaves the writer its own buffers back.
     fn spare(&mut self) -> Option<RecordBatch> {
         None
+    }
+
+    /// Whether the output takes a destination's rows as runs of held batches
+    /// ([`write_runs`](Self::write_runs)): then, from [`RUNS_FROM`](crate::RUNS_FROM)
+    /// destinations, the writer holds each batch laid out by destination and hands every
+    /// destination its runs at once, instead of moving rows into per-destination buffers.
+    fn takes_runs(&self) -> bool {
+        false
+    }
+
+    /// Writes destination `destination`'s rows, `runs` of held batches in order, as the next
+    /// piece of its output, and returns the bytes it added there. Only called when
+    /// [`takes_runs`](Self::takes_runs).
+    ///
+    /// # Errors
+    /// Encoding or IO errors, naming the destination.
+    fn write_runs(&mut self, destination: usize, runs: &[Run<'_>]) -> Result<u64> {
+        let _ = runs;
+        Err(WriterError::InvalidOption(format!(
+            "this output takes no runs of rows (destination {destination})"
+        )))
     }
 
     /// Time spent handing bytes on (in [`write_batch`](Self::write_batch) and

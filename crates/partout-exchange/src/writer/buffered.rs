@@ -125,13 +125,7 @@ impl Buffered {
             let donor = shared.output.spare();
             self.buffers.recycle_with(p, batch, donor);
         }
-        let metrics = &mut shared.metrics;
-        metrics.bytes_out += bytes;
-        metrics.destination_bytes[p] += bytes;
-        let sink = shared.output.sink_time() - sink_before;
-        metrics.sink_time += sink;
-        metrics.encode_time += started.elapsed().saturating_sub(sink);
-        metrics.flushes += 1;
+        shared.account_flush(p, bytes, started, sink_before);
         shared.targets.redraw(p);
         Ok(())
     }

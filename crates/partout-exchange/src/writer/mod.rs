@@ -34,6 +34,7 @@ mod buffered;
 mod direct;
 mod held;
 mod merged;
+mod runs;
 
 pub use batch_sink::BatchSink;
 
@@ -49,7 +50,14 @@ use held::HeldRows;
 use merged::Merged;
 use partout_core::DestinationBuffers;
 use partout_core::ids::{PartitionIds, Partitioning};
-use std::time::Instant;
+use runs::HeldRuns;
+use std::time::{Duration, Instant};
+
+/// The default of [`WriterOptions::runs_from`]: from this many destinations, an output that
+/// [takes runs](BatchSink::takes_runs) gets each destination's rows as runs of held batches,
+/// not from per-destination buffers. Measured on lineitem, 5% faster at 200 destinations and
+/// 27% at 1000, but slower at 16 and 64 (BENCHMARKS.md).
+pub const RUNS_FROM: usize = 200;
 
 /// Rows of at most this many (after replication) are moved per step, so that replicating
 /// null-key rows to every destination never builds one huge batch.
@@ -67,6 +75,10 @@ enum Buffering {
     /// [`Flush::AllAtLimit`]: whole batches held, handed over in destination order at the
     /// memory limit.
     Held(HeldRows),
+    /// [`Flush::AtTarget`] from [`WriterOptions::runs_from`] destinations, for an output that
+    /// takes runs:
+    /// batches held laid out by destination, each destination's runs written together.
+    Runs(HeldRuns),
 }
 
 impl Buffering {
@@ -74,12 +86,24 @@ impl Buffering {
     ///
     /// # Errors
     /// [`WriterError::Partition`] for a column type the destination buffers cannot hold.
-    fn try_new(schema: &SchemaRef, num_partitions: u32, options: &WriterOptions) -> Result<Self> {
+    fn try_new(
+        schema: &SchemaRef,
+        num_partitions: u32,
+        options: &WriterOptions,
+        takes_runs: bool,
+    ) -> Result<Self> {
         let n = num_partitions as usize;
         Ok(match options.flush {
             Flush::AllAtLimit => {
                 check_types(schema)?;
                 Self::Held(HeldRows::new(schema.clone(), num_partitions, options))
+            }
+            Flush::AtTarget
+                if takes_runs && n >= options.runs_from && options.target_rows.is_none() =>
+            {
+                check_types(schema)?;
+                let target = Targets::new(n, options).base;
+                Self::Runs(HeldRuns::try_new(n, target, options)?)
             }
             Flush::AtTarget => {
                 let buffered = Buffered::try_new(schema.clone(), n, options)?;
@@ -102,6 +126,7 @@ impl Buffering {
             Self::Direct(direct) => direct.append(batch, ids, shared),
             Self::Merged(merged) => merged.append(batch, ids, shared),
             Self::Held(held) => held.hold(batch, ids, shared),
+            Self::Runs(runs) => runs.append(batch, ids, shared),
         }
     }
 
@@ -111,6 +136,7 @@ impl Buffering {
             Self::Direct(direct) => direct.finish(shared),
             Self::Merged(merged) => merged.finish(shared),
             Self::Held(held) => held.flush_all(shared),
+            Self::Runs(runs) => runs.finish(shared),
         }
     }
 
@@ -120,6 +146,7 @@ impl Buffering {
             Self::Direct(direct) => direct.held_bytes(),
             Self::Merged(merged) => merged.held_bytes(),
             Self::Held(held) => held.held_bytes(),
+            Self::Runs(runs) => runs.held_bytes(),
         }
     }
 }
@@ -145,6 +172,21 @@ impl<O> Shared<O> {
     /// Notes `held` bytes held now in the metrics' peak.
     fn note_held(&mut self, held: usize) {
         self.metrics.peak_held_bytes = self.metrics.peak_held_bytes.max(held as u64);
+    }
+}
+
+impl<O: BatchSink> Shared<O> {
+    /// Counts a flush of destination `p` that wrote `bytes`, begun at `started` with the
+    /// output's sink time at `sink_before`: its bytes, and its time, split into the sink's
+    /// and the encoder's.
+    fn account_flush(&mut self, p: usize, bytes: u64, started: Instant, sink_before: Duration) {
+        let metrics = &mut self.metrics;
+        metrics.bytes_out += bytes;
+        metrics.destination_bytes[p] += bytes;
+        let sink = self.output.sink_time() - sink_before;
+        metrics.sink_time += sink;
+        metrics.encode_time += started.elapsed().saturating_sub(sink);
+        metrics.flushes += 1;
     }
 }
 
@@ -313,7 +355,7 @@ impl<O: BatchSink> PartitionedWriter<O> {
         let num_partitions = partitioning.num_partitions();
         let n = num_partitions as usize;
         let ids = PartitionIds::try_new(partitioning, &schema)?;
-        let buffering = Buffering::try_new(&schema, num_partitions, &options)?;
+        let buffering = Buffering::try_new(&schema, num_partitions, &options, output.takes_runs())?;
         let shared = Shared {
             output,
             metrics: WriterMetrics {

@@ -1,6 +1,7 @@
 //! The stream encoders: one destination's stream, or streams sharing one encoder when no
 //! column holds dictionaries; view columns compacted before they are written.
 
+use super::runs::{Run, RunsEncoder};
 use super::{Compression, holds, holds_dictionary, ipc_options};
 use crate::{FormatError, Result};
 use arrow_array::cast::AsArray;
@@ -96,6 +97,8 @@ pub(crate) struct SharedIpcStreams {
     /// The end-of-stream marker.
     end: Vec<u8>,
     started: Vec<bool>,
+    /// Messages written from runs of rows, when every column's type allows it.
+    runs: Option<RunsEncoder>,
 }
 
 impl std::fmt::Debug for SharedIpcStreams {
@@ -146,12 +149,14 @@ impl SharedIpcStreams {
             ipc_options(compression)?,
         )?;
         encoder.encode(&RecordBatch::new_empty(schema.clone()))?;
+        let runs = RunsEncoder::new(schema.clone(), compression)?;
         Ok(Some(Self {
             encoder,
             schema,
             schema_message: Buffer::from_vec(schema_message),
             end,
             started: vec![false; destinations],
+            runs,
         }))
     }
 
@@ -219,6 +224,47 @@ impl SharedIpcStreams {
         out.extend_from_slice(&self.end);
         self.started[p] = false;
         true
+    }
+
+    /// Whether [`encode_runs_parts`](Self::encode_runs_parts) takes this schema.
+    pub(crate) fn takes_runs(&self) -> bool {
+        self.runs.is_some()
+    }
+
+    /// Adds destination `p`'s next rows, `runs` of held batches, as one message (after its
+    /// stream's schema message, if this is its first) to `parts`.
+    ///
+    /// # Errors
+    /// As [`RunsEncoder::encode`]; [`FormatError::InvalidArgument`] when the schema has a
+    /// column the runs encoder does not take. `parts` is then as it was.
+    ///
+    /// # Panics
+    /// If there is no destination `p` (the caller checks).
+    pub(crate) fn encode_runs_parts(
+        &mut self,
+        p: usize,
+        runs: &[Run<'_>],
+        parts: &mut Vec<Buffer>,
+    ) -> Result<()> {
+        let Some(encoder) = &mut self.runs else {
+            return Err(FormatError::InvalidArgument(
+                "a column of this schema cannot be written from runs of rows".into(),
+            ));
+        };
+        let mark = parts.len();
+        if !self.started[p] {
+            parts.push(self.schema_message.clone());
+        }
+        match encoder.encode(runs, parts) {
+            Ok(()) => {
+                self.started[p] = true;
+                Ok(())
+            }
+            Err(e) => {
+                parts.truncate(mark);
+                Err(e)
+            }
+        }
     }
 
     /// Destinations.

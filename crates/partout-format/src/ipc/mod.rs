@@ -28,6 +28,7 @@ use arrow_schema::DataType;
 mod check;
 mod encode;
 pub mod frame;
+pub mod runs;
 
 pub use check::{MessageCheck, convert_schema, decode_stream};
 pub use encode::IpcStreamEncoder;

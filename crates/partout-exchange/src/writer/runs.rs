@@ -1,0 +1,210 @@
+//! [`HeldRuns`]: the writer's mode from [`RUNS_FROM`](crate::RUNS_FROM) destinations with
+//! [`Flush::AtTarget`], for an output that [takes runs](BatchSink::takes_runs) (Arrow IPC
+//! streams of flat columns). Each batch is laid out destination by destination once, its view
+//! columns' values copied in that order, and held; when the held batches reach every
+//! destination's flush target together, each destination's runs across them go to the output
+//! as one message, written straight from the held batches.
+//!
+//! ```text
+//!  append(batch) ─► Partitioner ─► held: [b0: d0 d0 | d1 | d2 ...] [b1: d0 | d1 d1 | ...] ...
+//!  held ≥ n × target (or the memory limit) ─► for each d: write_runs(d, [(b0, d's rows), (b1, ...)])
+//! ```
+//!
+//! Below that many destinations a batch gives each destination many rows, and moving them
+//! into its buffers while the batch is in cache costs less than holding the batch; from it, the
+//! per-destination work of every append (a few rows per destination and column) costs more.
+//! Measured on lineitem (`partout bench writer`, BENCHMARKS.md): 5% faster at 200
+//! destinations, 27% at 1000, slower at 16 and 64.
+//!
+//! [`Flush::AtTarget`]: crate::Flush::AtTarget
+
+use super::{BatchSink, Shared};
+use crate::error::Result;
+use crate::options::WriterOptions;
+use arrow_array::RecordBatch;
+use partout_core::{PartitionedBatch, Partitioner};
+use partout_format::ipc::runs::RunSource;
+use std::time::Instant;
+
+/// A batch is laid out once it has at least this many rows per destination; smaller input
+/// batches are gathered (concatenated) until they do, so that a held batch brings each
+/// destination a run, not mostly empty ones.
+const ROWS_PER_DESTINATION: usize = 4;
+
+/// Batches held laid out by destination, each destination's runs written together.
+#[derive(Debug)]
+pub(super) struct HeldRuns {
+    partitioner: Partitioner,
+    held: Vec<(PartitionedBatch, RunSource)>,
+    /// Input batches smaller than a laid-out batch should be, gathered, and their rows' ids.
+    small: Vec<RecordBatch>,
+    small_ids: Vec<u32>,
+    /// Memory of the batches held.
+    bytes: usize,
+    /// The held batches flush when they hold this much: every destination's flush target.
+    flush_at: usize,
+    memory_limit: usize,
+    /// The most memory one held batch took.
+    largest_batch: usize,
+    destinations: usize,
+}
+
+impl HeldRuns {
+    /// Holds batches for `destinations` destinations, each flushing about `target` bytes.
+    pub(super) fn try_new(
+        destinations: usize,
+        target: usize,
+        options: &WriterOptions,
+    ) -> Result<Self> {
+        Ok(Self {
+            partitioner: Partitioner::try_new(destinations as u32)?.with_compact_views(),
+            held: Vec::new(),
+            small: Vec::new(),
+            small_ids: Vec::new(),
+            bytes: 0,
+            flush_at: target
+                .saturating_mul(destinations)
+                .min(options.memory_limit / 2),
+            memory_limit: options.memory_limit,
+            largest_batch: 0,
+            destinations,
+        })
+    }
+
+    /// Lays `batch` out by `ids` and holds it; flushes every destination once the held
+    /// batches reach the flush size, or would pass the memory limit with one more.
+    ///
+    /// # Errors
+    /// [`WriterError::Partition`](crate::WriterError::Partition) for ids the partitioner
+    /// refuses (the batch is not held then); the output's errors from a flush, after which
+    /// the writer has failed.
+    pub(super) fn append<O: BatchSink>(
+        &mut self,
+        batch: &RecordBatch,
+        ids: &[u32],
+        shared: &mut Shared<O>,
+    ) -> Result<()> {
+        let started = Instant::now();
+        let rows_wanted = ROWS_PER_DESTINATION * self.destinations;
+        if self.small.is_empty() && batch.num_rows() >= rows_wanted {
+            self.hold(batch, ids, shared)?;
+        } else {
+            // Checked now, so that a bad id refuses this batch, not a later one.
+            if let Some(row) = ids.iter().position(|&p| p as usize >= self.destinations) {
+                return Err(partout_core::PartoutError::PartitionIdOutOfRange {
+                    row,
+                    id: ids[row],
+                    num_partitions: self.destinations as u32,
+                }
+                .into());
+            }
+            if ids.len() != batch.num_rows() {
+                return Err(partout_core::PartoutError::InvalidArgument(format!(
+                    "{} partition ids for a batch of {} rows",
+                    ids.len(),
+                    batch.num_rows()
+                ))
+                .into());
+            }
+            self.small.push(batch.clone());
+            self.small_ids.extend_from_slice(ids);
+            self.bytes += batch.get_array_memory_size();
+            if self.small_ids.len() >= rows_wanted {
+                self.hold_small(shared)?;
+            }
+        }
+        shared.metrics.rows_out += batch.num_rows() as u64;
+        shared.metrics.scatter_time += started.elapsed();
+        shared.note_held(self.bytes);
+        if self.bytes >= self.flush_at || self.bytes + self.largest_batch > self.memory_limit {
+            if self.bytes < self.flush_at {
+                shared.metrics.memory_flushes += 1;
+            }
+            self.flush(shared)?;
+        }
+        Ok(())
+    }
+
+    /// Lays `batch` out by `ids` and holds it.
+    fn hold<O>(&mut self, batch: &RecordBatch, ids: &[u32], shared: &mut Shared<O>) -> Result<()> {
+        let partitioned = self.partitioner.partition(batch, ids)?;
+        let source = RunSource::new(partitioned.batch());
+        // The batch's arrays and its destinations' offsets.
+        let bytes = partitioned.batch().get_array_memory_size() + 4 * (self.destinations + 1);
+        self.bytes += bytes;
+        self.largest_batch = self.largest_batch.max(bytes);
+        shared.metrics.bytes_in += source.bytes() as u64;
+        self.held.push((partitioned, source));
+        Ok(())
+    }
+
+    /// Lays the small batches gathered out as one, and holds it.
+    fn hold_small<O>(&mut self, shared: &mut Shared<O>) -> Result<()> {
+        if self.small.is_empty() {
+            return Ok(());
+        }
+        let gathered = arrow_select::concat::concat_batches(&self.small[0].schema(), &self.small)
+            .map_err(partout_core::PartoutError::from)?;
+        let ids = std::mem::take(&mut self.small_ids);
+        self.bytes -= self
+            .small
+            .iter()
+            .map(RecordBatch::get_array_memory_size)
+            .sum::<usize>();
+        self.small.clear();
+        let held = self.hold(&gathered, &ids, shared);
+        self.small_ids = ids;
+        self.small_ids.clear();
+        held
+    }
+
+    /// Flushes every destination holding rows.
+    pub(super) fn finish<O: BatchSink>(&mut self, shared: &mut Shared<O>) -> Result<()> {
+        self.flush(shared)
+    }
+
+    /// Bytes of the batches held.
+    pub(super) fn held_bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Hands each destination its runs across the held batches, then lets them go. Any error
+    /// leaves the writer failed: the rows were accepted by earlier calls.
+    fn flush<O: BatchSink>(&mut self, shared: &mut Shared<O>) -> Result<()> {
+        let result = self
+            .hold_small(shared)
+            .and_then(|()| self.write_held(shared));
+        self.held.clear();
+        self.bytes = 0;
+        if result.is_err() {
+            shared.failed = true;
+        }
+        result
+    }
+
+    fn write_held<O: BatchSink>(&mut self, shared: &mut Shared<O>) -> Result<()> {
+        if self.held.is_empty() {
+            return Ok(());
+        }
+        let mut runs = Vec::with_capacity(self.held.len());
+        for p in 0..self.destinations {
+            runs.clear();
+            runs.extend(
+                self.held
+                    .iter()
+                    .map(|(batch, source)| (source, batch.range(p)))
+                    .filter(|(_, rows)| !rows.is_empty()),
+            );
+            if runs.is_empty() {
+                continue;
+            }
+            let started = Instant::now();
+            let sink_before = shared.output.sink_time();
+            let bytes = shared.output.write_runs(p, &runs)?;
+            let rows: usize = runs.iter().map(|(_, r)| r.len()).sum();
+            shared.metrics.destination_rows[p] += rows as u64;
+            shared.account_flush(p, bytes, started, sink_before);
+        }
+        Ok(())
+    }
+}
