@@ -19,6 +19,7 @@ use arrow_ipc::writer::StreamWriter;
 use arrow_schema::SchemaRef;
 use datafusion::execution::memory_pool::MemoryReservation;
 use partout_exchange::{BatchSink, WriterError};
+use partout_format::ipc::runs::Run;
 use partout_format::{Encoding, StreamEncoders};
 use std::fs::File;
 use std::io::{self, BufWriter, Read, Seek, SeekFrom, Write};
@@ -151,6 +152,29 @@ impl EncodedPartitions {
     }
 }
 
+impl EncodedPartitions {
+    /// Counts `rows` (of `arrow` bytes in memory) written to destination `p` as `added`
+    /// encoded bytes, held until the end of the task: spills past the limit or what the pool
+    /// grants.
+    fn written(
+        &mut self,
+        p: usize,
+        rows: usize,
+        arrow: usize,
+        added: usize,
+    ) -> Result<(), WriterError> {
+        let stats = &mut self.stats[p];
+        stats.rows += rows as u64;
+        stats.batches += 1;
+        stats.bytes += arrow as u64;
+        self.held += added;
+        if self.held > self.limit || self.reservation.try_grow(added).is_err() {
+            self.spill()?;
+        }
+        Ok(())
+    }
+}
+
 impl BatchSink for EncodedPartitions {
     fn write_batch(&mut self, p: usize, batch: &RecordBatch) -> Result<u64, WriterError> {
         if p >= self.open.len() {
@@ -164,14 +188,40 @@ impl BatchSink for EncodedPartitions {
             .encode(p, batch, &mut self.open[p])
             .map_err(WriterError::Encode)?;
         let added = self.open[p].len() - before;
-        let stats = &mut self.stats[p];
-        stats.rows += batch.num_rows() as u64;
-        stats.batches += 1;
-        stats.bytes += batch.get_array_memory_size() as u64;
-        self.held += added;
-        if self.held > self.limit || self.reservation.try_grow(added).is_err() {
-            self.spill()?;
+        self.written(p, batch.num_rows(), batch.get_array_memory_size(), added)?;
+        Ok(added as u64)
+    }
+
+    fn takes_runs(&self) -> bool {
+        self.encoders.takes_runs()
+    }
+
+    fn write_runs(&mut self, p: usize, runs: &[Run<'_>]) -> Result<u64, WriterError> {
+        if p >= self.open.len() {
+            return Err(WriterError::NoSuchDestination {
+                destination: p,
+                destinations: self.open.len(),
+            });
         }
+        let mut parts = Vec::new();
+        self.encoders
+            .encode_runs(p, runs, &mut parts)
+            .map_err(WriterError::Encode)?;
+        let added: usize = parts.iter().map(|part| part.len()).sum();
+        let open = &mut self.open[p];
+        open.reserve(added);
+        for part in &parts {
+            open.extend_from_slice(part);
+        }
+        drop(parts);
+        let rows = runs.iter().map(|(_, r)| r.len()).sum();
+        // The Arrow size of the rows, as a batch of them would count it: their share of
+        // each held batch's buffers.
+        let arrow: usize = runs
+            .iter()
+            .map(|(source, r)| source.bytes() * r.len() / source.num_rows().max(1))
+            .sum();
+        self.written(p, rows, arrow, added)?;
         Ok(added as u64)
     }
 

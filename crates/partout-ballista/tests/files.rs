@@ -187,6 +187,9 @@ async fn partout_writes_what_ballistas_writer_writes() {
             None,
             Arc::new(GreedyMemoryPool::new(0)) as Arc<dyn MemoryPool>,
         ),
+        // Held runs (from 200 partitions): each partition's rows written from held batches.
+        (2, 6, 4000, 256, "lz4", None, big_pool()),
+        (1, 3, 3000, 300, "zstd", Some(1 << 20), big_pool()),
     ];
     for (case, (inputs, batches, len, k, codec, memory, pool)) in cases.into_iter().enumerate() {
         let input = input(inputs, batches, len);

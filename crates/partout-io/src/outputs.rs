@@ -5,6 +5,7 @@
 use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
 use partout_exchange::{BatchSink, WriterError};
+use partout_format::ipc::runs::Run;
 use partout_format::{Encoding, OutputFormat, StreamEncoder, StreamEncoders};
 use std::fs::File;
 use std::io::{self, Seek, Write};
@@ -406,6 +407,21 @@ impl BatchSink for ShuffleFile {
         self.out.clear();
         self.encoders.encode(p, batch, &mut self.out)?;
         self.append(p, batch.num_rows() as u64)
+    }
+
+    fn takes_runs(&self) -> bool {
+        self.encoders.takes_runs()
+    }
+
+    fn write_runs(&mut self, p: usize, runs: &[Run<'_>]) -> Result<u64, WriterError> {
+        let mut parts = Vec::new();
+        self.encoders.encode_runs(p, runs, &mut parts)?;
+        self.out.clear();
+        for part in &parts {
+            self.out.extend_from_slice(part);
+        }
+        drop(parts);
+        self.append(p, runs.iter().map(|(_, r)| r.len() as u64).sum())
     }
 
     /// Ends the IPC stream of every destination that has rows (Presto pages need no end)
