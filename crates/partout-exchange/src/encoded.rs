@@ -56,6 +56,27 @@ impl<S: Sink> Encoded<S> {
         self.sink
     }
 
+    /// Encodes `batch` for destination `p` (`compact`: its view columns are known compact)
+    /// and hands it to the sink; the bytes. The message comes as parts that share the batch's
+    /// buffers: the sink copies each byte once, from the destination's buffers to where it
+    /// keeps or writes them.
+    fn encode_batch(&mut self, p: usize, batch: &RecordBatch, compact: bool) -> Result<u64> {
+        if p >= self.encoders.len() {
+            return Err(WriterError::NoSuchDestination {
+                destination: p,
+                destinations: self.encoders.len(),
+            });
+        }
+        self.parts.clear();
+        if compact {
+            self.encoders
+                .encode_compact_parts(p, batch, &mut self.parts)?;
+        } else {
+            self.encoders.encode_parts(p, batch, &mut self.parts)?;
+        }
+        self.write_parts(p)
+    }
+
     /// Hands the encoded message's parts to the sink; the bytes. The parts are let go, and
     /// with them the batch's (or the held batches') buffers, back to the writer.
     fn write_parts(&mut self, p: usize) -> Result<u64> {
@@ -81,18 +102,11 @@ impl<S: Sink> Encoded<S> {
 
 impl<S: Sink> BatchSink for Encoded<S> {
     fn write_batch(&mut self, p: usize, batch: &RecordBatch) -> Result<u64> {
-        if p >= self.encoders.len() {
-            return Err(WriterError::NoSuchDestination {
-                destination: p,
-                destinations: self.encoders.len(),
-            });
-        }
-        // The message as parts that share the batch's buffers: the sink copies each byte
-        // once, from the destination's buffers to where it keeps or writes them.
-        self.parts.clear();
-        let encoded = self.encoders.encode_parts(p, batch, &mut self.parts);
-        encoded?;
-        self.write_parts(p)
+        self.encode_batch(p, batch, false)
+    }
+
+    fn write_compact_batch(&mut self, p: usize, batch: &RecordBatch) -> Result<u64> {
+        self.encode_batch(p, batch, true)
     }
 
     fn takes_runs(&self) -> bool {

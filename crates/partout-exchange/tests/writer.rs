@@ -662,3 +662,36 @@ fn many_destinations_of_flat_columns_flush_together_from_held_runs() {
         }
     }
 }
+
+/// A batch whose view columns are compact is written the same whether the output checks them
+/// (`write_batch`) or takes the writer's word for it (`write_compact_batch`).
+#[test]
+fn compact_batches_are_written_alike_with_and_without_the_check() {
+    use partout_exchange::{BatchSink, Encoded};
+    let mut rng = rng(61);
+    let types = [DataType::Utf8View, DataType::BinaryView, DataType::Int32];
+    let batch = random_batch(&types, 500, 0.2, false, &mut rng);
+    // Compact, as the writer's buffers build them.
+    let batch = partout_core::Partitioner::try_new(1)
+        .unwrap()
+        .with_compact_views()
+        .partition(&batch, &vec![0; batch.num_rows()])
+        .unwrap()
+        .into_parts()
+        .0;
+    for compression in COMPRESSIONS {
+        let mut output = Encoded::try_new(
+            batch.schema(),
+            2,
+            Encoding::ipc(compression),
+            MemorySink::new(2),
+        )
+        .unwrap();
+        let checked = output.write_batch(0, &batch).unwrap();
+        let trusted = output.write_compact_batch(1, &batch).unwrap();
+        assert_eq!(checked, trusted);
+        output.finish(&mut [0, 0]).unwrap();
+        let outputs = output.into_sink().into_outputs();
+        assert!(outputs[0] == outputs[1], "{compression:?}");
+    }
+}

@@ -369,9 +369,34 @@ impl StreamEncoders {
         batch: &RecordBatch,
         parts: &mut Vec<Buffer>,
     ) -> Result<()> {
+        self.encode_parts_with(p, batch, parts, false)
+    }
+
+    /// [`encode_parts`](Self::encode_parts) for a batch whose view columns hold only the bytes
+    /// their rows reference (as the writer's destination buffers build them): they are not
+    /// read again to check. A batch that is not so is still written right, only larger.
+    ///
+    /// # Errors
+    /// As [`encode_parts`](Self::encode_parts).
+    pub fn encode_compact_parts(
+        &mut self,
+        p: usize,
+        batch: &RecordBatch,
+        parts: &mut Vec<Buffer>,
+    ) -> Result<()> {
+        self.encode_parts_with(p, batch, parts, true)
+    }
+
+    fn encode_parts_with(
+        &mut self,
+        p: usize,
+        batch: &RecordBatch,
+        parts: &mut Vec<Buffer>,
+        views_compact: bool,
+    ) -> Result<()> {
         self.check(p)?;
         match &mut self.streams {
-            Streams::Shared(shared) => shared.encode_parts(p, batch, parts),
+            Streams::Shared(shared) => shared.encode_parts(p, batch, parts, views_compact),
             Streams::Each(encoders) => {
                 let mut out = Vec::new();
                 Self::each(encoders, p, &self.schema, self.encoding)?.encode(batch, &mut out)?;

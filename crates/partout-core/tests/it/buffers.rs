@@ -39,6 +39,21 @@ impl Expected {
                 "destination {p}, column {c} ({})",
                 w.data_type()
             );
+            // View columns come out compact: their data buffers hold just the out-of-line
+            // bytes their rows reference (the writer's encoder relies on it, and skips its
+            // check: `BatchSink::write_compact_batch`).
+            if matches!(g.data_type(), DataType::Utf8View | DataType::BinaryView) {
+                let data = g.to_data();
+                let views: &[u128] = data.buffers()[0].typed_data();
+                let views = &views[data.offset()..data.offset() + data.len()];
+                let referenced: usize = views
+                    .iter()
+                    .map(|&v| v as u32 as usize)
+                    .filter(|&len| len > 12)
+                    .sum();
+                let held: usize = data.buffers()[1..].iter().map(|b| b.len()).sum();
+                assert_eq!(held, referenced, "destination {p}, column {c}: not compact");
+            }
             if w.null_count() == 0 && w.data_type() != &DataType::Null {
                 assert!(
                     g.nulls().is_none(),

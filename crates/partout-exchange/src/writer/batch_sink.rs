@@ -15,6 +15,17 @@ pub trait BatchSink {
     /// Encoding or IO errors, naming the destination.
     fn write_batch(&mut self, destination: usize, batch: &RecordBatch) -> Result<u64>;
 
+    /// Writes `batch` as [`write_batch`](Self::write_batch) does; its view columns hold only
+    /// the bytes their rows reference (the writer's destination buffers build them so), so
+    /// an output that would compact them need not read them to check. By default,
+    /// [`write_batch`](Self::write_batch).
+    ///
+    /// # Errors
+    /// As [`write_batch`](Self::write_batch).
+    fn write_compact_batch(&mut self, destination: usize, batch: &RecordBatch) -> Result<u64> {
+        self.write_batch(destination, batch)
+    }
+
     /// No more batches come: end every destination's output, adding the bytes that ends each
     /// to `destination_bytes` (one entry per destination).
     ///

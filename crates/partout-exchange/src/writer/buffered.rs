@@ -117,7 +117,8 @@ impl Buffered {
         let sink_before = shared.output.sink_time();
         let batch = self.buffers.take(p)?;
         shared.metrics.destination_rows[p] += batch.num_rows() as u64;
-        let bytes = shared.output.write_batch(p, &batch)?;
+        // The buffers hold view columns' strings compactly: no check for more.
+        let bytes = shared.output.write_compact_batch(p, &batch)?;
         if release {
             drop(batch);
             self.buffers.release(p);

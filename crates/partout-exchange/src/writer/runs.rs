@@ -110,7 +110,12 @@ impl HeldRuns {
             self.small_ids.extend_from_slice(ids);
             self.bytes += batch.get_array_memory_size();
             if self.small_ids.len() >= rows_wanted {
-                self.hold_small(shared)?;
+                // The batches gathered were accepted by earlier calls: losing them fails the
+                // writer.
+                if let Err(e) = self.hold_small(shared) {
+                    shared.failed = true;
+                    return Err(e);
+                }
             }
         }
         shared.metrics.rows_out += batch.num_rows() as u64;

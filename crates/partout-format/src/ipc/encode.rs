@@ -173,9 +173,14 @@ impl SharedIpcStreams {
         p: usize,
         batch: &RecordBatch,
         parts: &mut Vec<Buffer>,
+        views_compact: bool,
     ) -> Result<()> {
         check_fields(batch, &self.schema)?;
-        let batch = compact_views(batch)?;
+        let batch = if views_compact {
+            compact_views_given(batch, true)?
+        } else {
+            compact_views(batch)?
+        };
         let message = self.encoder.encode(&batch)?;
         if !self.started[p] {
             parts.push(self.schema_message.clone());
@@ -200,7 +205,7 @@ impl SharedIpcStreams {
         out: &mut Vec<u8>,
     ) -> Result<()> {
         let mut parts = Vec::new();
-        self.encode_parts(p, batch, &mut parts)?;
+        self.encode_parts(p, batch, &mut parts, false)?;
         out.reserve(parts.iter().map(Buffer::len).sum());
         for part in &parts {
             out.extend_from_slice(part);
@@ -290,6 +295,12 @@ fn check_fields(batch: &RecordBatch, schema: &SchemaRef) -> Result<()> {
 /// they hold run-end encoded values: arrow-ipc 59 writes an empty slice of a run array with a
 /// run end of 0, which no reader (its own included) accepts.
 fn compact_views(batch: &RecordBatch) -> Result<RecordBatch> {
+    compact_views_given(batch, false)
+}
+
+/// [`compact_views`], but with `views_compact`, the caller's word that the view columns hold
+/// only the bytes their rows reference: they are not read to check.
+fn compact_views_given(batch: &RecordBatch, views_compact: bool) -> Result<RecordBatch> {
     if batch.num_rows() == 0
         && batch
             .columns()
@@ -303,6 +314,9 @@ fn compact_views(batch: &RecordBatch) -> Result<RecordBatch> {
             .map(|f| arrow_array::new_empty_array(f.data_type()))
             .collect();
         return Ok(RecordBatch::try_new(batch.schema(), columns)?);
+    }
+    if views_compact {
+        return Ok(batch.clone());
     }
     let needs = |c: &ArrayRef| match c.data_type() {
         DataType::Utf8View => wasteful(
