@@ -235,9 +235,7 @@ impl ScatterPlan {
                 ids.len()
             ))
         })?;
-        if !all_below(ids, num_partitions) {
-            return Err(first_bad_id(ids, num_partitions));
-        }
+        check_ids(ids, num_partitions)?;
         self.num_partitions = num_partitions;
         self.rows = ids.len();
         self.cursors.clear();
@@ -292,6 +290,18 @@ impl ScatterPlan {
     /// If `p >= num_partitions`.
     pub fn range(&self, p: usize) -> std::ops::Range<usize> {
         self.offsets[p] as usize..self.offsets[p + 1] as usize
+    }
+}
+
+/// Checks `ids` as a plan does before moving rows: every id below `num_partitions`.
+///
+/// # Errors
+/// [`PartoutError::PartitionIdOutOfRange`] naming the first id that is not, and its row.
+pub fn check_ids(ids: &[u32], num_partitions: u32) -> Result<()> {
+    if all_below(ids, num_partitions) {
+        Ok(())
+    } else {
+        Err(first_bad_id(ids, num_partitions))
     }
 }
 

@@ -90,14 +90,7 @@ impl HeldRuns {
             self.hold(batch, ids, shared)?;
         } else {
             // Checked now, so that a bad id refuses this batch, not a later one.
-            if let Some(row) = ids.iter().position(|&p| p as usize >= self.destinations) {
-                return Err(partout_core::PartoutError::PartitionIdOutOfRange {
-                    row,
-                    id: ids[row],
-                    num_partitions: self.destinations as u32,
-                }
-                .into());
-            }
+            partout_core::plan::check_ids(ids, self.destinations as u32)?;
             if ids.len() != batch.num_rows() {
                 return Err(partout_core::PartoutError::InvalidArgument(format!(
                     "{} partition ids for a batch of {} rows",

@@ -295,9 +295,9 @@ impl RunsEncoder {
                 self.put(bits.finish().inner().as_slice());
                 self.end_buffer()?;
             }
-            Layout::Offsets32 => self.offsets::<i32>(runs, j)?,
-            Layout::Offsets64 => self.offsets::<i64>(runs, j)?,
-            Layout::Views => self.views(runs, j)?,
+            Layout::Offsets32 => self.offsets::<i32>(runs, j, rows)?,
+            Layout::Offsets64 => self.offsets::<i64>(runs, j, rows)?,
+            Layout::Views => self.views(runs, j, rows)?,
         }
         Ok(())
     }
@@ -307,8 +307,8 @@ impl RunsEncoder {
         &mut self,
         runs: &[Run<'_>],
         j: usize,
+        rows: usize,
     ) -> Result<()> {
-        let rows: usize = runs.iter().map(|(_, r)| r.len()).sum();
         let mut rebased: Vec<O> = Vec::with_capacity(rows + 1);
         let mut base = O::zero();
         rebased.push(base);
@@ -336,8 +336,7 @@ impl RunsEncoder {
     /// A view column: its views rewritten over one data buffer, then that buffer. A run whose
     /// long values lie back to back in one data buffer (a batch compacted in destination
     /// order) shares their bytes; any other run's values are copied.
-    fn views(&mut self, runs: &[Run<'_>], j: usize) -> Result<()> {
-        let rows: usize = runs.iter().map(|(_, r)| r.len()).sum();
+    fn views(&mut self, runs: &[Run<'_>], j: usize, rows: usize) -> Result<()> {
         let mut views_out: Vec<u128> = Vec::with_capacity(rows);
         let mut copied = std::mem::take(&mut self.view_data);
         copied.clear();
