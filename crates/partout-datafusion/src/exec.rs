@@ -3,7 +3,6 @@
 use crate::exchange::{Pool, Queued, from_datafusion, spill_target, to_datafusion};
 use crate::ids::DataFusionIds;
 use arrow_array::RecordBatch;
-use arrow_select::coalesce::BatchCoalescer;
 use datafusion::common::runtime::SpawnedTask;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::{DataFusionError, Result, Statistics, internal_err};
@@ -23,7 +22,8 @@ use datafusion::physical_plan::{
 use futures::StreamExt;
 use partout_core::ids;
 use partout_exchange::{
-    BoundedExchange, BoundedOptions, PartitionedWriter, Ready, Spares, WriterError, WriterOptions,
+    BoundedExchange, BoundedOptions, Gather, PartitionedWriter, Ready, Spares, WriterError,
+    WriterOptions,
 };
 use std::fmt::Formatter;
 use std::sync::{Arc, Mutex};
@@ -428,7 +428,7 @@ impl ExecutionPlan for PartoutRepartitionExec {
         let output = Output {
             // Remainders (a producer's last rows, the tail of a split) are gathered here into
             // batches of `batch_size`; whole batches pass by.
-            coalescer: BatchCoalescer::new(schema.clone(), batch_size),
+            gather: Gather::new(schema.clone(), batch_size).with_spares(run.spares.clone()),
             ordered: self.input.output_partitioning().partition_count() <= 1,
             run,
             partition,
@@ -467,7 +467,7 @@ impl ExecutionPlan for PartoutRepartitionExec {
 
 /// One output partition's stream state.
 struct Output {
-    coalescer: BatchCoalescer,
+    gather: Gather,
     /// Whether the output keeps its one input's order.
     ordered: bool,
     run: Arc<Run>,
@@ -481,7 +481,7 @@ struct Output {
 impl Output {
     async fn next(&mut self) -> Option<Result<RecordBatch>> {
         loop {
-            if let Some(batch) = self.coalescer.next_completed_batch() {
+            if let Some(batch) = self.gather.next_batch() {
                 self.output_rows.add(batch.num_rows());
                 self.output_batches.add(1);
                 return Some(Ok(batch));
@@ -493,24 +493,21 @@ impl Output {
                 // Rows from one input keep their order (the plan's properties say so): a whole
                 // batch then waits behind gathered remainders.
                 Ok(Some(queued))
-                    if queued.whole
-                        && (!self.ordered || self.coalescer.get_buffered_rows() == 0) =>
+                    if queued.whole && (!self.ordered || self.gather.buffered_rows() == 0) =>
                 {
                     self.output_rows.add(queued.rows.num_rows());
                     self.output_batches.add(1);
                     return Some(Ok(queued.rows));
                 }
                 Ok(Some(queued)) => {
-                    if let Err(e) = self.coalescer.push_batch(queued.rows.clone()) {
+                    if let Err(e) = self.gather.push(queued.rows) {
                         self.done = true;
                         return Some(Err(e.into()));
                     }
-                    // Its rows are copied out: its buffers can go back to a producer.
-                    self.run.spares.give(queued.rows);
                 }
                 Ok(None) => {
                     self.done = true;
-                    if let Err(e) = self.coalescer.finish_buffered_batch() {
+                    if let Err(e) = self.gather.finish() {
                         return Some(Err(e.into()));
                     }
                 }

@@ -12,13 +12,15 @@
 //!
 //! Modules, each with one job: `options` (what the writer may hold and when it flushes),
 //! `writer` (the writer and the [`BatchSink`] it flushes to), `metrics`, `encoded` (the
-//! encoding batch sink), `sink` (byte sinks), `error`.
+//! encoding batch sink), `sink` (byte sinks), `gather` (small batches into batches of a size,
+//! for readers that want them), `error`.
 
 #![forbid(unsafe_code)]
 
 pub mod bounded;
 mod encoded;
 mod error;
+mod gather;
 mod metrics;
 mod options;
 mod ready;
@@ -32,6 +34,7 @@ pub use bounded::{
 };
 pub use encoded::Encoded;
 pub use error::{Result, WriterError};
+pub use gather::Gather;
 pub use metrics::WriterMetrics;
 pub use options::{Flush, WriterOptions};
 pub use ready::{Ready, ReadyBatch};
