@@ -48,12 +48,16 @@ impl Gather {
         if batch.num_rows() == 0 {
             return Ok(());
         }
-        let sparse = batch.columns().iter().any(sparse_views);
-        let copy = if sparse {
-            let columns = batch.columns().iter().map(compact).collect();
-            RecordBatch::try_new(batch.schema(), columns)?
-        } else {
-            batch.clone()
+        // Only the sparse view columns are replaced; the batch is rebuilt only if there are.
+        let mut columns: Option<Vec<ArrayRef>> = None;
+        for (i, column) in batch.columns().iter().enumerate() {
+            if let Some(compacted) = compacted(column) {
+                columns.get_or_insert_with(|| batch.columns().to_vec())[i] = compacted;
+            }
+        }
+        let copy = match columns {
+            Some(columns) => RecordBatch::try_new(batch.schema(), columns)?,
+            None => batch.clone(),
         };
         self.coalescer.push_batch(copy)?;
         if let Some(spares) = &self.spares {
@@ -81,9 +85,10 @@ impl Gather {
     }
 }
 
-/// Whether `column` is a view column whose data buffers are more than twice the strings they
-/// hold (the coalescer's own test for copying them).
-fn sparse_views(column: &ArrayRef) -> bool {
+/// `column`'s strings copied into one buffer of exactly their size, when it is a view column
+/// whose data buffers are more than twice the strings they hold (the coalescer's own test for
+/// copying them); `None` otherwise.
+fn compacted(column: &ArrayRef) -> Option<ArrayRef> {
     fn sparse<T: arrow_array::types::ByteViewType>(
         array: &arrow_array::GenericByteViewArray<T>,
     ) -> bool {
@@ -92,20 +97,14 @@ fn sparse_views(column: &ArrayRef) -> bool {
         used != 0 && held > used * 2
     }
     match column.data_type() {
-        DataType::Utf8View => sparse(column.as_string_view()),
-        DataType::BinaryView => sparse(column.as_binary_view()),
-        _ => false,
-    }
-}
-
-/// `column`, with a sparse view column's strings copied into one buffer of exactly their size.
-fn compact(column: &ArrayRef) -> ArrayRef {
-    if !sparse_views(column) {
-        return column.clone();
-    }
-    match column.data_type() {
-        DataType::Utf8View => Arc::new(column.as_string_view().gc()),
-        DataType::BinaryView => Arc::new(column.as_binary_view().gc()),
-        _ => column.clone(),
+        DataType::Utf8View => {
+            let views = column.as_string_view();
+            sparse(views).then(|| Arc::new(views.gc()) as ArrayRef)
+        }
+        DataType::BinaryView => {
+            let views = column.as_binary_view();
+            sparse(views).then(|| Arc::new(views.gc()) as ArrayRef)
+        }
+        _ => None,
     }
 }
