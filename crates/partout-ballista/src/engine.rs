@@ -40,6 +40,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// (`ballista.shuffle.sort_based.memory_limit_per_task_bytes = 0`).
 pub const DEFAULT_TASK_MEMORY: usize = 256 << 20;
 
+/// The metric of a hash shuffle task partout wrote: its shuffle files' bytes. The scheduler
+/// sums it per stage (its stage metrics), so a stage that has it was written by partout.
+pub const FILE_BYTES_METRIC: &str = "partout_file_bytes";
+
 /// The least memory one input partition's writer is given, however many share the limit.
 const MIN_INPUT_MEMORY: usize = 1 << 20;
 
@@ -487,6 +491,11 @@ impl QueryStageExecutor for PartoutShuffleStage {
             .shuffle_rows
             .fetch_add(rows, Ordering::Relaxed);
         let file_bytes = offsets.last().copied().unwrap_or(0).max(0) as u64;
+        // Reported with the task's status, summed per stage by the scheduler: the stage's
+        // shuffle file bytes, and the mark that partout wrote it.
+        MetricBuilder::new(&stage.metrics)
+            .global_counter(FILE_BYTES_METRIC)
+            .add(file_bytes as usize);
         stage
             .counters
             .shuffle_file_bytes

@@ -27,6 +27,6 @@ mod engine;
 mod file;
 mod pool;
 
-pub use engine::{DEFAULT_TASK_MEMORY, EngineCounters, PartoutEngine};
+pub use engine::{DEFAULT_TASK_MEMORY, EngineCounters, FILE_BYTES_METRIC, PartoutEngine};
 pub use file::{PartitionStats, shuffle_files};
 pub use pool::SharedClientPool;

@@ -2,7 +2,8 @@
 //!
 //! In `RESULTS`: `writer.jsonl` (the lines of `partout bench writer --json` runs),
 //! `scatter.jsonl` (`partout bench scatter --json`) and `files-*.json` (`bench/e2e.py --json`
-//! results, one per destination count), each figure
+//! results, one per destination count) and `cluster.json` (`partout-ballista`'s `cluster`
+//! example's `--json`), each figure
 //! drawn when its results are there; a `date` file, when present, dates the figures.
 //! `bench/figures.sh` runs the benchmarks and then this.
 
@@ -59,6 +60,13 @@ fn main() -> Result<()> {
             );
         }
     }
+    if let Ok(text) = read("cluster.json") {
+        let result = serde_json::from_str(&text).context("parsing cluster.json")?;
+        let figure = partout_plots::cluster_figure(&result, &date).context("cluster.json")?;
+        let path = args.out.join("cluster.svg");
+        partout_plots::draw(&figure, &path)?;
+        drawn.push(path);
+    }
     if !files.is_empty() {
         let figure = partout_plots::files_figure(&files, &date).context("files-*.json")?;
         let path = args.out.join("files.svg");
@@ -67,7 +75,7 @@ fn main() -> Result<()> {
     }
     ensure!(
         !drawn.is_empty(),
-        "no results in {} (writer.jsonl, scatter.jsonl, files-*.json)",
+        "no results in {} (writer.jsonl, scatter.jsonl, files-*.json, cluster.json)",
         args.results.display()
     );
     for path in drawn {

@@ -8,12 +8,15 @@
 //! * [`reference_partition`] is the oracle: one arrow `take` per destination, obviously right.
 //! * [`baseline`] holds the peers' ways of doing the same job, for benchmarks;
 //!   [`workload`] the benchmark matrix.
+//! * [`netns`] is a virtual cluster of network hosts (Linux network namespaces on a bridge,
+//!   links shaped or cut) for the tests that cross a network.
 
 #![forbid(unsafe_code)]
 
 pub mod baseline;
 pub mod fingerprint;
 mod generators;
+pub mod netns;
 mod oracle;
 mod types;
 pub mod workload;
