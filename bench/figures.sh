@@ -9,9 +9,14 @@
 #   bench/results/ids.jsonl      partout bench ids --json (no figure: BENCHMARKS.md's table)
 #   bench/results/files-N.json   bench/e2e.sh (lineitem Parquet into N Parquet files: partout
 #                                on 1 and 2 threads, DuckDB, Polars) at 16, 64, 256, 1024
+#   bench/results/cluster.json   partout-ballista's `cluster` example: TPC-H SF 1 on Ballista
+#                                hosts in network namespaces at 100mbit, 1gbit, 10gbit and
+#                                unlimited links (needs root; not among the defaults: its
+#                                release build of Ballista takes ~20 minutes)
 #   bench/plots/*.svg            partout-plots bench/results bench/plots
 #
-# Usage: bench/figures.sh [writer|scatter|ids|files|plot]...   (all when none is named)
+# Usage: bench/figures.sh [writer|scatter|ids|files|cluster|plot]...
+#        (writer, scatter, ids, files and plot when none is named)
 # Environment: WRITER_SF (0.1), FILES_SF (1), ROUNDS (5), DESTINATIONS, FILE_DESTINATIONS.
 set -euo pipefail
 
@@ -58,11 +63,18 @@ for step in "${STEPS[@]}"; do
         done
         date -u +%Y-%m-%d >"$RESULTS/date"
         ;;
+    cluster)
+        cargo build --release -p partout-ballista --bins --example cluster
+        target/release/examples/cluster --sf "$FILES_SF" --rounds "$ROUNDS" \
+            --links 100mbit,1gbit,10gbit,unlimited --json "$RESULTS/cluster.json.new"
+        mv "$RESULTS/cluster.json.new" "$RESULTS/cluster.json"
+        date -u +%Y-%m-%d >"$RESULTS/date"
+        ;;
     plot)
         cargo run --release -q -p partout-plots -- "$RESULTS" bench/plots
         ;;
     *)
-        echo "figures.sh: unknown step $step (writer, scatter, ids, files, plot)" >&2
+        echo "figures.sh: unknown step $step (writer, scatter, ids, files, cluster, plot)" >&2
         exit 2
         ;;
     esac

@@ -474,7 +474,8 @@ where
                     ticks
                         .iter()
                         .find(|t| (*t / x - 1.0).abs() < 0.05)
-                        .map_or(String::new(), |t| format!("{t:.0}"))
+                        // Counts are whole; a rate below 1 Gbit/s is not.
+                        .map_or(String::new(), |t| format!("{t}"))
                 })
                 .y_label_formatter(&|y| {
                     if *y >= 10.0 {
