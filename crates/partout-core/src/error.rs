@@ -36,6 +36,11 @@ pub enum PartoutError {
     /// The batch or array is larger than partout can index (more than `u32::MAX` rows or
     /// child values).
     TooLarge(String),
+    /// Partitioning by value met more distinct keys than its limit allows.
+    TooManyValues {
+        /// The most distinct keys allowed.
+        limit: u32,
+    },
     /// An error reported by arrow-rs.
     Arrow(ArrowError),
 }
@@ -64,6 +69,11 @@ impl fmt::Display for PartoutError {
                 columns.join(", ")
             ),
             Self::TooLarge(msg) => write!(f, "input too large: {msg}"),
+            Self::TooManyValues { limit } => write!(
+                f,
+                "more than {limit} distinct values of the partition key: raise the limit on \
+                 partitions if that many are meant"
+            ),
             Self::Arrow(e) => write!(f, "arrow error: {e}"),
         }
     }

@@ -105,6 +105,15 @@ pub struct NetCluster {
     options: Options,
 }
 
+impl Drop for NetCluster {
+    /// Kills and reaps the executors before the namespaces go (the fields' drops follow).
+    fn drop(&mut self) {
+        for i in 0..self.executors.len() {
+            self.kill_executor(i);
+        }
+    }
+}
+
 /// The scheduler's thread, inside its host's namespace.
 struct SchedulerThread {
     server: Scheduler,

@@ -17,15 +17,24 @@
 //! | [`Scheme::RoundRobin`] | `0, 1, ..., n - 1, 0, ...`, continuing across batches |
 //! | [`Scheme::Single`] | 0 |
 //! | [`Scheme::Given`] | the value of one integer column, checked to be below `n` |
+//!
+//! Partitioning *by value* ([`ValueIds`] over a shared [`ValueTable`]) has no fixed partition
+//! count: each distinct key is a destination, numbered as keys first appear, up to a limit.
+//!
 //! | [`Scheme::Range`] | the number of split points below the row's key (lexicographic over the key columns, each ascending or descending, nulls first or last), by binary search over arrow-row encodings |
+//!
+//! Partitioning *by value* ([`ValueIds`] over a shared [`ValueTable`]) has no fixed partition
+//! count: each distinct key is a destination, numbered as keys first appear, up to a limit.
 
 pub mod hash;
 mod reduce;
 pub mod spark;
 mod spec;
+mod values;
 
 pub use reduce::{Modulo, Modulo64, Pmod, multiply_shift};
 pub use spec::PartitioningSpec;
+pub use values::{ValueIds, ValueTable, is_value_key_type};
 
 use crate::error::{PartoutError, Result};
 use crate::plan::check_partition_count;
