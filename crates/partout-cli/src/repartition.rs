@@ -52,9 +52,26 @@ pub struct RepartitionArgs {
     /// Key columns, by name, comma-separated (not for round-robin).
     #[arg(long, value_delimiter = ',')]
     pub by: Vec<String>,
-    /// Number of destinations.
-    #[arg(short = 'n', long = "partitions")]
-    pub partitions: u32,
+    /// Number of destinations; with --partition-by, buckets per value (by the --by columns;
+    /// default 1).
+    #[arg(
+        short = 'n',
+        long = "partitions",
+        required_unless_present = "partition_by"
+    )]
+    pub partitions: Option<u32>,
+    /// Partition by value: a directory per distinct value of these columns, comma-separated,
+    /// in the Hive layout (`OUT/col=value/part-00000.parquet`); nulls in
+    /// `col=__HIVE_DEFAULT_PARTITION__`.
+    #[arg(long, value_delimiter = ',')]
+    pub partition_by: Vec<String>,
+    /// Most distinct values --partition-by takes: past it the job fails and writes nothing.
+    #[arg(long, default_value_t = partout_job::DEFAULT_MAX_PARTITIONS)]
+    pub max_partitions: u32,
+    /// Keep the --partition-by columns in the files (by default their values are only in the
+    /// directory names).
+    #[arg(long)]
+    pub keep_partition_columns: bool,
     /// How rows find their destination.
     #[arg(long, value_enum, default_value_t = SchemeArg::Hash)]
     pub scheme: SchemeArg,
@@ -92,7 +109,7 @@ impl RepartitionArgs {
         JobOptions {
             inputs: self.inputs.clone(),
             keys: self.by.clone(),
-            partitions: self.partitions,
+            partitions: self.partitions.unwrap_or(1),
             scheme: match self.scheme {
                 SchemeArg::Hash => Scheme::Hash,
                 SchemeArg::Spark => Scheme::Spark,
@@ -112,6 +129,9 @@ impl RepartitionArgs {
             threads: self.threads.map(usize::from),
             memory_limit: self.memory_limit,
             overwrite: self.overwrite,
+            partition_by: self.partition_by.clone(),
+            max_partitions: self.max_partitions,
+            keep_partition_columns: self.keep_partition_columns,
             output: self.output.clone(),
         }
     }

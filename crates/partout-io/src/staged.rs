@@ -206,6 +206,31 @@ impl StagedParquet {
         threads: usize,
         cancelled: &(dyn Fn() -> bool + Sync),
     ) -> Result<Vec<DestinationFile>, WriterError> {
+        let names: Vec<String> = (0..self.destinations).map(|p| self.name(p)).collect();
+        self.finish_named(&names, threads, cancelled)
+    }
+
+    /// As [`finish`](Self::finish), for the first `names.len()` destinations only, each
+    /// written at its name: a path relative to the directory (`year=2024/part-00000.parquet`),
+    /// its directories made. The destinations past them must have received no rows (their
+    /// count was an upper bound: destinations discovered as values arrive).
+    ///
+    /// # Errors
+    /// As [`finish`](Self::finish); [`WriterError::Sink`] when more names are given than
+    /// destinations, or a destination past the names received rows.
+    pub fn finish_named(
+        self,
+        names: &[String],
+        threads: usize,
+        cancelled: &(dyn Fn() -> bool + Sync),
+    ) -> Result<Vec<DestinationFile>, WriterError> {
+        let used = names.len();
+        if used > self.destinations {
+            return Err(sink_error(
+                None,
+                format!("{used} names for {} destinations", self.destinations),
+            ));
+        }
         let mut workers = self
             .scratch
             .lock()
@@ -249,7 +274,15 @@ impl StagedParquet {
             }
             data_paths.push(data);
         }
-        let mut order: Vec<usize> = (0..self.destinations).collect();
+        if let Some(p) =
+            (used..self.destinations).find(|&p| runs[p].iter().any(|r| !r.ranges.is_empty()))
+        {
+            return Err(sink_error(
+                Some(p),
+                format!("rows staged past the {used} destinations named"),
+            ));
+        }
+        let mut order: Vec<usize> = (0..used).collect();
         let bytes = |p: usize| -> u64 {
             runs[p]
                 .iter()
@@ -267,10 +300,10 @@ impl StagedParquet {
 
         let next = AtomicUsize::new(0);
         let stop = AtomicBool::new(false);
-        let files: Mutex<Vec<Option<DestinationFile>>> = Mutex::new(vec![None; self.destinations]);
+        let files: Mutex<Vec<Option<DestinationFile>>> = Mutex::new(vec![None; used]);
         let errors: Mutex<Vec<WriterError>> = Mutex::new(Vec::new());
         std::thread::scope(|scope| {
-            for _ in 0..threads.clamp(1, self.destinations.max(1)) {
+            for _ in 0..threads.clamp(1, used.max(1)) {
                 scope.spawn(|| {
                     let mut readers = ScratchReaders::new(&data_paths);
                     loop {
@@ -285,7 +318,13 @@ impl StagedParquet {
                         let Some(&p) = order.get(next.fetch_add(1, Ordering::Relaxed)) else {
                             return;
                         };
-                        match self.write_destination(p, &runs[p], &mut readers, &properties) {
+                        match self.write_destination(
+                            p,
+                            &names[p],
+                            &runs[p],
+                            &mut readers,
+                            &properties,
+                        ) {
                             Ok(file) => {
                                 if let Ok(mut files) = files.lock() {
                                     files[p] = Some(file);
@@ -316,10 +355,12 @@ impl StagedParquet {
         Ok(files)
     }
 
-    /// Writes destination `p`'s file from its runs, its partial file removed on failure.
+    /// Writes destination `p`'s file, `name`, from its runs, its partial file removed on
+    /// failure.
     fn write_destination(
         &self,
         p: usize,
+        name: &str,
         runs: &[Runs],
         readers: &mut ScratchReaders<'_>,
         properties: &WriterProperties,
@@ -329,10 +370,13 @@ impl StagedParquet {
             self.write_partial(p, runs, readers, properties, &partial)
         });
         let file = written.and_then(|(bytes, row_groups)| {
-            let name = self.name(p);
-            std::fs::rename(&partial, self.dir.join(&name)).map_err(io_error(Some(p)))?;
+            let path = self.dir.join(name);
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent).map_err(io_error(Some(p)))?;
+            }
+            std::fs::rename(&partial, &path).map_err(io_error(Some(p)))?;
             Ok(DestinationFile {
-                name: Some(name),
+                name: Some(name.to_string()),
                 bytes,
                 row_groups: Some(row_groups),
             })

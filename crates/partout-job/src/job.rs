@@ -20,10 +20,11 @@ use crate::error::{JobError, Result, io, writing};
 use crate::manifest::{self, Written};
 use crate::options::{JobOptions, Scheme};
 use crate::staging::{Staging, check_output};
+use arrow_schema::SchemaRef;
 use parquet::basic::{Compression as ParquetCompression, ZstdLevel as ParquetZstdLevel};
 use parquet::file::properties::WriterProperties;
 use partout_core::PartoutError;
-use partout_core::ids::{Partitioning, PartitioningSpec};
+use partout_core::ids::{PartitionIds, Partitioning, PartitioningSpec, ValueIds, ValueTable};
 use partout_exchange::{BatchSink, Flush, PartitionedWriter, WriterMetrics, WriterOptions};
 use partout_format::ipc::Compression as IpcCompression;
 use partout_format::{Encoding, FormatError};
@@ -35,8 +36,8 @@ use partout_io::{
     StagedParquet, discover, plan_frames_by,
 };
 use std::path::Path;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 /// Told how a run advances; asked whether to stop. Called from every worker thread.
@@ -73,6 +74,10 @@ pub struct Report {
 /// Why the shuffle layout refuses Parquet.
 const SHUFFLE_PARQUET: &str = "the shuffle layout writes ipc or presto, not parquet (its files cannot be cut into byte ranges)";
 
+/// Bytes the distinct values' table is given per value it may hold, taken from the memory
+/// limit: a key's encoding (up to ~80 bytes on average) and its entry.
+const VALUE_TABLE_BYTES_PER_VALUE: u64 = 128;
+
 /// Frames sampled for range bounds.
 const SAMPLE_FRAMES: usize = 64;
 
@@ -88,7 +93,30 @@ pub struct Job {
     /// Set when workers spill sorted runs.
     runs: Option<RunOptions>,
     output: Output,
+    /// The schema written: the input's, or without the columns partitioned by value.
+    out_schema: SchemaRef,
+    /// Partitioning by value, when asked.
+    by_value: Option<ByValue>,
     started: Instant,
+}
+
+/// Partitioning by value: destination `value * buckets + bucket`, where `value` is the key's
+/// id in the shared table and `bucket` its bucket by the key columns (0 without them).
+#[derive(Debug)]
+struct ByValue {
+    /// The columns partitioned by, in the input.
+    columns: Vec<usize>,
+    /// Their names.
+    names: Vec<String>,
+    table: Arc<ValueTable>,
+    /// Buckets per value.
+    buckets: u32,
+    /// The buckets' partitioning over the key columns, when there are buckets.
+    bucket_partitioning: Option<Partitioning>,
+    /// The input's columns written, when the partition columns are left out.
+    kept: Option<Vec<usize>>,
+    /// Bytes of the memory limit the table may hold.
+    table_bytes: u64,
 }
 
 /// What the destinations' outputs are written as.
@@ -115,6 +143,12 @@ impl Job {
         let started = Instant::now();
         partout_core::plan::check_partition_count(options.partitions)
             .map_err(|e| JobError::InvalidOption(e.to_string()))?;
+        let by_value = !options.partition_by.is_empty();
+        // The writer's destinations: every value's buckets, for as many values as allowed.
+        let destinations = match by_value {
+            false => options.partitions,
+            true => check_by_value(&options)?,
+        };
         check_output(&options.output, options.overwrite)?;
         let threads = match options.threads {
             Some(0) => {
@@ -129,9 +163,20 @@ impl Job {
             return Err(JobError::InvalidOption(SHUFFLE_PARQUET.into()));
         }
         let parquet_files = options.layout == Layout::Files && options.format == Format::Parquet;
+        let table_bytes = match by_value {
+            true => u64::from(options.max_partitions) * VALUE_TABLE_BYTES_PER_VALUE,
+            false => 0,
+        };
+        if table_bytes >= options.memory_limit / 2 {
+            return Err(JobError::InvalidOption(format!(
+                "a memory limit of {} bytes is too small for {} distinct values (their table \
+                 alone takes up to {table_bytes} bytes)",
+                options.memory_limit, options.max_partitions
+            )));
+        }
         let budget = Budget::try_new(
-            options.memory_limit,
-            options.partitions,
+            options.memory_limit - table_bytes,
+            destinations,
             threads,
             parquet_files,
         )?;
@@ -159,15 +204,37 @@ impl Job {
             true => format!("partitioning by {}", options.scheme),
             false => format!("partitioning by {}", options.keys.join(",")),
         };
-        let partitioning = partitioning(&options, &frames, context())?;
-        PartitionedWriter::check(&frames.schema, &partitioning, &writer)
+        let (partitioning, by_value, out_schema) =
+            match by_value {
+                false => (
+                    partitioning(&options, &frames, context())?,
+                    None,
+                    frames.schema.clone(),
+                ),
+                true => {
+                    let by_value = value_partitioning(&options, &frames, table_bytes)?;
+                    let out_schema =
+                        match &by_value.kept {
+                            Some(kept) => Arc::new(frames.schema.project(kept).map_err(|e| {
+                                writing("leaving out the partition columns")(e.into())
+                            })?),
+                            None => frames.schema.clone(),
+                        };
+                    (
+                        Partitioning::round_robin(destinations),
+                        Some(by_value),
+                        out_schema,
+                    )
+                }
+            };
+        PartitionedWriter::check(&out_schema, &partitioning, &writer)
             .map_err(writing(context()))?;
         match &output {
             Output::Stream(encoding) => encoding
-                .check_schema(&frames.schema)
+                .check_schema(&out_schema)
                 .map_err(|e| writing(context())(e.into()))?,
             Output::Parquet(_) => {
-                StagedParquet::check_schema(&frames.schema).map_err(writing(context()))?
+                StagedParquet::check_schema(&out_schema).map_err(writing(context()))?
             }
         }
         Ok(Self {
@@ -179,6 +246,8 @@ impl Job {
             writer,
             runs,
             output,
+            out_schema,
+            by_value,
             started,
         })
     }
@@ -302,8 +371,8 @@ impl Job {
         staging: &Path,
         parquet: &ParquetOptions,
     ) -> Result<Written> {
-        let n = self.options.partitions as usize;
-        let schema = self.frames.schema.clone();
+        let n = self.partitioning.num_partitions() as usize;
+        let schema = self.out_schema.clone();
         let staged = StagedParquet::try_new(staging, self.prefix(), schema, n, parquet.clone())
             .map_err(writing("creating the Parquet output"))?;
         let results = pool.broadcast(|ctx| {
@@ -318,12 +387,17 @@ impl Job {
         let metrics = first_error(results)?;
         let finishing = Instant::now();
         let progress = run.progress;
-        let files = staged
-            .finish(self.threads, &|| progress.cancelled())
-            .map_err(|e| match progress.cancelled() {
-                true => JobError::Cancelled,
-                false => writing("writing the Parquet files from the staged rows")(e),
-            })?;
+        let files = match &self.by_value {
+            None => staged.finish(self.threads, &|| progress.cancelled()),
+            Some(by_value) => {
+                let names = hive_names(by_value, self.prefix())?;
+                staged.finish_named(&names, self.threads, &|| progress.cancelled())
+            }
+        };
+        let files = files.map_err(|e| match progress.cancelled() {
+            true => JobError::Cancelled,
+            false => writing("writing the Parquet files from the staged rows")(e),
+        })?;
         Ok(Written::files(metrics, files, finishing))
     }
 
@@ -362,8 +436,13 @@ impl Job {
 
     /// The manifest of a run that wrote `written`, its workers' timings `workers`.
     fn manifest(&self, written: Written, workers: Vec<WorkerTimings>) -> Manifest {
+        let destinations = match (&self.by_value, &written.files) {
+            (Some(_), Some(files)) => files.len(),
+            _ => self.options.partitions as usize,
+        };
         manifest::from_run(
             &self.options,
+            destinations,
             self.threads,
             self.budget,
             describe_bounds(&self.partitioning),
@@ -416,8 +495,8 @@ impl Run<'_> {
     ) -> Result<WriterMetrics, Failure> {
         match self.job.runs {
             Some(options) => {
-                let schema = self.job.frames.schema.clone();
-                let n = self.job.options.partitions as usize;
+                let schema = self.job.out_schema.clone();
+                let n = self.job.partitioning.num_partitions() as usize;
                 let name = format!("w{worker}");
                 let runs = SortedRuns::new(output, schema, n, scratch, &name, options);
                 self.work(worker, runs)
@@ -432,8 +511,12 @@ impl Run<'_> {
         let started = Instant::now();
         let schema = self.job.frames.schema.clone();
         let options = self.job.writer.clone().with_seed(worker as u64);
+        let mut by_value = match &self.job.by_value {
+            Some(b) => Some(WorkerValues::try_new(b, &schema)?),
+            None => None,
+        };
         let mut writer = PartitionedWriter::with_output(
-            schema.clone(),
+            self.job.out_schema.clone(),
             self.job.partitioning.clone(),
             options,
             output,
@@ -446,10 +529,14 @@ impl Run<'_> {
             };
             for batch in frame.read(&schema).map_err(JobError::from)? {
                 let batch = batch.map_err(JobError::from)?;
-                writer.append(&batch).map_err(writing(format!(
-                    "partitioning rows of {}",
-                    frame.path().display()
-                )))?;
+                let what = || format!("partitioning rows of {}", frame.path().display());
+                match &mut by_value {
+                    None => writer.append(&batch).map_err(writing(what()))?,
+                    Some(values) => {
+                        let (out, ids) = values.ids(&batch, &self.job.options, what)?;
+                        writer.append_with_ids(&out, ids).map_err(writing(what()))?;
+                    }
+                }
                 self.progress.advance(
                     batch.num_rows() as u64,
                     batch.get_array_memory_size() as u64,
@@ -664,4 +751,218 @@ fn inputs_outside(files: Vec<InputFile>, out: &Path) -> Result<Vec<InputFile>> {
         )));
     }
     Ok(kept)
+}
+
+/// Checks the options of partitioning by value; the writer's destinations: every value's
+/// buckets, for as many values as allowed.
+fn check_by_value(options: &JobOptions) -> Result<u32> {
+    let invalid = |what: String| Err(JobError::InvalidOption(what));
+    if options.format != Format::Parquet {
+        return invalid(format!(
+            "partitioning by value writes Parquet files, not {}",
+            options.format
+        ));
+    }
+    if options.layout != Layout::Files {
+        return invalid("partitioning by value writes the files layout".into());
+    }
+    if options.keys.is_empty() && options.partitions != 1 {
+        return invalid(format!(
+            "{} buckets per value need key columns to bucket by (--by)",
+            options.partitions
+        ));
+    }
+    if options.max_partitions == 0 {
+        return invalid("--max-partitions must be at least 1".into());
+    }
+    if let Some(c) = options
+        .partition_by
+        .iter()
+        .find(|c| options.keys.contains(c))
+    {
+        return invalid(format!(
+            "{c} is both partitioned by value and bucketed by: each value's buckets would hold \
+             one key"
+        ));
+    }
+    options
+        .max_partitions
+        .checked_mul(options.partitions)
+        .filter(|&n| partout_core::plan::check_partition_count(n).is_ok())
+        .ok_or_else(|| {
+            JobError::InvalidOption(format!(
+                "{} values x {} buckets is more destinations than partout takes ({})",
+                options.max_partitions,
+                options.partitions,
+                partout_core::plan::MAX_PARTITIONS
+            ))
+        })
+}
+
+/// Partitioning by value over the inputs' schema: the columns (present, of types a value
+/// can be), the buckets' partitioning, the columns written.
+fn value_partitioning(options: &JobOptions, frames: &Frames, table_bytes: u64) -> Result<ByValue> {
+    let schema = &frames.schema;
+    let columns: Vec<usize> = options
+        .partition_by
+        .iter()
+        .map(|name| {
+            schema.index_of(name).map_err(|_| {
+                JobError::InvalidOption(
+                    PartoutError::MissingKeyColumn {
+                        name: name.clone(),
+                        columns: schema.fields().iter().map(|f| f.name().clone()).collect(),
+                    }
+                    .to_string(),
+                )
+            })
+        })
+        .collect::<Result<_>>()?;
+    let context = format!(
+        "partitioning by the values of {}",
+        options.partition_by.join(",")
+    );
+    let types = columns
+        .iter()
+        .map(|&c| schema.field(c).data_type().clone())
+        .collect();
+    let table = ValueTable::try_new(types, options.max_partitions)
+        .map_err(|e| writing(context.clone())(e.into()))?;
+    let bucket_partitioning = match options.keys.is_empty() {
+        true => None,
+        false => Some(partitioning(options, frames, context)?),
+    };
+    let kept = (!options.keep_partition_columns).then(|| {
+        (0..schema.fields().len())
+            .filter(|c| !columns.contains(c))
+            .collect::<Vec<_>>()
+    });
+    if kept.as_ref().is_some_and(Vec::is_empty) {
+        return Err(JobError::InvalidOption(
+            "every column is partitioned by value: the files would have no column (keep them \
+             with --keep-partition-columns)"
+                .into(),
+        ));
+    }
+    Ok(ByValue {
+        columns,
+        names: options.partition_by.clone(),
+        table: Arc::new(table),
+        buckets: options.partitions,
+        bucket_partitioning,
+        kept,
+        table_bytes,
+    })
+}
+
+/// One worker's ids when partitioning by value: the value's, then the bucket's.
+struct WorkerValues<'a> {
+    by_value: &'a ByValue,
+    values: ValueIds,
+    buckets: Option<PartitionIds>,
+    ids: Vec<u32>,
+    bucket_ids: Vec<u32>,
+}
+
+impl<'a> WorkerValues<'a> {
+    fn try_new(by_value: &'a ByValue, schema: &arrow_schema::Schema) -> Result<Self> {
+        let failed = writing("starting a worker");
+        let values = ValueIds::try_new(by_value.table.clone(), by_value.columns.clone(), schema)
+            .map_err(|e| failed(e.into()))?;
+        let buckets = match &by_value.bucket_partitioning {
+            Some(p) => Some(
+                PartitionIds::try_new(p.clone(), schema)
+                    .map_err(|e| writing("starting a worker")(e.into()))?,
+            ),
+            None => None,
+        };
+        Ok(Self {
+            by_value,
+            values,
+            buckets,
+            ids: Vec::new(),
+            bucket_ids: Vec::new(),
+        })
+    }
+
+    /// `batch`'s columns written and every row's destination.
+    fn ids(
+        &mut self,
+        batch: &arrow_array::RecordBatch,
+        options: &JobOptions,
+        what: impl Fn() -> String,
+    ) -> Result<(arrow_array::RecordBatch, &[u32])> {
+        self.values
+            .compute(batch, &mut self.ids)
+            .map_err(|e| match e {
+                PartoutError::TooManyValues { limit } => JobError::InvalidOption(format!(
+                    "{} has more than {limit} distinct values (--max-partitions {limit}): \
+                     raise the limit if that many partitions are meant",
+                    options.partition_by.join(",")
+                )),
+                e => writing(what())(e.into()),
+            })?;
+        let table = self.by_value.table.memory_bytes() as u64;
+        if table > self.by_value.table_bytes {
+            return Err(JobError::InvalidOption(format!(
+                "the distinct values of {} take {table} bytes, more than the {} bytes of the \
+                 memory limit set aside for them (long keys): raise --memory-limit",
+                options.partition_by.join(","),
+                self.by_value.table_bytes
+            )));
+        }
+        if let Some(buckets) = &mut self.buckets {
+            buckets
+                .compute(batch, &mut self.bucket_ids)
+                .map_err(|e| writing(what())(e.into()))?;
+            let n = self.by_value.buckets;
+            for (id, bucket) in self.ids.iter_mut().zip(&self.bucket_ids) {
+                *id = *id * n + bucket;
+            }
+        }
+        let out = match &self.by_value.kept {
+            Some(kept) => batch.project(kept).map_err(|e| writing(what())(e.into()))?,
+            None => batch.clone(),
+        };
+        Ok((out, &self.ids))
+    }
+}
+
+/// Each destination's file in the Hive layout: `col=value/…/{prefix}-{bucket:05}.parquet`,
+/// for every value met and each of its buckets, in destination order.
+fn hive_names(by_value: &ByValue, prefix: &str) -> Result<Vec<String>> {
+    let failed =
+        |e: arrow_schema::ArrowError| writing("naming the partitions' directories")(e.into());
+    let keys = by_value
+        .table
+        .keys()
+        .map_err(|e| writing("naming the partitions' directories")(e.into()))?;
+    let texts: Vec<Vec<Option<String>>> = keys
+        .iter()
+        .map(|k| crate::hive::format_values(k.as_ref()))
+        .collect::<Result<_, _>>()
+        .map_err(failed)?;
+    let values = by_value.table.len();
+    let mut seen = std::collections::HashSet::with_capacity(values);
+    let mut names = Vec::with_capacity(values * by_value.buckets as usize);
+    for v in 0..values {
+        let dir: Vec<String> = by_value
+            .names
+            .iter()
+            .zip(&texts)
+            .map(|(column, text)| crate::hive::partition_segment(column, text[v].as_deref()))
+            .collect();
+        let dir = dir.join("/");
+        if !seen.insert(dir.clone()) {
+            return Err(JobError::InvalidOption(format!(
+                "two distinct values share the directory {dir:?} (a string equal to {}, which \
+                 stands for null)",
+                crate::hive::NULL_DIR
+            )));
+        }
+        for bucket in 0..by_value.buckets {
+            names.push(format!("{dir}/{prefix}-{bucket:05}.parquet"));
+        }
+    }
+    Ok(names)
 }

@@ -33,17 +33,19 @@ impl Written {
     }
 }
 
-/// The manifest of a run of `options` on `threads` workers within `budget`, split at
+/// The manifest of a run of `options` with `destinations` destinations (partitioning by
+/// value: the values' buckets met) on `threads` workers within `budget`, split at
 /// `range_bounds` (range partitioning), that wrote `written`; its workers' timings `workers`.
 pub(crate) fn from_run(
     options: &JobOptions,
+    destinations: usize,
     threads: usize,
     budget: Budget,
     range_bounds: Option<Vec<Vec<String>>>,
     written: Written,
     workers: Vec<WorkerTimings>,
 ) -> Manifest {
-    let n = options.partitions as usize;
+    let n = destinations;
     let metrics = &written.metrics;
     let sum = |f: &dyn Fn(&WriterMetrics) -> u64| metrics.iter().map(f).sum::<u64>();
     let destinations: Vec<DestinationEntry> = (0..n)
@@ -73,7 +75,7 @@ pub(crate) fn from_run(
     Manifest {
         scheme: options.scheme,
         keys: options.keys.clone(),
-        partitions: options.partitions,
+        partitions: n as u32,
         format: options.format,
         compression: options.output_compression(),
         layout: options.layout,

@@ -11,6 +11,10 @@ pub use partout_core::ids::Scheme;
 /// The default memory limit: 256 MiB.
 pub const DEFAULT_MEMORY_LIMIT: u64 = 256 << 20;
 
+/// The default limit on distinct values when partitioning by value: 1000, Hive's and Spark's
+/// `hive.exec.max.dynamic.partitions`.
+pub const DEFAULT_MAX_PARTITIONS: u32 = 1000;
+
 /// What a repartition job is asked to do. Plain values: [`Job::try_new`](crate::Job::try_new)
 /// checks them (and the inputs and output they name) and says what cannot work.
 ///
@@ -53,6 +57,17 @@ pub struct JobOptions {
     pub memory_limit: u64,
     /// Replace an existing, non-empty output directory (default off).
     pub overwrite: bool,
+    /// Columns to partition by value (none by default): a directory per distinct key in the
+    /// Hive layout, `OUT/col=value/…/part-00000.parquet`; with [`keys`](Self::keys) each value
+    /// is cut into [`partitions`](Self::partitions) buckets by them (Spark's `partitionBy`
+    /// with `bucketBy`), otherwise `partitions` must be 1.
+    pub partition_by: Vec<String>,
+    /// Most distinct values partitioning by value takes (default
+    /// [`DEFAULT_MAX_PARTITIONS`]): past it the job fails before writing anything.
+    pub max_partitions: u32,
+    /// Keep the [`partition_by`](Self::partition_by) columns in the files (default off: their
+    /// values are in the directory names, as Hive, Spark, DuckDB and pyarrow write them).
+    pub keep_partition_columns: bool,
     /// The output directory.
     pub output: PathBuf,
 }
@@ -75,8 +90,32 @@ impl JobOptions {
             threads: None,
             memory_limit: DEFAULT_MEMORY_LIMIT,
             overwrite: false,
+            partition_by: Vec::new(),
+            max_partitions: DEFAULT_MAX_PARTITIONS,
+            keep_partition_columns: false,
             output: output.into(),
         }
+    }
+
+    /// Sets [`partition_by`](Self::partition_by).
+    pub fn with_partition_by(
+        mut self,
+        columns: impl IntoIterator<Item = impl Into<String>>,
+    ) -> Self {
+        self.partition_by = columns.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Sets [`max_partitions`](Self::max_partitions).
+    pub fn with_max_partitions(mut self, max: u32) -> Self {
+        self.max_partitions = max;
+        self
+    }
+
+    /// Sets [`keep_partition_columns`](Self::keep_partition_columns).
+    pub fn with_keep_partition_columns(mut self, keep: bool) -> Self {
+        self.keep_partition_columns = keep;
+        self
     }
 
     /// Sets [`keys`](Self::keys).

@@ -1,0 +1,217 @@
+"""`partout repartition --partition-by`: datasets partitioned by value in the Hive layout,
+read back by pyarrow.dataset (hive partitioning), DuckDB (`hive_partitioning = true`) and
+Polars (`hive_partitioning=True`), each told the partition column's type: the same rows and
+values as the input, for every key type, with nulls, empty strings, strings with `/`, `=`,
+`%`, spaces and non-ASCII characters, negative numbers, dates and timestamps. Also several
+columns at once, values with buckets, the partition columns kept, and `--max-partitions`
+below the count: a clear error and no output."""
+import datetime
+import decimal
+import json
+import os
+import pathlib
+import subprocess
+
+import duckdb
+import polars as pl
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+import pytest
+
+PARTOUT = pathlib.Path(os.environ.get("PARTOUT_BIN", "target/release/partout"))
+
+STRINGS = ["a/b", "x=y", "100%", "a b", " lead", "café", "日本", "", None, "q?#*:", "%2F",
+           "tab\there", "[b]{c}^'\"\\", ".."]
+KEYS = {
+    "string": pa.array(STRINGS, pa.string()),
+    "large_string": pa.array(STRINGS, pa.large_string()),
+    "int8": pa.array([-128, 127, 0, None, -1, 5] * 2 + [1, 2], pa.int8()),
+    "int64": pa.array([-(2**63), 2**63 - 1, -1, 0, None, 42] * 2 + [7, 8], pa.int64()),
+    "uint32": pa.array([0, 2**32 - 1, None, 7] * 3 + [1, 2], pa.uint32()),
+    "bool": pa.array([True, False, None] * 4 + [True, False], pa.bool_()),
+    "date32": pa.array([datetime.date(1969, 12, 31), datetime.date(2024, 2, 29),
+                        datetime.date(1900, 3, 1), None] * 3 + [datetime.date(1970, 1, 1)] * 2,
+                       pa.date32()),
+    "timestamp_us": pa.array([datetime.datetime(2024, 1, 2, 3, 4, 5, 500000),
+                              datetime.datetime(1969, 12, 31, 23, 59, 59),
+                              None, datetime.datetime(2000, 1, 1)] * 3
+                             + [datetime.datetime(2000, 1, 1, 0, 0, 1)] * 2,
+                             pa.timestamp("us")),
+    "timestamp_utc": pa.array([datetime.datetime(2024, 1, 2, 3, 4, 5),
+                               datetime.datetime(1999, 12, 31, 23, 0, 0), None] * 4
+                              + [datetime.datetime(2024, 1, 2, 3, 4, 6)] * 2,
+                              pa.timestamp("ms", tz="UTC")),
+    "decimal": pa.array([decimal.Decimal("-12.50"), decimal.Decimal("0.05"), None,
+                         decimal.Decimal("7.00")] * 3 + [decimal.Decimal("1.23")] * 2,
+                        pa.decimal128(10, 2)),
+}
+# The dictionary-encoded strings: written as strings' values.
+KEYS["dictionary"] = KEYS["string"].dictionary_encode()
+
+
+def run(*args, ok=True):
+    result = subprocess.run([str(PARTOUT), "repartition", "--quiet", *map(str, args)],
+                            capture_output=True, text=True)
+    if ok:
+        assert result.returncode == 0, result.stderr
+    return result
+
+
+def source(tmp_path, key):
+    keys = KEYS[key]
+    n = len(keys)
+    table = pa.table({"k": keys, "row": pa.array(range(n), pa.int64()),
+                      "payload": pa.array([f"p{i}" for i in range(n)])})
+    path = tmp_path / "in.parquet"
+    pq.write_table(table, path, row_group_size=5)
+    return table, path
+
+
+def value_type(key):
+    t = KEYS[key].type
+    return t.value_type if pa.types.is_dictionary(t) else t
+
+
+def by_row(rows):
+    return sorted(rows, key=lambda r: r["row"])
+
+
+def normal(value):
+    """A value as every reader gives it: zoned timestamps compared as UTC instants."""
+    if isinstance(value, datetime.datetime) and value.tzinfo is not None:
+        return value.astimezone(datetime.timezone.utc).replace(tzinfo=None)
+    return value
+
+
+@pytest.mark.parametrize("key", sorted(KEYS))
+def test_every_key_type_round_trips_through_three_readers(tmp_path, key):
+    table, path = source(tmp_path, key)
+    out = tmp_path / "out"
+    run(path, "--partition-by", "k", "-o", out)
+    expected = [{"k": normal(r["k"]), "row": r["row"], "payload": r["payload"]}
+                for r in table.to_pylist()]
+    distinct = {repr(normal(v)) for v in table.column("k").to_pylist()}
+    # One directory per distinct value, one file in each, the key column left out of it.
+    dirs = [d for d in out.iterdir() if d.is_dir()]
+    assert len(dirs) == len(distinct), sorted(d.name for d in dirs)
+    for d in dirs:
+        files = list(d.iterdir())
+        assert [f.name for f in files] == ["part-00000.parquet"], d
+        assert pq.read_schema(files[0]).names == ["row", "payload"]
+    t = value_type(key)
+
+    # pyarrow: a decimal partition type is refused, so it is read as a string and cast.
+    read_type = pa.string() if pa.types.is_decimal(t) else t
+    dataset = ds.dataset(out, format="parquet", partitioning=ds.partitioning(
+        pa.schema([("k", read_type)]), flavor="hive"))
+    got = dataset.to_table()
+    if pa.types.is_decimal(t):
+        got = got.set_column(got.schema.get_field_index("k"), "k", got.column("k").cast(t))
+    assert by_row([{"k": normal(r["k"]), "row": r["row"], "payload": r["payload"]}
+                   for r in got.to_pylist()]) == expected, "pyarrow"
+
+    duck_types = {"string": "VARCHAR", "large_string": "VARCHAR", "dictionary": "VARCHAR",
+                  "int8": "TINYINT", "int64": "BIGINT", "uint32": "UINTEGER",
+                  "bool": "BOOLEAN", "date32": "DATE", "timestamp_us": "TIMESTAMP",
+                  "timestamp_utc": "TIMESTAMPTZ", "decimal": "DECIMAL(10,2)"}
+    con = duckdb.connect()
+    con.execute("SET TimeZone = 'UTC'")
+    # A zoned timestamp comes back as its UTC wall clock (DuckDB's Python zones need pytz).
+    column = "timezone('UTC', k)" if key == "timestamp_utc" else "k"
+    rows = con.execute(
+        f"SELECT {column}, row, payload FROM read_parquet('{out}/**/*.parquet', "
+        f"hive_partitioning = true, hive_types = {{'k': '{duck_types[key]}'}})").fetchall()
+    assert by_row([{"k": normal(k), "row": r, "payload": p} for k, r, p in rows]) == expected, \
+        "duckdb"
+
+    polars_types = {"string": pl.String, "large_string": pl.String, "dictionary": pl.String,
+                    "int8": pl.Int8, "int64": pl.Int64, "uint32": pl.UInt32,
+                    "bool": pl.Boolean, "date32": pl.Date,
+                    "timestamp_us": pl.Datetime("us"),
+                    "timestamp_utc": pl.Datetime("ms", "UTC"),
+                    "decimal": pl.Decimal(10, 2)}
+    frame = pl.scan_parquet(out / "**/*.parquet", hive_partitioning=True,
+                            hive_schema={"k": polars_types[key]}).collect()
+    assert by_row([{"k": normal(r["k"]), "row": r["row"], "payload": r["payload"]}
+                   for r in frame.to_dicts()]) == expected, "polars"
+
+
+def test_the_manifest_names_every_value_s_file_with_its_rows(tmp_path):
+    table, path = source(tmp_path, "string")
+    out = tmp_path / "out"
+    run(path, "--partition-by", "k", "-o", out)
+    manifest = json.loads((out / "_manifest.json").read_text())
+    files = {d["file"]: d["rows"] for d in manifest["destinations"]}
+    on_disk = {str(p.relative_to(out)): pq.read_metadata(p).num_rows
+               for p in out.rglob("*.parquet")}
+    assert files == on_disk
+    assert sum(files.values()) == table.num_rows
+    assert manifest["partitions"] == len(on_disk)
+
+
+def test_several_columns_nest_in_order_and_buckets_cut_each_value(tmp_path):
+    n = 3000
+    table = pa.table({
+        "year": pa.array([2020 + i % 3 for i in range(n)], pa.int32()),
+        "city": pa.array([["Oslo", "Lima", None][i % 7 % 3] for i in range(n)]),
+        "id": pa.array(range(n), pa.int64()),
+    })
+    path = tmp_path / "in.parquet"
+    pq.write_table(table, path)
+    out = tmp_path / "out"
+    run(path, "--partition-by", "year,city", "--by", "id", "-n", "4", "--scheme", "spark",
+        "-o", out)
+    files = sorted(str(p.relative_to(out)) for p in out.rglob("*.parquet"))
+    assert len(files) == 3 * 3 * 4, files
+    assert "year=2020/city=Oslo/bucket-00000.parquet" in files
+    assert "year=2021/city=__HIVE_DEFAULT_PARTITION__/bucket-00003.parquet" in files
+    dataset = ds.dataset(out, format="parquet", partitioning=ds.partitioning(
+        pa.schema([("year", pa.int32()), ("city", pa.string())]), flavor="hive"))
+    got = dataset.to_table().sort_by("id")
+    assert got.select(["year", "city", "id"]).equals(table.select(["year", "city", "id"]))
+    # Every id in one bucket: the bucket files of one value hold disjoint ids, and a key's
+    # bucket is the same in every value (Spark's pmod(murmur3(id), 4)).
+    bucket_of = {}
+    for f in files:
+        bucket = f.rsplit("-", 1)[1]
+        for i in pq.read_table(out / f).column("id").to_pylist():
+            assert bucket_of.setdefault(i, bucket) == bucket
+
+
+def test_partition_columns_are_kept_on_request(tmp_path):
+    table, path = source(tmp_path, "int64")
+    out = tmp_path / "out"
+    run(path, "--partition-by", "k", "--keep-partition-columns", "-o", out)
+    for f in out.rglob("*.parquet"):
+        assert pq.read_schema(f).names == ["k", "row", "payload"]
+    got = pa.concat_tables(pq.read_table(f) for f in out.rglob("*.parquet")).sort_by("row")
+    assert got.equals(table)
+
+
+def test_more_values_than_max_partitions_is_a_clear_error_and_no_output(tmp_path):
+    table, path = source(tmp_path, "string")
+    out = tmp_path / "out"
+    result = run(path, "--partition-by", "k", "--max-partitions", "5", "-o", out, ok=False)
+    assert result.returncode != 0
+    assert "more than 5 distinct values" in result.stderr, result.stderr
+    assert "--max-partitions" in result.stderr, result.stderr
+    assert not out.exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")], \
+        list(tmp_path.iterdir())
+    # Null counts as one value: 13 strings and null are 14, and 14 are allowed.
+    run(path, "--partition-by", "k", "--max-partitions", "14", "-o", out)
+    assert len([d for d in out.iterdir() if d.is_dir()]) == 14
+
+
+def test_impossible_options_are_refused_by_name(tmp_path):
+    _, path = source(tmp_path, "string")
+    for args, message in [
+        (["--partition-by", "nope"], "nope"),
+        (["--partition-by", "k", "--format", "presto"], "Parquet"),
+        (["--partition-by", "k", "-n", "4"], "--by"),
+        (["--partition-by", "k", "--by", "k", "-n", "4"], "both"),
+        (["--partition-by", "k,row,payload"], "no column"),
+    ]:
+        result = run(path, *args, "-o", tmp_path / "out", ok=False)
+        assert result.returncode != 0 and message in result.stderr, (args, result.stderr)
