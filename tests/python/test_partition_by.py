@@ -215,3 +215,20 @@ def test_impossible_options_are_refused_by_name(tmp_path):
     ]:
         result = run(path, *args, "-o", tmp_path / "out", ok=False)
         assert result.returncode != 0 and message in result.stderr, (args, result.stderr)
+
+
+def test_the_python_package_partitions_by_value(tmp_path):
+    import partout
+
+    table, path = source(tmp_path, "int64")
+    out = tmp_path / "out"
+    manifest = partout.repartition(path, out, partition_by="k", max_partitions=10)
+    assert manifest["output_rows"] == table.num_rows
+    dataset = ds.dataset(out, format="parquet", partitioning=ds.partitioning(
+        pa.schema([("k", pa.int64())]), flavor="hive"))
+    assert dataset.to_table().sort_by("row").select(["k", "row", "payload"]).equals(table)
+    with pytest.raises(Exception, match="more than 3 distinct values"):
+        partout.repartition(path, tmp_path / "few", partition_by=["k"], max_partitions=3)
+    assert not (tmp_path / "few").exists()
+    with pytest.raises(Exception, match="unless partition_by"):
+        partout.repartition(path, tmp_path / "none")

@@ -40,26 +40,29 @@ impl Progress for Watched {
     }
 }
 
-/// repartition(inputs, output, n, *, by=None, scheme="hash", format="parquet",
+/// repartition(inputs, output, n=None, *, by=None, scheme="hash", format="parquet",
 /// compression=None, layout="files", threads=None, memory_limit=None, overwrite=False,
-/// progress=None) -> dict
+/// progress=None, partition_by=None, max_partitions=None, keep_partition_columns=False)
+/// -> dict
 ///
 /// The `partout repartition` job: every Parquet, Arrow IPC and CSV file of `inputs` into `n`
-/// destinations under `output`. Returns the manifest. The GIL is released while it runs;
+/// destinations under `output`; with `partition_by` (a column name or several), a directory
+/// per distinct value in the Hive layout (`n`, default 1, is then the buckets per value, by
+/// `by`; `max_partitions`, default 1000, the most values). Returns the manifest. The GIL is released while it runs;
 /// Ctrl-C (or any signal handler raising) cancels it, and it leaves no output. `progress`, a
 /// callable, is called about every 50 ms and at the end with the rows partitioned so far and
 /// the inputs' rows (`None` when their metadata does not tell); an exception it raises
 /// cancels the job.
 #[pyfunction]
-#[pyo3(signature = (inputs, output, n, *, by=None, scheme="hash", format="parquet",
+#[pyo3(signature = (inputs, output, n=None, *, by=None, scheme="hash", format="parquet",
     compression=None, layout="files", threads=None, memory_limit=None, overwrite=false,
-    progress=None))]
+    progress=None, partition_by=None, max_partitions=None, keep_partition_columns=false))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn repartition<'py>(
     py: Python<'py>,
     inputs: &Bound<'py, PyAny>,
     output: PathBuf,
-    n: &Bound<'py, PyAny>,
+    n: Option<&Bound<'py, PyAny>>,
     by: Option<&Bound<'py, PyAny>>,
     scheme: &str,
     format: &str,
@@ -69,8 +72,21 @@ pub(crate) fn repartition<'py>(
     memory_limit: Option<&Bound<'py, PyAny>>,
     overwrite: bool,
     progress: Option<&Bound<'py, PyAny>>,
+    partition_by: Option<&Bound<'py, PyAny>>,
+    max_partitions: Option<u32>,
+    keep_partition_columns: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let n = partition_count(py, n)?;
+    let partition_by = key_names(partition_by)?;
+    let n = match (n, partition_by.is_empty()) {
+        (Some(n), _) => partition_count(py, n)?,
+        (None, false) => 1,
+        (None, true) => {
+            return Err(Error::InvalidArgument(
+                "the partition count n is needed unless partition_by names columns".into(),
+            )
+            .into_py(py));
+        }
+    };
     let inputs: Vec<PathBuf> = match inputs.extract::<PathBuf>() {
         Ok(one) => vec![one],
         Err(_) => inputs.extract()?,
@@ -95,7 +111,12 @@ pub(crate) fn repartition<'py>(
             .with_scheme(scheme.parse::<Scheme>()?)
             .with_format(format.parse().map_err(|e| parse("format", format, e))?)
             .with_layout(layout.parse().map_err(|e| parse("layout", layout, e))?)
-            .with_overwrite(overwrite);
+            .with_overwrite(overwrite)
+            .with_partition_by(partition_by)
+            .with_keep_partition_columns(keep_partition_columns);
+        if let Some(max) = max_partitions {
+            options = options.with_max_partitions(max);
+        }
         if let Some(text) = compression {
             options =
                 options.with_compression(text.parse().map_err(|e| parse("compression", text, e))?);

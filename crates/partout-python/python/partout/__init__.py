@@ -92,7 +92,7 @@ def partition_ids(
 def repartition(
     inputs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     output: str | os.PathLike[str],
-    n: int,
+    n: int | None = None,
     *,
     by: str | Sequence[str] | None = None,
     scheme: Scheme = "hash",
@@ -103,6 +103,9 @@ def repartition(
     memory_limit: int | str | None = None,
     overwrite: bool = False,
     progress: Callable[[int, int | None], object] | None = None,
+    partition_by: str | Sequence[str] | None = None,
+    max_partitions: int | None = None,
+    keep_partition_columns: bool = False,
 ) -> dict[str, Any]:
     """The ``partout repartition`` job: every Parquet, Arrow IPC and CSV file of ``inputs``
     (files or directories) into ``n`` destinations under ``output``, in parallel, within
@@ -118,6 +121,12 @@ def repartition(
     end). ``progress``, if given, is called about every 50 ms and at the end with the rows
     partitioned so far and the inputs' rows (``None`` when their metadata does not tell); an
     exception it raises stops the job the same way.
+
+    ``partition_by`` (a column or several) partitions by value instead: a directory per
+    distinct value in the Hive layout (``output/col=value/part-00000.parquet``), the columns
+    left out of the files unless ``keep_partition_columns``; ``n`` (default 1) is then the
+    buckets per value, by ``by``, and ``max_partitions`` (default 1000) the most values, past
+    which the job fails and leaves no output.
     """
     return _partout.repartition(
         inputs,
@@ -132,6 +141,9 @@ def repartition(
         memory_limit=memory_limit,
         overwrite=overwrite,
         progress=progress,
+        partition_by=partition_by,
+        max_partitions=max_partitions,
+        keep_partition_columns=keep_partition_columns,
     )
 
 

@@ -14,7 +14,7 @@ def partition_ids(
 def repartition(
     inputs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     output: str | os.PathLike[str],
-    n: int,
+    n: int | None = None,
     *,
     by: str | Sequence[str] | None = None,
     scheme: str = "hash",
@@ -25,6 +25,9 @@ def repartition(
     memory_limit: int | str | None = None,
     overwrite: bool = False,
     progress: Callable[[int, int | None], object] | None = None,
+    partition_by: str | Sequence[str] | None = None,
+    max_partitions: int | None = None,
+    keep_partition_columns: bool = False,
 ) -> dict[str, Any]: ...
 def read(
     path: str | os.PathLike[str], *, schema: Any = None, destination: int | None = None
