@@ -232,3 +232,26 @@ def test_the_python_package_partitions_by_value(tmp_path):
     assert not (tmp_path / "few").exists()
     with pytest.raises(Exception, match="unless partition_by"):
         partout.repartition(path, tmp_path / "none")
+
+
+def test_thousands_of_values_within_a_small_limit_spill_sorted_runs(tmp_path):
+    n = 60_000
+    table = pa.table({
+        "k": pa.array([(i * 7919) % 3000 for i in range(n)], pa.int32()),
+        "row": pa.array(range(n), pa.int64()),
+        "text": pa.array([f"row {i} " * 4 for i in range(n)]),
+    })
+    path = tmp_path / "in.parquet"
+    pq.write_table(table, path, row_group_size=4096)
+    out = tmp_path / "out"
+    run(path, "--partition-by", "k", "--max-partitions", "5000", "--memory-limit", "24MiB",
+        "--threads", "2", "-o", out)
+    manifest = json.loads((out / "_manifest.json").read_text())
+    # Thousands of destinations in a small limit: workers held batches and spilled them.
+    assert manifest["memory_budget"]["sorted_runs"], manifest["memory_budget"]
+    assert manifest["partitions"] == 3000
+    dataset = ds.dataset(out, format="parquet", partitioning=ds.partitioning(
+        pa.schema([("k", pa.int32())]), flavor="hive"))
+    got = dataset.to_table().sort_by("row").select(["k", "row", "text"])
+    assert got.equals(table)
+    assert all(len(list(d.iterdir())) == 1 for d in out.iterdir() if d.is_dir())
