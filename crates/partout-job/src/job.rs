@@ -10,6 +10,11 @@
 //!            runs in every scratch file, one open writer per thread (see StagedParquet)
 //! ```
 //!
+//! Partitioning by value (`--partition-by`): each worker's ids come from one table of the
+//! distinct keys shared by all workers (a key's id is `value * buckets + bucket`), the writer
+//! runs over as many destinations as values are allowed, and once the input is consumed only
+//! the destinations met are written, at their Hive paths (`col=value/part-00000.parquet`).
+//!
 //! Workers run on a rayon pool of their own. The first worker to fail stops the others
 //! (between batches); the run's error is the first that is not another worker's echo, and a
 //! worker's panic becomes an error, not the process's end. Everything is written into a
