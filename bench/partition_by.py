@@ -1,0 +1,207 @@
+#!/usr/bin/env python3
+"""Partitioning by value: TPC-H lineitem (one Parquet file) into a Hive-layout dataset, a
+directory per distinct value, Snappy Parquet, 2 threads, by
+
+  partout   target/release/partout repartition IN --partition-by COLS --threads 2
+  duckdb    COPY (SELECT * FROM read_parquet(IN)) TO OUT (FORMAT parquet, PARTITION_BY (COLS))
+  polars    scan_parquet(IN).sink_parquet(PartitionBy(OUT, key=COLS))
+  pyarrow   dataset.write_dataset(dataset(IN), OUT, partitioning=COLS, flavor hive)
+            (lineitem's string-view columns read as strings: pyarrow's write_dataset has no
+            take kernel for string views)
+
+for three keys: (l_returnflag, l_linestatus) with 4 values, l_shipdate with ~2,500, and
+l_suppkey with 10,000 at SF 1 (pyarrow once per case, and not at 10,000 values: see
+PYARROW_MAX_VALUES). Each run is a fresh process (peak RSS from os.wait4), the
+contenders' order rotates every round, and each contender's first output is checked: the
+same rows as the input per key value (count and sums of two columns, grouped by the key, the
+dataset read back by pyarrow with its hive partitioning) and every file in the directory of
+its key. Prints medians, ratios (the fastest peer's time over partout's) and files.
+
+Usage: bench/partition_by.py [--input lineitem.parquet] [--rounds 3] [--threads 2]
+       [--only partout,duckdb] [--json results.json]
+The input defaults to target/bench-data/lineitem-sf1.parquet (bench/e2e.sh makes it), the
+Python libraries to bench/.venv's (bench/e2e.sh installs them).
+"""
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PARTOUT = Path(os.environ.get("PARTOUT", ROOT / "target" / "release" / "partout"))
+OUT = ROOT / "target" / "bench-out" / "partition-by"
+CASES = [
+    ("4 values", ["l_returnflag", "l_linestatus"]),
+    ("~2,500 values", ["l_shipdate"]),
+    ("10,000 values", ["l_suppkey"]),
+]
+# pyarrow's write_dataset slows down with the number of values far more than the others (at
+# SF 1 by l_shipdate it took 115 s and 9 GiB where the others took 5-8 s): it runs once per
+# case, and not at all past this many values.
+PYARROW_MAX_VALUES = 3000
+VALUES = {"4 values": 4, "~2,500 values": 2526, "10,000 values": 10000}
+CONTENDERS = ["partout", "duckdb", "polars", "pyarrow"]
+
+CHILD = r'''
+import json, os, sys, time
+name, inp, out, cols, threads = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4].split(","), int(sys.argv[5])
+if name == "duckdb":
+    import duckdb
+    con = duckdb.connect()
+    con.execute(f"SET threads={threads}")
+    t0 = time.perf_counter()
+    con.execute(f"COPY (SELECT * FROM read_parquet('{inp}')) TO '{out}' "
+                f"(FORMAT parquet, PARTITION_BY ({', '.join(cols)}), COMPRESSION snappy)")
+elif name == "polars":
+    os.environ["POLARS_MAX_THREADS"] = str(threads)
+    import polars as pl
+    t0 = time.perf_counter()
+    pl.scan_parquet(inp).sink_parquet(pl.PartitionBy(out, key=cols, include_key=False), mkdir=True,
+                                      compression="snappy")
+elif name == "pyarrow":
+    import pyarrow as pa, pyarrow.dataset as ds
+    pa.set_cpu_count(threads)
+    pa.set_io_thread_count(threads)
+    schema = ds.dataset(inp).schema
+    plain = pa.schema([f.with_type(pa.string()) if f.type == pa.string_view() else f
+                       for f in schema])
+    t0 = time.perf_counter()
+    ds.write_dataset(ds.dataset(inp, schema=plain), out, format="parquet",
+                     partitioning=cols, partitioning_flavor="hive", max_partitions=100_000,
+                     max_open_files=100_000,
+                     file_options=ds.ParquetFileFormat().make_write_options(compression="snappy"))
+print(json.dumps({"work_s": time.perf_counter() - t0}))
+'''
+
+CHECK = r'''
+import json, sys
+import pyarrow as pa, pyarrow.dataset as ds, pyarrow.compute as pc
+inp, out, cols = sys.argv[1], sys.argv[2], sys.argv[3].split(",")
+source = ds.dataset(inp)
+types = pa.schema([source.schema.field(c) for c in cols])
+types = pa.schema([f.with_type(pa.string()) if f.type == pa.string_view() else f for f in types])
+def summary(table):
+    table = table.select(cols + ["l_orderkey", "l_quantity"])
+    table = table.set_column(table.schema.get_field_index("l_quantity"), "l_quantity",
+                             pc.cast(table.column("l_quantity"), pa.float64()))
+    for c in cols:
+        table = table.set_column(table.schema.get_field_index(c), c, table.column(c).cast(types.field(c).type))
+    g = table.group_by(cols).aggregate([("l_orderkey", "count"), ("l_orderkey", "sum"),
+                                         ("l_quantity", "sum")])
+    return sorted(tuple(str(v) for v in row.values()) for row in g.to_pylist())
+expected = summary(source.to_table(columns=cols + ["l_orderkey", "l_quantity"]))
+got_ds = ds.dataset(out, format="parquet", partitioning=ds.partitioning(types, flavor="hive"))
+got = summary(got_ds.to_table(columns=cols + ["l_orderkey", "l_quantity"]))
+files = [f for f in got_ds.files]
+# Every file inside its value's directory: the directories' values are what was partitioned.
+dirs = {f.rsplit("/", 1)[0] for f in files}
+print(json.dumps({"same": expected == got, "values": len(expected), "files": len(files),
+                  "directories": len(dirs)}))
+'''
+
+
+def run(cmd, env=None):
+    """Runs `cmd`: its wall seconds, peak RSS (MiB) and stdout."""
+    t0 = time.perf_counter()
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    _, status, usage = os.wait4(p.pid, 0)
+    wall = time.perf_counter() - t0
+    out, err = p.stdout.read().decode(), p.stderr.read().decode()
+    p.returncode = os.waitstatus_to_exitcode(status)
+    if p.returncode != 0:
+        shown = cmd[3:] if cmd[1] == "-c" else cmd[1:]
+        raise SystemExit(f"{Path(cmd[0]).name} {shown} failed ({p.returncode}): {err[-1500:]}")
+    return wall, usage.ru_maxrss / 1024, out
+
+
+def contender(name, python, inp, out, cols, threads):
+    if out.exists():
+        shutil.rmtree(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if name == "partout":
+        wall, rss, _ = run([str(PARTOUT), "repartition", str(inp), "--partition-by",
+                            ",".join(cols), "--max-partitions", "100000", "--threads",
+                            str(threads), "--quiet", "-o", str(out)])
+        return wall, rss
+    wall, rss, stdout = run([python, "-c", CHILD, name, str(inp), str(out), ",".join(cols),
+                             str(threads)])
+    # The work alone, after interpreter start-up and imports.
+    return json.loads(stdout.strip().splitlines()[-1])["work_s"], rss
+
+
+def size(path):
+    files = [p for p in path.rglob("*.parquet")]
+    return len(files), sum(p.stat().st_size for p in files)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--input", default=ROOT / "target" / "bench-data" / "lineitem-sf1.parquet",
+                    type=Path)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--only", default=",".join(CONTENDERS))
+    ap.add_argument("--python", default=str(ROOT / "bench" / ".venv" / "bin" / "python"))
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args()
+    names = args.only.split(",")
+    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
+                if l.startswith("model name")), platform.processor())
+    print(f"partitioning by value: {args.input.name}, {args.threads} threads, {cpu}, "
+          f"{os.cpu_count()} CPUs", flush=True)
+    results = []
+    for case, cols in CASES:
+        runs = {n: [] for n in names}
+        checked = {}
+        for r in range(args.rounds):
+            order = names[r % len(names):] + names[:r % len(names)]
+            for name in order:
+                if name == "pyarrow" and (r > 0 or VALUES[case] > PYARROW_MAX_VALUES):
+                    continue
+                out = OUT / name
+                wall, rss = contender(name, args.python, args.input, out, cols, args.threads)
+                runs[name].append((wall, rss))
+                if name not in checked:
+                    _, _, report = run([args.python, "-c", CHECK, str(args.input), str(out),
+                                        ",".join(cols)])
+                    report = json.loads(report)
+                    if not report["same"]:
+                        raise SystemExit(f"{case}: {name}'s output differs from the input")
+                    files, size_bytes = size(out)
+                    checked[name] = {**report, "bytes": size_bytes}
+                print(f"  {case} round {r}: {name:8} {wall:6.2f} s {rss:7.0f} MiB", flush=True)
+        ran = [n for n in names if runs[n]]
+        summary = {n: {"median_s": statistics.median(w for w, _ in runs[n]),
+                       "peak_rss_mib": statistics.median(m for _, m in runs[n]),
+                       "runs": len(runs[n]), **checked[n]} for n in ran}
+        results.append({"case": case, "columns": cols, "contenders": summary})
+        peers = [n for n in ran if n != "partout"]
+        fastest = min(peers, key=lambda n: summary[n]["median_s"]) if peers else None
+        print(f"\n{case} ({', '.join(cols)}), medians of {args.rounds}:")
+        print("| contender | s | peak RSS MiB | files | values | MB | fastest peer ÷ it |")
+        print("|---|---:|---:|---:|---:|---:|---:|")
+        for n in ran:
+            s = summary[n]
+            ratio = (f"{summary[fastest]['median_s'] / s['median_s']:.2f}x"
+                     if fastest else "")
+            name = n if s["runs"] == args.rounds else f"{n} ({s['runs']} run)"
+            print(f"| {name} | {s['median_s']:.2f} | {s['peak_rss_mib']:.0f} | {s['files']} | "
+                  f"{s['values']} | {s['bytes'] / 1e6:.0f} | {ratio} |")
+        print(flush=True)
+    if args.json:
+        args.json.write_text(json.dumps({"machine": {"cpu": cpu, "cpus": os.cpu_count()},
+                                         "input": str(args.input.name),
+                                         "threads": args.threads, "rounds": args.rounds,
+                                         "results": results}, indent=1))
+    shutil.rmtree(OUT, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
