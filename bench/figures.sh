@@ -9,13 +9,19 @@
 #   bench/results/ids.jsonl      partout bench ids --json (no figure: BENCHMARKS.md's table)
 #   bench/results/files-N.json   bench/e2e.sh (lineitem Parquet into N Parquet files: partout
 #                                on 1 and 2 threads, DuckDB, Polars) at 16, 64, 256, 1024
+#   bench/results/partition_by.json
+#                                bench/partition_by.py (lineitem at FILES_SF into a directory
+#                                per value of 3 keys, 4 to 10,000 values: partout, DuckDB,
+#                                Polars and pyarrow, 2 threads; its venv and input are the
+#                                files step's, made here too when missing; not among the
+#                                defaults: pyarrow takes ~2 minutes and ~9 GiB at SF 1)
 #   bench/results/cluster.json   partout-ballista's `cluster` example: TPC-H SF 1 on Ballista
 #                                hosts in network namespaces at 100mbit, 1gbit, 10gbit and
 #                                unlimited links (needs root; not among the defaults: its
 #                                release build of Ballista takes ~20 minutes)
 #   bench/plots/*.svg            partout-plots bench/results bench/plots
 #
-# Usage: bench/figures.sh [writer|scatter|ids|files|cluster|plot]...
+# Usage: bench/figures.sh [writer|scatter|ids|files|partition_by|cluster|plot]...
 #        (writer, scatter, ids, files and plot when none is named)
 # Environment: WRITER_SF (0.1), FILES_SF (1), ROUNDS (5), DESTINATIONS, FILE_DESTINATIONS.
 set -euo pipefail
@@ -63,6 +69,22 @@ for step in "${STEPS[@]}"; do
         done
         date -u +%Y-%m-%d >"$RESULTS/date"
         ;;
+    partition_by)
+        cargo build --release -p partout-cli --features bench
+        input=target/bench-data/lineitem-sf$FILES_SF.parquet
+        if [[ ! -x bench/.venv/bin/python || ! -f $input ]]; then
+            # bench/e2e.sh makes bench/.venv and the input, as for files: its shortest run.
+            echo "partition_by: making bench/.venv and $input" >&2
+            SKIP_BUILD=1 bench/e2e.sh --sf "$FILES_SF" --rounds 1 --warmup 0 --partitions 16 \
+                --only partout-2t
+        fi
+        echo "partition_by" >&2
+        PARTOUT=${PARTOUT:-${CARGO_TARGET_DIR:-$ROOT/target}/release/partout} \
+            bench/partition_by.py --input "$input" --rounds "$ROUNDS" \
+                --json "$RESULTS/partition_by.json.new"
+        mv "$RESULTS/partition_by.json.new" "$RESULTS/partition_by.json"
+        date -u +%Y-%m-%d >"$RESULTS/date"
+        ;;
     cluster)
         cargo build --release -p partout-ballista --bins --example cluster
         target/release/examples/cluster --sf "$FILES_SF" --rounds "$ROUNDS" \
@@ -74,7 +96,8 @@ for step in "${STEPS[@]}"; do
         cargo run --release -q -p partout-plots -- "$RESULTS" bench/plots
         ;;
     *)
-        echo "figures.sh: unknown step $step (writer, scatter, ids, files, cluster, plot)" >&2
+        echo "figures.sh: unknown step $step (writer, scatter, ids, files, partition_by," \
+            "cluster, plot)" >&2
         exit 2
         ;;
     esac

@@ -7,6 +7,7 @@
 //! | `files.svg` | `bench/e2e.py --json`, one file per destination count | seconds and peak memory against destinations, partout beside DuckDB and Polars |
 //! | `cluster.svg` | `partout-ballista`'s `cluster` example's `--json` | the 22 TPC-H queries' seconds and bytes over the links against the link rate, partout (LZ4, ZSTD(1)) beside Ballista's own writer |
 //! | `scatter.svg` | `partout bench scatter --json` | arrow's grouped take ÷ partout against destinations, per column kind |
+//! | `partition_by.svg` | `bench/partition_by.py --json` | seconds and peak memory per partition key (its distinct values), bars of partout beside DuckDB, Polars and pyarrow |
 //!
 //! A figure holds the results of one machine only: results from two CPUs in one figure are
 //! refused, since their ratios cannot be compared.
@@ -14,18 +15,24 @@
 #![forbid(unsafe_code)]
 
 use anyhow::{Context, Result, bail, ensure};
+use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint};
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-/// One line of a panel: a contender's points, `(x, y)`, in increasing `x`.
+/// One line of a panel, or one colour of its bars: a contender's points, `(x, y)`, in
+/// increasing `x`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Series {
     /// The contender, as the legend names it.
     pub name: String,
     /// Its points.
     pub points: Vec<(f64, f64)>,
+    /// Its colour, an index into the palette: its place in the legend unless its figure
+    /// keeps a contender's colour of another figure.
+    pub colour: usize,
 }
 
 /// One chart of a figure.
@@ -33,13 +40,16 @@ pub struct Series {
 pub struct Panel {
     /// The chart's caption.
     pub title: String,
-    /// What the x axis counts (always on a log scale: destinations span 16 to thousands).
+    /// What the x axis counts (on a log scale for lines: destinations span 16 to thousands).
     pub x_desc: String,
     /// What the y axis measures.
     pub y_desc: String,
     /// A log scale on the y axis (for quantities that differ by orders of magnitude).
     pub log_y: bool,
-    /// Its lines.
+    /// Empty for lines; else the panel is grouped bars, a group per category (in order, `x`
+    /// being its index) with a bar per series, and "not run" where a series has no point.
+    pub categories: Vec<String>,
+    /// Its lines, or its bars' colours.
     pub series: Vec<Series>,
 }
 
@@ -59,6 +69,7 @@ fn push(series: &mut Vec<Series>, name: &str, point: (f64, f64)) {
         None => series.push(Series {
             name: name.to_string(),
             points: vec![point],
+            colour: series.len(),
         }),
     }
 }
@@ -153,6 +164,7 @@ pub fn writer_figure(lines: &str, date: &str) -> Result<Figure> {
             x_desc: "destinations".into(),
             y_desc: "ns per input row (lower is faster)".into(),
             log_y: false,
+            categories: Vec::new(),
             series: Vec::new(),
         });
         let ns_per_row = field("seconds")? * 1e9 / field("rows")?;
@@ -205,6 +217,7 @@ pub fn files_figure(results: &[Value], date: &str) -> Result<Figure> {
         x_desc: "destinations".into(),
         y_desc: "seconds, median (lower is faster)".into(),
         log_y: false,
+        categories: Vec::new(),
         series: Vec::new(),
     };
     let mut memory = Panel {
@@ -212,6 +225,7 @@ pub fn files_figure(results: &[Value], date: &str) -> Result<Figure> {
         x_desc: "destinations".into(),
         y_desc: "peak RSS, MiB (log scale)".into(),
         log_y: true,
+        categories: Vec::new(),
         series: Vec::new(),
     };
     let mut cpus = Vec::new();
@@ -257,6 +271,135 @@ pub fn files_figure(results: &[Value], date: &str) -> Result<Figure> {
     })
 }
 
+/// The contenders of `bench/partition_by.py`, by its results' keys, as the legend names them,
+/// with their colours: partout's, DuckDB's and Polars' of the files figure, and for pyarrow
+/// one no other figure has (orange is partout on 1 thread there).
+const PARTITION_BY_CONTENDERS: [(&str, &str, usize); 4] = [
+    ("partout", "partout", 0),
+    ("duckdb", "DuckDB", 1),
+    ("polars", "Polars", 2),
+    ("pyarrow", "pyarrow", 5),
+];
+
+/// `n` with a comma between thousands: 2,526.
+fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// The partition-by figure from `bench/partition_by.py --json`: per partition key (its
+/// distinct values), the median seconds and the median peak memory of every contender, as
+/// grouped bars. A contender left out of a case (pyarrow past `PYARROW_MAX_VALUES`), or of
+/// the run, keeps its place, marked "not run".
+///
+/// # Errors
+/// No case, a case without its name or contenders, or a contender run without its
+/// `median_s` or `peak_rss_mib`.
+pub fn partition_by_figure(result: &Value, date: &str) -> Result<Figure> {
+    let cases = result["results"].as_array().context("no results")?;
+    ensure!(!cases.is_empty(), "no case measured");
+    let panel = |title: &str, y_desc: &str, log_y| Panel {
+        title: title.into(),
+        x_desc: String::new(),
+        y_desc: y_desc.into(),
+        log_y,
+        categories: Vec::new(),
+        series: PARTITION_BY_CONTENDERS
+            .iter()
+            .map(|(_, name, colour)| Series {
+                name: (*name).to_string(),
+                points: Vec::new(),
+                colour: *colour,
+            })
+            .collect(),
+    };
+    let mut time = panel("time", "seconds, median (lower is faster)", false);
+    let mut memory = panel("peak memory", "peak RSS, MiB, median (log scale)", true);
+    // Per contender, the most runs of any case.
+    let mut runs = [0; PARTITION_BY_CONTENDERS.len()];
+    let mut columns = Vec::new();
+    for (i, case) in cases.iter().enumerate() {
+        let name = case["case"]
+            .as_str()
+            .with_context(|| format!("result {}: no case", i + 1))?;
+        let contenders = case["contenders"]
+            .as_object()
+            .with_context(|| format!("{name}: no contenders"))?;
+        let x = i as f64;
+        let mut values = None;
+        for (slot, (key, _, _)) in PARTITION_BY_CONTENDERS.iter().enumerate() {
+            let summary = contenders.get(*key).unwrap_or(&Value::Null);
+            if summary.is_null() || summary["runs"].as_u64() == Some(0) {
+                continue;
+            }
+            let number = |field: &str| {
+                summary[field]
+                    .as_f64()
+                    .with_context(|| format!("{name}: {key} has no {field}"))
+            };
+            time.series[slot].points.push((x, number("median_s")?));
+            memory.series[slot]
+                .points
+                .push((x, number("peak_rss_mib")?));
+            runs[slot] = runs[slot].max(summary["runs"].as_u64().unwrap_or_default());
+            values = values.or(summary["values"].as_u64());
+        }
+        // The distinct values the outputs were checked to hold; the case's name without.
+        time.categories.push(values.map_or_else(
+            || name.to_string(),
+            |n| format!("{} value{}", thousands(n), if n == 1 { "" } else { "s" }),
+        ));
+        if let Some(cols) = case["columns"].as_array() {
+            let cols: Vec<&str> = cols.iter().filter_map(Value::as_str).collect();
+            columns.push(cols.join("+"));
+        }
+    }
+    time.x_desc = format!("partitioned by {}", columns.join(" | "));
+    memory.x_desc = time.x_desc.clone();
+    memory.categories = time.categories.clone();
+    // The median of fewer runs than the others' (pyarrow's one) is named so.
+    if let Some(rounds) = result["rounds"].as_u64() {
+        for (slot, runs) in runs.into_iter().enumerate() {
+            if runs > 0 && runs < rounds {
+                let plural = if runs == 1 { "" } else { "s" };
+                for panel in [&mut time, &mut memory] {
+                    let series = &mut panel.series[slot];
+                    series.name = format!("{} ({runs} run{plural})", series.name);
+                }
+            }
+        }
+    }
+    finish(&mut time)?;
+    finish(&mut memory)?;
+    let input = result["input"].as_str().unwrap_or("lineitem");
+    // bench/e2e.sh names its input lineitem-sf{SF}.parquet.
+    let table = match input
+        .strip_suffix(".parquet")
+        .and_then(|stem| stem.rsplit_once("-sf"))
+    {
+        Some((table, sf)) => format!("{table} SF {sf}"),
+        None => input.to_string(),
+    };
+    let cpu = result["machine"]["cpu"]
+        .as_str()
+        .context("no machine.cpu")?;
+    let threads = result["threads"].as_u64().context("no threads")?;
+    Ok(Figure {
+        title: format!(
+            "{table} partitioned by value, a directory per value, Snappy Parquet \
+             ({cpu}, {threads} threads, {date})"
+        ),
+        panels: vec![time, memory],
+    })
+}
+
 /// A link rate in `tc`'s syntax (`1gbit`, `100mbit`), in Gbit/s; `None` for `unlimited`.
 fn gbits(rate: &str) -> Result<Option<f64>> {
     if rate == "unlimited" {
@@ -290,6 +433,7 @@ pub fn cluster_figure(result: &Value, date: &str) -> Result<Figure> {
         x_desc: "link rate, Gbit/s".into(),
         y_desc: "seconds, median (lower is faster)".into(),
         log_y: false,
+        categories: Vec::new(),
         series: Vec::new(),
     };
     let mut wire = Panel {
@@ -297,6 +441,7 @@ pub fn cluster_figure(result: &Value, date: &str) -> Result<Figure> {
         x_desc: "link rate, Gbit/s".into(),
         y_desc: "MB sent by all hosts, median".into(),
         log_y: false,
+        categories: Vec::new(),
         series: Vec::new(),
     };
     let machine = result["machine"].as_str().context("no machine")?;
@@ -386,6 +531,7 @@ pub fn scatter_figure(lines: &str, date: &str) -> Result<Figure> {
         x_desc: "destinations".into(),
         y_desc: "time ratio, geometric mean of the kind's cases".into(),
         log_y: false,
+        categories: Vec::new(),
         series: Vec::new(),
     };
     for kind in &kinds {
@@ -431,7 +577,180 @@ fn axis(
     }
 }
 
-/// Draws one panel on `area`.
+/// `value` as an axis or a bar labels it: whole from 10 up, else to a tenth.
+fn label(value: f64) -> String {
+    if value >= 10.0 {
+        format!("{value:.0}")
+    } else {
+        format!("{value:.1}")
+    }
+}
+
+/// A bar's value as it is labelled: to a tenth below 100 (seconds), else whole (MiB).
+fn bar_label(value: f64) -> String {
+    if value >= 100.0 {
+        format!("{value:.0}")
+    } else {
+        format!("{value:.1}")
+    }
+}
+
+/// On a linear scale, the height bars are cut at so that an outlier does not flatten the
+/// rest: just above the tallest bar within 3x of the next tallest (`None`: none is cut).
+fn cut(values: impl Iterator<Item = f64>) -> Option<f64> {
+    let mut values: Vec<f64> = values.collect();
+    values.sort_by(|a, b| b.total_cmp(a));
+    let kept = values.windows(2).position(|w| w[0] <= 3.0 * w[1])?;
+    (kept > 0).then(|| values[kept] * 1.12)
+}
+
+/// The x axis of `n` groups of bars: the group `i` spans `i - 0.5..i + 0.5`, labelled at `i`.
+struct Groups(usize);
+
+impl Ranged for Groups {
+    type FormatOption = DefaultFormatting;
+    type ValueType = f64;
+
+    fn map(&self, value: &f64, limit: (i32, i32)) -> i32 {
+        let share = (value + 0.5) / self.0.max(1) as f64;
+        limit.0 + (share * f64::from(limit.1 - limit.0)).round() as i32
+    }
+
+    fn key_points<Hint: KeyPointHint>(&self, _: Hint) -> Vec<f64> {
+        (0..self.0).map(|i| i as f64).collect()
+    }
+
+    fn range(&self) -> std::ops::Range<f64> {
+        -0.5..self.0 as f64 - 0.5
+    }
+}
+
+/// Draws a panel of grouped bars (its `categories` not empty) on `area`: per category, a bar
+/// per series in legend order, labelled with its value, and "not run" where the series has
+/// no point.
+fn draw_bars<DB: DrawingBackend>(
+    area: &DrawingArea<DB, plotters::coord::Shift>,
+    panel: &Panel,
+) -> Result<()>
+where
+    DB::ErrorType: 'static,
+{
+    let points = || panel.series.iter().flat_map(|s| s.points.iter());
+    ensure!(
+        points().next().is_some(),
+        "{}: nothing to draw",
+        panel.title
+    );
+    let groups = panel.categories.len();
+    let slots = panel.series.len().max(1);
+    // A group spans 0.8 of its category's width: a bar per series, a little apart.
+    let width = 0.8 / slots as f64;
+    let left = |x: f64, slot: usize| x - 0.4 + width * slot as f64;
+    let cut = if panel.log_y {
+        None
+    } else {
+        cut(points().map(|p| p.1))
+    };
+    let headroom = 0.07 * panel.series.len() as f64;
+    let ys = match cut {
+        // The cut bars' labels above the cut, the legend above them.
+        Some(cut) => 0.0..cut * (1.05 + headroom),
+        None => axis(points().map(|p| p.1), panel.log_y, headroom),
+    };
+    let bottom = ys.start;
+    let xs = Groups(groups);
+    let mut builder = ChartBuilder::on(area);
+    builder
+        .caption(&panel.title, ("sans-serif", 20))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(60);
+    let value_style = TextStyle::from(("sans-serif", 11).into_font())
+        .pos(Pos::new(HPos::Center, VPos::Bottom))
+        .color(&BLACK);
+    let not_run_style = TextStyle::from(
+        ("sans-serif", 11)
+            .into_font()
+            .transform(FontTransform::Rotate270),
+    )
+    .pos(Pos::new(HPos::Left, VPos::Center))
+    .color(&RGBColor(0x7f, 0x7f, 0x7f));
+    macro_rules! draw {
+        ($chart:expr) => {{
+            let mut chart = $chart;
+            chart
+                .configure_mesh()
+                .disable_x_mesh()
+                .x_desc(&panel.x_desc)
+                .y_desc(&panel.y_desc)
+                .x_labels(groups.max(2))
+                .x_label_formatter(&|x| {
+                    let i = x.round();
+                    if (x - i).abs() < 0.01 && i >= 0.0 {
+                        panel
+                            .categories
+                            .get(i as usize)
+                            .cloned()
+                            .unwrap_or_default()
+                    } else {
+                        String::new()
+                    }
+                })
+                .y_label_formatter(&|y| label(*y))
+                .draw()?;
+            for (slot, series) in panel.series.iter().enumerate() {
+                let colour = COLOURS[series.colour % COLOURS.len()];
+                let top = |y: f64| cut.map_or(y, |cut| y.min(cut));
+                chart
+                    .draw_series(series.points.iter().map(|&(x, y)| {
+                        let x0 = left(x, slot) + width * 0.05;
+                        Rectangle::new([(x0, bottom), (x0 + width * 0.9, top(y))], colour.filled())
+                    }))?
+                    .label(series.name.as_str())
+                    .legend(move |(x, y)| {
+                        Rectangle::new([(x, y - 5), (x + 16, y + 5)], colour.filled())
+                    });
+                // A cut bar: a white gap across it below its top.
+                chart.draw_series(series.points.iter().filter_map(|&(x, y)| {
+                    let cut = cut.filter(|cut| y > *cut)?;
+                    Some(Rectangle::new(
+                        [
+                            (left(x, slot), cut * 0.90),
+                            (left(x, slot) + width, cut * 0.93),
+                        ],
+                        WHITE.filled(),
+                    ))
+                }))?;
+                chart.draw_series(series.points.iter().map(|&(x, y)| {
+                    EmptyElement::at((left(x, slot) + width / 2.0, top(y)))
+                        + Text::new(bar_label(y), (0, -3), value_style.clone())
+                }))?;
+                chart.draw_series(
+                    (0..groups)
+                        .filter(|i| !series.points.iter().any(|p| p.0 == *i as f64))
+                        .map(|i| {
+                            EmptyElement::at((left(i as f64, slot) + width / 2.0, bottom))
+                                + Text::new("not run", (0, -6), not_run_style.clone())
+                        }),
+                )?;
+            }
+            chart
+                .configure_series_labels()
+                .position(SeriesLabelPosition::UpperLeft)
+                .background_style(WHITE.mix(0.85))
+                .border_style(BLACK)
+                .draw()?;
+        }};
+    }
+    if panel.log_y {
+        draw!(builder.build_cartesian_2d(xs, ys.log_scale())?);
+    } else {
+        draw!(builder.build_cartesian_2d(xs, ys)?);
+    }
+    Ok(())
+}
+
+/// Draws one panel on `area`: its lines, or its bars when it has categories.
 fn draw_panel<DB: DrawingBackend>(
     area: &DrawingArea<DB, plotters::coord::Shift>,
     panel: &Panel,
@@ -439,6 +758,9 @@ fn draw_panel<DB: DrawingBackend>(
 where
     DB::ErrorType: 'static,
 {
+    if !panel.categories.is_empty() {
+        return draw_bars(area, panel);
+    }
     let points = || panel.series.iter().flat_map(|s| s.points.iter());
     ensure!(
         points().next().is_some(),
@@ -477,16 +799,10 @@ where
                         // Counts are whole; a rate below 1 Gbit/s is not.
                         .map_or(String::new(), |t| format!("{t}"))
                 })
-                .y_label_formatter(&|y| {
-                    if *y >= 10.0 {
-                        format!("{y:.0}")
-                    } else {
-                        format!("{y:.1}")
-                    }
-                })
+                .y_label_formatter(&|y| label(*y))
                 .draw()?;
-            for (i, series) in panel.series.iter().enumerate() {
-                let colour = COLOURS[i % COLOURS.len()];
+            for series in &panel.series {
+                let colour = COLOURS[series.colour % COLOURS.len()];
                 chart
                     .draw_series(LineSeries::new(
                         series.points.iter().copied(),
@@ -682,6 +998,165 @@ mod tests {
         assert_eq!(series[1].points, vec![(4.0, 1.5)]);
         let error = scatter_figure(&line("P16", "grouped_take", 1.0, 1.0), "d").unwrap_err();
         assert!(error.to_string().contains("is not KIND"), "{error}");
+    }
+
+    /// A contender of a case: its name and (seconds, MiB, runs), `None` when recorded as null.
+    type Contender<'a> = (&'a str, Option<(f64, f64, u64)>);
+
+    /// A `bench/partition_by.py --json` result: per case, its name, distinct values and
+    /// contenders.
+    fn partition_by_result(cases: &[(&str, u64, &[Contender])]) -> Value {
+        let results: Vec<Value> = cases
+            .iter()
+            .map(|(case, values, contenders)| {
+                let contenders: serde_json::Map<String, Value> = contenders
+                    .iter()
+                    .map(|(name, measured)| {
+                        let summary = measured.map_or(Value::Null, |(s, mib, runs)| {
+                            serde_json::json!({
+                                "median_s": s, "peak_rss_mib": mib, "runs": runs,
+                                "same": true, "values": values, "files": values,
+                                "directories": values, "bytes": 1000,
+                            })
+                        });
+                        (name.to_string(), summary)
+                    })
+                    .collect();
+                serde_json::json!({"case": case, "columns": ["l_key"], "contenders": contenders})
+            })
+            .collect();
+        serde_json::json!({
+            "machine": {"cpu": "CPU X", "cpus": 2}, "input": "lineitem-sf1.parquet",
+            "threads": 2, "rounds": 3, "results": results,
+        })
+    }
+
+    fn partition_by_sample() -> Value {
+        partition_by_result(&[
+            (
+                "4 values",
+                4,
+                &[
+                    ("partout", Some((3.3, 112.0, 3))),
+                    ("duckdb", Some((2.1, 1900.0, 3))),
+                    ("pyarrow", Some((3.2, 1200.0, 1))),
+                    ("spark", Some((9.0, 9.0, 3))),
+                ],
+            ),
+            (
+                "~2,500 values",
+                2526,
+                &[
+                    ("partout", Some((6.1, 106.0, 3))),
+                    ("duckdb", None),
+                    ("pyarrow", Some((104.0, 9200.0, 1))),
+                ],
+            ),
+            (
+                "10,000 values",
+                10_000,
+                &[
+                    ("partout", Some((7.9, 108.0, 3))),
+                    ("duckdb", Some((10.6, 3200.0, 3))),
+                ],
+            ),
+        ])
+    }
+
+    #[test]
+    fn partition_by_bars_are_per_case_and_a_contender_not_run_has_none() {
+        let figure = partition_by_figure(&partition_by_sample(), "2026-11-26").unwrap();
+        let [time, memory] = &figure.panels[..] else {
+            panic!("two panels")
+        };
+        assert_eq!(
+            time.categories,
+            ["4 values", "2,526 values", "10,000 values"],
+            "the checked value counts, not the cases' names"
+        );
+        let names: Vec<&str> = time.series.iter().map(|s| s.name.as_str()).collect();
+        // Every contender keeps its place, Polars not run at all and spark not drawn.
+        assert_eq!(names, ["partout", "DuckDB", "Polars", "pyarrow (1 run)"]);
+        let colours: Vec<usize> = memory.series.iter().map(|s| s.colour).collect();
+        assert_eq!(colours, [0, 1, 2, 5]);
+        assert_eq!(time.series[0].points, [(0.0, 3.3), (1.0, 6.1), (2.0, 7.9)]);
+        assert_eq!(time.series[1].points, [(0.0, 2.1), (2.0, 10.6)]);
+        assert!(time.series[2].points.is_empty());
+        assert_eq!(memory.series[3].points, [(0.0, 1200.0), (1.0, 9200.0)]);
+        assert!(memory.log_y && !time.log_y);
+        for text in [
+            "lineitem SF 1",
+            "Snappy Parquet",
+            "CPU X",
+            "2 threads",
+            "2026-11-26",
+        ] {
+            assert!(figure.title.contains(text), "{text:?} in {}", figure.title);
+        }
+        let mut broken = partition_by_sample();
+        broken["results"][2]["contenders"]["duckdb"]
+            .as_object_mut()
+            .unwrap()
+            .remove("peak_rss_mib");
+        let error = partition_by_figure(&broken, "d").unwrap_err().to_string();
+        assert!(error.contains("duckdb has no peak_rss_mib"), "{error}");
+        let error = partition_by_figure(&partition_by_result(&[]), "d").unwrap_err();
+        assert!(error.to_string().contains("no case"), "{error}");
+    }
+
+    #[test]
+    fn an_outlier_bar_is_cut_just_above_the_rest() {
+        let cut_at = cut([3.3, 104.0, 17.1, 10.6].into_iter()).unwrap();
+        assert!((cut_at - 17.1 * 1.12).abs() < 1e-9, "{cut_at}");
+        assert_eq!(cut([3.3, 2.1, 7.9].into_iter()), None);
+        assert_eq!(cut([5.0].into_iter()), None);
+    }
+
+    #[test]
+    fn the_partition_by_svg_has_the_cases_contenders_and_not_run() {
+        let figure = partition_by_figure(&partition_by_sample(), "d").unwrap();
+        let dir = std::env::temp_dir().join(format!("partout-plots-pb-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("partition_by.svg");
+        draw(&figure, &path).unwrap();
+        let svg = std::fs::read_to_string(&path).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        for text in [
+            "4 values",
+            "2,526 values",
+            "10,000 values",
+            "partout",
+            "DuckDB",
+            "Polars",
+            "pyarrow (1 run)",
+            "time",
+            "peak memory",
+            // Bars labelled with their values, the cut one with its own.
+            "3.3",
+            "104",
+            "9200",
+        ] {
+            assert!(
+                svg.contains(&format!("\n{text}\n")),
+                "no {text:?} in the SVG"
+            );
+        }
+        assert!(!svg.contains("spark"));
+        // Per panel: DuckDB at 2,526 values, Polars at all three, pyarrow at 10,000.
+        assert_eq!(svg.matches("\nnot run\n").count(), 2 * 5);
+        // Per panel, a bar per point and a legend sample, in the contender's colour.
+        for (colour, bars) in [
+            ("#D62728", 3),
+            ("#1F77B4", 2),
+            ("#2CA02C", 0),
+            ("#9467BD", 2),
+        ] {
+            let rects = svg
+                .lines()
+                .filter(|l| l.starts_with("<rect") && l.contains(&format!("fill=\"{colour}\"")))
+                .count();
+            assert_eq!(rects, 2 * (bars + 1), "{colour}");
+        }
     }
 
     #[test]

@@ -1,9 +1,9 @@
 //! `partout-plots RESULTS OUT`: draws the benchmarks' figures from their JSON results.
 //!
 //! In `RESULTS`: `writer.jsonl` (the lines of `partout bench writer --json` runs),
-//! `scatter.jsonl` (`partout bench scatter --json`) and `files-*.json` (`bench/e2e.py --json`
-//! results, one per destination count) and `cluster.json` (`partout-ballista`'s `cluster`
-//! example's `--json`), each figure
+//! `scatter.jsonl` (`partout bench scatter --json`), `files-*.json` (`bench/e2e.py --json`
+//! results, one per destination count), `cluster.json` (`partout-ballista`'s `cluster`
+//! example's `--json`) and `partition_by.json` (`bench/partition_by.py --json`), each figure
 //! drawn when its results are there; a `date` file, when present, dates the figures.
 //! `bench/figures.sh` runs the benchmarks and then this.
 
@@ -67,6 +67,14 @@ fn main() -> Result<()> {
         partout_plots::draw(&figure, &path)?;
         drawn.push(path);
     }
+    if let Ok(text) = read("partition_by.json") {
+        let result = serde_json::from_str(&text).context("parsing partition_by.json")?;
+        let figure =
+            partout_plots::partition_by_figure(&result, &date).context("partition_by.json")?;
+        let path = args.out.join("partition_by.svg");
+        partout_plots::draw(&figure, &path)?;
+        drawn.push(path);
+    }
     if !files.is_empty() {
         let figure = partout_plots::files_figure(&files, &date).context("files-*.json")?;
         let path = args.out.join("files.svg");
@@ -75,7 +83,8 @@ fn main() -> Result<()> {
     }
     ensure!(
         !drawn.is_empty(),
-        "no results in {} (writer.jsonl, scatter.jsonl, files-*.json, cluster.json)",
+        "no results in {} (writer.jsonl, scatter.jsonl, files-*.json, cluster.json, \
+         partition_by.json)",
         args.results.display()
     );
     for path in drawn {
