@@ -204,6 +204,26 @@ def test_more_values_than_max_partitions_is_a_clear_error_and_no_output(tmp_path
     assert len([d for d in out.iterdir() if d.is_dir()]) == 14
 
 
+def test_a_string_spelling_the_null_directory_beside_a_null_is_refused(tmp_path):
+    """A string equal to `__HIVE_DEFAULT_PARTITION__` and a null would share one directory:
+    refused by name, nothing written; the string alone is written as it is."""
+    for keys, ok in [(["__HIVE_DEFAULT_PARTITION__", None, "a"], False),
+                     (["__HIVE_DEFAULT_PARTITION__", "a"], True)]:
+        table = pa.table({"k": pa.array(keys, pa.string()),
+                          "row": pa.array(range(len(keys)), pa.int64())})
+        path = tmp_path / "nulls.parquet"
+        pq.write_table(table, path)
+        out = tmp_path / f"out-{ok}"
+        result = run(path, "--partition-by", "k", "-o", out, ok=ok)
+        if ok:
+            assert sorted(d.name for d in out.iterdir() if d.is_dir()) == \
+                ["k=__HIVE_DEFAULT_PARTITION__", "k=a"]
+        else:
+            assert result.returncode != 0
+            assert "share the directory" in result.stderr, result.stderr
+            assert not out.exists()
+
+
 def test_impossible_options_are_refused_by_name(tmp_path):
     _, path = source(tmp_path, "string")
     for args, message in [
@@ -255,3 +275,37 @@ def test_thousands_of_values_within_a_small_limit_spill_sorted_runs(tmp_path):
     got = dataset.to_table().sort_by("row").select(["k", "row", "text"])
     assert got.equals(table)
     assert all(len(list(d.iterdir())) == 1 for d in out.iterdir() if d.is_dir())
+
+
+def test_a_hundred_thousand_values_within_64_mib(tmp_path):
+    """100,000 distinct values under a 64 MiB limit: the job completes, its peak resident
+    memory is within the limit above what reading the same input into one file takes, and
+    every row comes back from its value's one file."""
+    n, values = 1_000_000, 100_000
+    table = pa.table({
+        "k": pa.array([(i * 7919) % values for i in range(n)], pa.int64()),
+        "row": pa.array(range(n), pa.int64()),
+        "text": pa.array([f"row {i}" for i in range(n)]),
+    })
+    path = tmp_path / "in.parquet"
+    pq.write_table(table, path, row_group_size=64 << 10)
+
+    def peak(out, *args):
+        run(path, *args, "--threads", "2", "-o", out)
+        manifest = json.loads((out / "_manifest.json").read_text())
+        return manifest, manifest["peak_rss_bytes"]
+
+    _, reading = peak(tmp_path / "one", "-n", "1", "--scheme", "round-robin", "--format", "ipc",
+                      "--memory-limit", "1MiB")
+    out = tmp_path / "out"
+    manifest, high = peak(out, "--partition-by", "k", "--max-partitions", str(values),
+                          "--memory-limit", "64MiB")
+    assert manifest["partitions"] == values
+    assert high <= reading + (64 << 20), (
+        f"peak {high / 2**20:.1f} MiB passes reading's {reading / 2**20:.1f} MiB plus 64 MiB")
+    dirs = list(out.iterdir())
+    assert len([d for d in dirs if d.is_dir()]) == values
+    dataset = ds.dataset(out, format="parquet", partitioning=ds.partitioning(
+        pa.schema([("k", pa.int64())]), flavor="hive"))
+    got = dataset.to_table().sort_by("row").select(["k", "row", "text"])
+    assert got.equals(table)

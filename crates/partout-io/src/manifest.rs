@@ -239,9 +239,15 @@ impl Manifest {
     /// # Errors
     /// [`ManifestError`] when it cannot be written.
     pub fn write(&self, dir: &Path) -> Result<(), ManifestError> {
+        use std::io::Write;
         let path = dir.join(MANIFEST_FILE);
-        let text = serde_json::to_string_pretty(self).map_err(std::io::Error::other);
-        text.and_then(|text| std::fs::write(&path, text))
+        // Streamed: at 100,000 destinations the text is 20 MB.
+        std::fs::File::create(&path)
+            .map(std::io::BufWriter::new)
+            .and_then(|mut out| {
+                serde_json::to_writer_pretty(&mut out, self).map_err(std::io::Error::other)?;
+                out.flush()
+            })
             .map_err(failed(format!("writing {}", path.display())))
     }
 }

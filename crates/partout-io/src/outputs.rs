@@ -520,46 +520,116 @@ pub fn parse_shuffle_index(
     bytes: &[u8],
     data_len: u64,
 ) -> crate::Result<(u32, Vec<ShuffleRange>)> {
-    let bad = |what: String| crate::file_error(index, format!("not a shuffle index: {what}"));
-    if bytes.len() < 20 || &bytes[..8] != SHUFFLE_INDEX_MAGIC {
-        return Err(bad("no PTSHUF01 header".into()));
+    let header = bytes.get(..INDEX_HEADER).unwrap_or(bytes);
+    let mut check = IndexCheck::try_new(index, header, bytes.len() as u64, data_len)?;
+    let mut ranges = Vec::with_capacity(check.count as usize);
+    for entry in bytes[INDEX_HEADER..].chunks_exact(INDEX_ENTRY) {
+        ranges.push(check.range(entry)?);
     }
-    let u32_at = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
-    let u64_at = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
-    let destinations = u32_at(8);
-    let count = u64_at(12);
-    let expected = (count as u128) * 28 + 20;
-    if expected != bytes.len() as u128 {
-        return Err(bad(format!(
-            "{count} ranges need {expected} bytes, the index has {}",
-            bytes.len()
-        )));
+    Ok((check.destinations, ranges))
+}
+
+/// Reads a shuffle index as [`read_shuffle_index`] does, range by range, handing each to
+/// `each` as it is checked: memory for one range at a time, whatever the index's size.
+/// The destination count.
+///
+/// # Errors
+/// As [`read_shuffle_index`]; what `each` returns.
+pub(crate) fn for_each_shuffle_range(
+    index: &Path,
+    data_len: u64,
+    mut each: impl FnMut(ShuffleRange) -> crate::Result<()>,
+) -> crate::Result<u32> {
+    let failed = |e| crate::file_io_error(index, "cannot be read", e);
+    let file = File::open(index).map_err(failed)?;
+    let len = file.metadata().map_err(failed)?.len();
+    let mut reader = io::BufReader::with_capacity(64 << 10, file);
+    let mut header = [0u8; INDEX_HEADER];
+    let header = match io::Read::read_exact(&mut reader, &mut header) {
+        Ok(()) => &header[..],
+        // Too short: the check says so.
+        Err(_) => &[][..],
+    };
+    let mut check = IndexCheck::try_new(index, header, len, data_len)?;
+    let mut entry = [0u8; INDEX_ENTRY];
+    for _ in 0..check.count {
+        io::Read::read_exact(&mut reader, &mut entry).map_err(failed)?;
+        each(check.range(&entry)?)?;
     }
-    let mut ranges = Vec::with_capacity(count as usize);
-    let mut end = 0u64;
-    for i in 0..count as usize {
-        let at = 20 + 28 * i;
-        let range = ShuffleRange {
-            destination: u32_at(at),
-            offset: u64_at(at + 4),
-            len: u64_at(at + 12),
-            rows: u64_at(at + 20),
-        };
-        if range.destination >= destinations {
+    Ok(check.destinations)
+}
+
+/// Bytes of a shuffle index's header: magic, destinations (u32), ranges (u64).
+const INDEX_HEADER: usize = 20;
+
+/// Bytes of each of its ranges: destination (u32), offset, length, rows (u64 each).
+const INDEX_ENTRY: usize = 28;
+
+/// A shuffle index checked range by range: the one place its bytes are trusted.
+struct IndexCheck<'a> {
+    index: &'a Path,
+    destinations: u32,
+    count: u64,
+    data_len: u64,
+    /// Ranges checked so far, and where the last one ended.
+    checked: u64,
+    end: u64,
+}
+
+impl<'a> IndexCheck<'a> {
+    /// Checks the header (`header`, the first 20 bytes, or fewer when the index is shorter)
+    /// of an index of `len` bytes.
+    fn try_new(index: &'a Path, header: &[u8], len: u64, data_len: u64) -> crate::Result<Self> {
+        let bad = |what: String| crate::file_error(index, format!("not a shuffle index: {what}"));
+        if header.len() < INDEX_HEADER || &header[..8] != SHUFFLE_INDEX_MAGIC {
+            return Err(bad("no PTSHUF01 header".into()));
+        }
+        let destinations = u32::from_le_bytes(header[8..12].try_into().expect("4 bytes"));
+        let count = u64::from_le_bytes(header[12..20].try_into().expect("8 bytes"));
+        let expected = (count as u128) * INDEX_ENTRY as u128 + INDEX_HEADER as u128;
+        if expected != u128::from(len) {
             return Err(bad(format!(
-                "range {i} is of destination {} of {destinations}",
-                range.destination
+                "{count} ranges need {expected} bytes, the index has {len}"
+            )));
+        }
+        Ok(Self {
+            index,
+            destinations,
+            count,
+            data_len,
+            checked: 0,
+            end: 0,
+        })
+    }
+
+    /// The next range, from its 28 bytes: of a destination the index has, within the data
+    /// file, after the ranges before it.
+    fn range(&mut self, entry: &[u8]) -> crate::Result<ShuffleRange> {
+        let bad =
+            |what: String| crate::file_error(self.index, format!("not a shuffle index: {what}"));
+        let u64_at = |at: usize| u64::from_le_bytes(entry[at..at + 8].try_into().expect("8 bytes"));
+        let range = ShuffleRange {
+            destination: u32::from_le_bytes(entry[..4].try_into().expect("4 bytes")),
+            offset: u64_at(4),
+            len: u64_at(12),
+            rows: u64_at(20),
+        };
+        let i = self.checked;
+        if range.destination >= self.destinations {
+            return Err(bad(format!(
+                "range {i} is of destination {} of {}",
+                range.destination, self.destinations
             )));
         }
         let range_end = range.offset.checked_add(range.len);
-        if range.offset < end || range_end.is_none_or(|e| e > data_len) {
+        if range.offset < self.end || range_end.is_none_or(|e| e > self.data_len) {
             return Err(bad(format!(
-                "range {i} ({} bytes at {}) overlaps another or passes the data's {data_len} bytes",
-                range.len, range.offset
+                "range {i} ({} bytes at {}) overlaps another or passes the data's {} bytes",
+                range.len, range.offset, self.data_len
             )));
         }
-        end = range_end.unwrap_or(end);
-        ranges.push(range);
+        self.end = range_end.unwrap_or(self.end);
+        self.checked += 1;
+        Ok(range)
     }
-    Ok((destinations, ranges))
 }

@@ -18,8 +18,9 @@
 //! decoded batch: memory no longer grows with the destination count. The scratch files are
 //! removed once every file is written, and by `Drop` when the output is abandoned.
 
-use crate::outputs::{DestinationFile, ShuffleFile, ShuffleRange, io_error, sink_error};
-use crate::{panic_message, read_shuffle_index};
+use crate::outputs::for_each_shuffle_range;
+use crate::outputs::{DestinationFile, ShuffleFile, io_error, sink_error};
+use crate::panic_message;
 use arrow_array::{Array, RecordBatch};
 use arrow_buffer::Buffer;
 use arrow_ipc::reader::StreamDecoder;
@@ -45,6 +46,9 @@ const DICTIONARY_SAMPLE_ROWS: usize = 1 << 16;
 /// average (see [`dictionary_pays`]).
 const DICTIONARY_MIN_REPEATS: usize = 5;
 
+/// Bytes of an Arrow IPC stream's end marker (continuation and a zero length).
+const IPC_STREAM_END: u64 = 8;
+
 /// Rows handed to the Parquet writer at once: runs of a few rows (a destination flushed under
 /// memory pressure at high fan-out) are gathered first, since each write has a fixed cost per
 /// column.
@@ -65,11 +69,38 @@ pub struct ParquetOptions {
     pub staging: Compression,
 }
 
-/// A destination's ranges in one worker's scratch file.
-#[derive(Debug, Default)]
-struct Runs {
-    /// Each range's offset, length and rows, in stream order.
-    ranges: Vec<(u64, u64, u64)>,
+/// A destination's range in one worker's scratch file.
+#[derive(Debug, Clone, Copy)]
+struct Run {
+    destination: u32,
+    /// The worker's place among the scratch files.
+    worker: u32,
+    offset: u64,
+    len: u64,
+    rows: u64,
+}
+
+/// Every destination's ranges in the scratch files, in one allocation sorted by destination,
+/// then worker, then stream order: 32 bytes a range and 8 a destination, whatever the
+/// number of destinations (at 100,000 destinations a vector per destination and worker took
+/// four times as much).
+#[derive(Debug)]
+struct RunIndex {
+    runs: Vec<Run>,
+    /// Where each destination's runs start in `runs`, and their end.
+    starts: Vec<usize>,
+}
+
+impl RunIndex {
+    /// Destination `p`'s runs, worker by worker, in stream order.
+    fn of(&self, p: usize) -> &[Run] {
+        &self.runs[self.starts[p]..self.starts[p + 1]]
+    }
+
+    /// Destination `p`'s bytes in the scratch files.
+    fn bytes(&self, p: usize) -> u64 {
+        self.of(p).iter().map(|r| r.len).sum()
+    }
 }
 
 /// Parquet files `DIR/{prefix}-{p:05}.parquet`, one per destination, written from rows that
@@ -207,7 +238,7 @@ impl StagedParquet {
         cancelled: &(dyn Fn() -> bool + Sync),
     ) -> Result<Vec<DestinationFile>, WriterError> {
         let names: Vec<String> = (0..self.destinations).map(|p| self.name(p)).collect();
-        self.finish_named(&names, threads, cancelled)
+        self.finish_named(names, threads, cancelled)
     }
 
     /// As [`finish`](Self::finish), for the first `names.len()` destinations only, each
@@ -220,7 +251,7 @@ impl StagedParquet {
     /// destinations, or a destination past the names received rows.
     pub fn finish_named(
         self,
-        names: &[String],
+        names: Vec<String>,
         threads: usize,
         cancelled: &(dyn Fn() -> bool + Sync),
     ) -> Result<Vec<DestinationFile>, WriterError> {
@@ -237,10 +268,8 @@ impl StagedParquet {
             .map_err(|_| sink_error(None, "a worker panicked while creating its scratch file"))?
             .clone();
         workers.sort_unstable();
-        // Each destination's runs, per worker: the index, not the rows, is held in memory.
-        let mut runs: Vec<Vec<Runs>> = (0..self.destinations)
-            .map(|_| (0..workers.len()).map(|_| Runs::default()).collect())
-            .collect();
+        // Each destination's runs: the index, not the rows, is held in memory.
+        let mut runs: Vec<Run> = Vec::new();
         let mut data_paths = Vec::with_capacity(workers.len());
         for (i, &w) in workers.iter().enumerate() {
             let (data, index) = self.scratch_paths(w);
@@ -249,8 +278,40 @@ impl StagedParquet {
                     sink_error(None, crate::file_io_error(&data, "cannot be read back", e))
                 })?
                 .len();
-            let (count, ranges) =
-                read_shuffle_index(&index, len).map_err(|e| sink_error(None, e))?;
+            let worker = i as u32;
+            let mut past = None;
+            let count = for_each_shuffle_range(&index, len, |r| {
+                if r.destination as usize >= used {
+                    past.get_or_insert(r.destination);
+                    return Ok(());
+                }
+                // A stream's end (8 bytes, no rows: written for every destination at the
+                // file's end) is left out, since decoding needs none: at 100,000 destinations
+                // those ranges were half of the index held.
+                if r.rows == 0 && r.len == IPC_STREAM_END {
+                    return Ok(());
+                }
+                // Ranges of a destination that follow each other in the file are read as one.
+                match runs.last_mut() {
+                    Some(last)
+                        if last.worker == worker
+                            && last.destination == r.destination
+                            && last.offset + last.len == r.offset =>
+                    {
+                        last.len += r.len;
+                        last.rows += r.rows;
+                    }
+                    _ => runs.push(Run {
+                        destination: r.destination,
+                        worker,
+                        offset: r.offset,
+                        len: r.len,
+                        rows: r.rows,
+                    }),
+                }
+                Ok(())
+            })
+            .map_err(|e| sink_error(None, e))?;
             if count as usize != self.destinations {
                 return Err(sink_error(
                     None,
@@ -261,39 +322,34 @@ impl StagedParquet {
                     ),
                 ));
             }
-            for ShuffleRange {
-                destination,
-                offset,
-                len,
-                rows,
-            } in ranges
-            {
-                runs[destination as usize][i]
-                    .ranges
-                    .push((offset, len, rows));
+            if let Some(p) = past {
+                return Err(sink_error(
+                    Some(p as usize),
+                    format!("rows staged past the {used} destinations named"),
+                ));
             }
             data_paths.push(data);
         }
-        if let Some(p) =
-            (used..self.destinations).find(|&p| runs[p].iter().any(|r| !r.ranges.is_empty()))
-        {
-            return Err(sink_error(
-                Some(p),
-                format!("rows staged past the {used} destinations named"),
-            ));
+        // Stable: each worker's runs of a destination stay in stream order.
+        runs.sort_by_key(|r| (r.destination, r.worker));
+        let mut starts = Vec::with_capacity(used + 1);
+        let mut at = 0;
+        for p in 0..=used {
+            while at < runs.len() && (runs[at].destination as usize) < p {
+                at += 1;
+            }
+            starts.push(at);
         }
+        let runs = RunIndex { runs, starts };
         let mut order: Vec<usize> = (0..used).collect();
-        let bytes = |p: usize| -> u64 {
-            runs[p]
-                .iter()
-                .flat_map(|r| &r.ranges)
-                .map(|&(_, len, _)| len)
-                .sum()
-        };
-        order.sort_by_key(|&p| std::cmp::Reverse(bytes(p)));
+        order.sort_by_key(|&p| std::cmp::Reverse(runs.bytes(p)));
         let properties = match order.first() {
             Some(&p) => contained(p, || {
-                self.with_dictionaries_that_pay(p, &runs[p], &mut ScratchReaders::new(&data_paths))
+                self.with_dictionaries_that_pay(
+                    p,
+                    runs.of(p),
+                    &mut ScratchReaders::new(&data_paths),
+                )
             })?,
             None => self.options.properties.clone(),
         };
@@ -321,7 +377,7 @@ impl StagedParquet {
                         match self.write_destination(
                             p,
                             &names[p],
-                            &runs[p],
+                            runs.of(p),
                             &mut readers,
                             &properties,
                         ) {
@@ -346,10 +402,18 @@ impl StagedParquet {
         let files = files
             .into_inner()
             .map_err(|_| sink_error(None, "a thread writing Parquet files panicked"))?;
+        // The names are moved into the results, not copied.
         let files = files
             .into_iter()
+            .zip(names)
             .enumerate()
-            .map(|(p, f)| f.ok_or_else(|| sink_error(Some(p), "its file was not written")))
+            .map(|(p, (f, name))| match f {
+                Some(f) => Ok(DestinationFile {
+                    name: Some(name),
+                    ..f
+                }),
+                None => Err(sink_error(Some(p), "its file was not written")),
+            })
             .collect::<Result<Vec<_>, _>>()?;
         // Dropping removes the scratch files.
         Ok(files)
@@ -361,7 +425,7 @@ impl StagedParquet {
         &self,
         p: usize,
         name: &str,
-        runs: &[Runs],
+        runs: &[Run],
         readers: &mut ScratchReaders<'_>,
         properties: &WriterProperties,
     ) -> Result<DestinationFile, WriterError> {
@@ -376,7 +440,7 @@ impl StagedParquet {
             }
             std::fs::rename(&partial, &path).map_err(io_error(Some(p)))?;
             Ok(DestinationFile {
-                name: Some(name.to_string()),
+                name: None,
                 bytes,
                 row_groups: Some(row_groups),
             })
@@ -391,7 +455,7 @@ impl StagedParquet {
     fn write_partial(
         &self,
         p: usize,
-        runs: &[Runs],
+        runs: &[Run],
         readers: &mut ScratchReaders<'_>,
         properties: &WriterProperties,
         partial: &Path,
@@ -431,7 +495,7 @@ impl StagedParquet {
     fn with_dictionaries_that_pay(
         &self,
         p: usize,
-        runs: &[Runs],
+        runs: &[Run],
         readers: &mut ScratchReaders<'_>,
     ) -> Result<WriterProperties, WriterError> {
         let mut sample = Vec::new();
@@ -464,24 +528,25 @@ fn contained<T>(p: usize, work: impl FnOnce() -> Result<T, WriterError>) -> Resu
     })
 }
 
-/// Decodes destination `p`'s runs, worker by worker, each batch handed to `each` until it
+/// Decodes destination `p`'s runs (sorted by worker), worker by worker, each batch handed to `each` until it
 /// returns `false`. Checks that the rows decoded are the rows the index lists.
 fn decode_runs(
     p: usize,
-    runs: &[Runs],
+    runs: &[Run],
     readers: &mut ScratchReaders<'_>,
     each: &mut dyn FnMut(RecordBatch) -> Result<bool, WriterError>,
 ) -> Result<(), WriterError> {
     let mut bytes = Vec::new();
-    for (w, worker_runs) in runs.iter().enumerate() {
-        if worker_runs.ranges.is_empty() {
-            continue;
-        }
+    for worker_runs in runs.chunk_by(|a, b| a.worker == b.worker) {
+        let w = worker_runs[0].worker as usize;
         // Each worker's runs of a destination are one IPC stream, schema first.
         let mut decoder = StreamDecoder::new();
         let mut expected = 0u64;
         let mut decoded = 0u64;
-        for &(offset, len, rows) in &worker_runs.ranges {
+        for &Run {
+            offset, len, rows, ..
+        } in worker_runs
+        {
             expected += rows;
             readers.read(w, offset, len, &mut bytes, p)?;
             // Uncompressed buffers are used in place: the batch holds the bytes read.

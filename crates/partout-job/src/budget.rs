@@ -9,19 +9,26 @@ use partout_io::manifest::Budget;
 /// stream encoder (measured: about 2 KiB with two workers, 10,000 destinations).
 const DESTINATION_BYTES: u64 = 2 << 10;
 
-/// Bytes each destination costs each worker that spills sorted runs: its rows counted in the
-/// run being spilled and in the writer, its output's bookkeeping. No buffers of its own: the
-/// worker holds whole batches.
-const SORTED_DESTINATION_BYTES: u64 = 256;
+/// Bytes each destination costs each worker that spills sorted runs: its rows and bytes
+/// counted by the writer (16), its rows in the run being spilled (16), its place in the
+/// writer's plan (16), its output's bookkeeping. No buffers of its own: the worker holds whole
+/// batches. Measured: about 56 bytes at 100,000 destinations (`tests/value_memory.rs`).
+const SORTED_DESTINATION_BYTES: u64 = 80;
 
 /// Below this share of a worker's buffers per destination, flushed messages would hold a few
 /// rows each: workers hold whole batches instead and spill them as sorted runs, merged at
 /// the end (`partout_io::SortedRuns`).
 const SORTED_RUNS_BELOW: u64 = 32 << 10;
 
-/// Bytes each Parquet destination costs while the files are written: the index of its staged
-/// runs, its entry in the results.
-const PARQUET_DESTINATION_BYTES: u64 = 512;
+/// Bytes each Parquet destination costs while the files are written, once the workers are
+/// done: its file's name (about 60), its result (about 90), its manifest entry (about 80),
+/// its place in the writing order.
+const PARQUET_DESTINATION_BYTES: u64 = 256;
+
+/// Bytes each Parquet destination costs per worker while the files are written: its runs in
+/// the worker's scratch file (32: one, once merged from sorted runs), its rows and bytes in
+/// the worker's metrics (16).
+const PARQUET_WORKER_DESTINATION_BYTES: u64 = 48;
 
 /// The least memory a Parquet writer's open row group is given: smaller row groups make files
 /// of mostly metadata.
@@ -109,12 +116,14 @@ fn share(
         true => SORTED_DESTINATION_BYTES,
         false => DESTINATION_BYTES,
     };
-    let fixed = n * threads * destination
-        + if parquet_files {
-            n * PARQUET_DESTINATION_BYTES
-        } else {
-            0
-        };
+    // What destinations cost the workers is given back before Parquet files are written
+    // (all but their metrics, counted in both): the costs of the two phases do not add up.
+    let workers_fixed = n * threads * destination;
+    let fixed = match parquet_files {
+        true => workers_fixed
+            .max(n * (PARQUET_DESTINATION_BYTES + threads * PARQUET_WORKER_DESTINATION_BYTES)),
+        false => workers_fixed,
+    };
     let least_share = threads
         * if parquet_files {
             MIN_WORKER_BYTES.max(MIN_ROW_GROUP_BYTES * ROW_GROUP_OVERHEAD)

@@ -272,6 +272,12 @@ impl Job {
         self.budget
     }
 
+    /// Bytes of the memory limit set aside for the table of distinct values (partitioning
+    /// by value; 0 otherwise), besides the [`budget`](Self::budget)'s shares.
+    pub fn value_table_bytes(&self) -> u64 {
+        self.by_value.as_ref().map_or(0, |b| b.table_bytes)
+    }
+
     /// The inputs' rows, where their metadata tells it (not for CSV files or IPC streams).
     pub fn input_rows(&self) -> Option<u64> {
         self.frames.rows()
@@ -396,7 +402,7 @@ impl Job {
             None => staged.finish(self.threads, &|| progress.cancelled()),
             Some(by_value) => {
                 let names = hive_names(by_value, self.prefix())?;
-                staged.finish_named(&names, self.threads, &|| progress.cancelled())
+                staged.finish_named(names, self.threads, &|| progress.cancelled())
             }
         };
         let files = files.map_err(|e| match progress.cancelled() {
@@ -948,7 +954,14 @@ fn hive_names(by_value: &ByValue, prefix: &str) -> Result<Vec<String>> {
         .collect::<Result<_, _>>()
         .map_err(failed)?;
     let values = by_value.table.len();
-    let mut seen = std::collections::HashSet::with_capacity(values);
+    // Escaping is one to one, and each type's text tells its values apart: two values share
+    // a directory only through a string spelling the null directory, and only then are the
+    // directories compared.
+    let mut seen = texts
+        .iter()
+        .flatten()
+        .any(|t| t.as_deref() == Some(crate::hive::NULL_DIR))
+        .then(|| std::collections::HashSet::with_capacity(values));
     let mut names = Vec::with_capacity(values * by_value.buckets as usize);
     for v in 0..values {
         let dir: Vec<String> = by_value
@@ -958,7 +971,9 @@ fn hive_names(by_value: &ByValue, prefix: &str) -> Result<Vec<String>> {
             .map(|(column, text)| crate::hive::partition_segment(column, text[v].as_deref()))
             .collect();
         let dir = dir.join("/");
-        if !seen.insert(dir.clone()) {
+        if let Some(seen) = &mut seen
+            && !seen.insert(dir.clone())
+        {
             return Err(JobError::InvalidOption(format!(
                 "two distinct values share the directory {dir:?} (a string equal to {}, which \
                  stands for null)",

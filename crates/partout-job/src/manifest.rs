@@ -48,30 +48,32 @@ pub(crate) fn from_run(
     let n = destinations;
     let metrics = &written.metrics;
     let sum = |f: &dyn Fn(&WriterMetrics) -> u64| metrics.iter().map(f).sum::<u64>();
-    let destinations: Vec<DestinationEntry> = (0..n)
-        .map(|p| {
-            let rows = metrics.iter().map(|m| m.destination_rows[p]).sum();
-            match &written.files {
-                Some(files) => DestinationEntry {
-                    destination: p as u32,
-                    file: files[p]
-                        .name
-                        .clone()
-                        .map_or(FileName::None(()), FileName::Name),
-                    rows,
-                    bytes: files[p].bytes,
-                    row_groups: files[p].row_groups.clone(),
-                },
-                None => DestinationEntry {
-                    destination: p as u32,
-                    file: FileName::Absent,
-                    rows,
-                    bytes: metrics.iter().map(|m| m.destination_bytes[p]).sum(),
-                    row_groups: None,
-                },
-            }
-        })
-        .collect();
+    let rows = |p: usize| metrics.iter().map(|m| m.destination_rows[p]).sum();
+    // Each file's name and row groups are moved, not copied: at 100,000 destinations a copy
+    // is megabytes.
+    let destinations: Vec<DestinationEntry> = match written.files {
+        Some(files) => files
+            .into_iter()
+            .take(n)
+            .enumerate()
+            .map(|(p, file)| DestinationEntry {
+                destination: p as u32,
+                file: file.name.map_or(FileName::None(()), FileName::Name),
+                rows: rows(p),
+                bytes: file.bytes,
+                row_groups: file.row_groups,
+            })
+            .collect(),
+        None => (0..n)
+            .map(|p| DestinationEntry {
+                destination: p as u32,
+                file: FileName::Absent,
+                rows: rows(p),
+                bytes: metrics.iter().map(|m| m.destination_bytes[p]).sum(),
+                row_groups: None,
+            })
+            .collect(),
+    };
     Manifest {
         scheme: options.scheme,
         keys: options.keys.clone(),

@@ -1,0 +1,106 @@
+//! Memory of a job partitioning by value, measured by a counting allocator: 100,000 values of
+//! more rows than the limit holds within a 64 MiB limit, and what each value costs whatever
+//! its rows (a few rows into 100,000 values and into 1,000: the difference per value) within
+//! what the job sets aside for each. (One test: the allocator counts the whole process.)
+
+#[path = "../../partout-exchange/tests/counting/mod.rs"]
+mod counting;
+
+#[global_allocator]
+static GLOBAL: counting::Counting = counting::Counting;
+
+use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray};
+use parquet::arrow::ArrowWriter;
+use partout_job::{Job, JobOptions};
+use std::path::Path;
+use std::sync::Arc;
+
+/// Rows of a large input: 20 per value at 100,000 values, about 90 MB of Arrow data, more
+/// than the limit holds.
+const LARGE: i64 = 2_000_000;
+
+/// Rows of a small input: 4 per value at 100,000 values, less than the limit holds.
+const SMALL: i64 = 400_000;
+
+fn input(path: &Path, rows: i64, values: i64) {
+    let mut writer = None;
+    for start in (0..rows).step_by(50_000) {
+        let ids = start..start + 50_000;
+        let batch = RecordBatch::try_from_iter([
+            (
+                "k",
+                Arc::new(Int64Array::from_iter_values(
+                    ids.clone().map(|i| i * 7919 % values),
+                )) as ArrayRef,
+            ),
+            ("id", Arc::new(Int64Array::from_iter_values(ids.clone()))),
+            (
+                "s",
+                Arc::new(StringArray::from_iter_values(
+                    ids.map(|i| format!("row {i:>12} of the input")),
+                )),
+            ),
+        ])
+        .unwrap();
+        let writer = writer.get_or_insert_with(|| {
+            ArrowWriter::try_new(std::fs::File::create(path).unwrap(), batch.schema(), None)
+                .unwrap()
+        });
+        writer.write(&batch).unwrap();
+    }
+    writer.unwrap().close().unwrap();
+}
+
+/// The peak bytes of a job partitioning `rows` rows into `values` values above what was held
+/// before it, and what it set aside per value whatever the rows.
+fn peak(dir: &Path, rows: i64, values: i64) -> (i64, u64) {
+    let path = dir.join(format!("in-{rows}-{values}.parquet"));
+    input(&path, rows, values);
+    let out = dir.join(format!("out-{rows}-{values}"));
+    let options = JobOptions::new(vec![path], &out, 1)
+        .with_partition_by(["k"])
+        .with_max_partitions(values as u32)
+        .with_threads(2)
+        .with_memory_limit(64 << 20);
+    let base = counting::start();
+    let job = Job::try_new(options).unwrap();
+    let reserved = job.budget().fixed + job.value_table_bytes();
+    let report = job.run(&()).unwrap();
+    let peak = counting::peak_since(base);
+    assert_eq!(report.manifest.partitions, values as u32);
+    (peak, reserved / values as u64)
+}
+
+/// A scratch directory: in memory where the system has one (tmpfs), since 100,000 files on a
+/// disk's file system just emptied of as many can take a minute to create.
+fn scratch() -> tempfile::TempDir {
+    match Path::new("/dev/shm").is_dir() {
+        true => tempfile::tempdir_in("/dev/shm").unwrap(),
+        false => tempfile::tempdir().unwrap(),
+    }
+}
+
+#[test]
+fn a_hundred_thousand_values_stay_within_64_mib_and_each_costs_what_is_set_aside() {
+    let dir = scratch();
+    let (large, _) = peak(dir.path(), LARGE, 100_000);
+    println!("{LARGE} rows into 100,000 values: peak {large} bytes");
+    assert!(
+        large <= 64 << 20,
+        "peak {large} bytes over the 64 MiB limit"
+    );
+    drop(dir);
+
+    let dir = scratch();
+    let (few, _) = peak(dir.path(), SMALL, 1_000);
+    let (many, charged) = peak(dir.path(), SMALL, 100_000);
+    let per_value = (many - few) / 99_000;
+    println!(
+        "{SMALL} rows: peak {few} bytes into 1,000 values, {many} into 100,000: {per_value} \
+         bytes a value, {charged} set aside"
+    );
+    assert!(
+        per_value <= charged as i64,
+        "{per_value} bytes a value, {charged} set aside"
+    );
+}
