@@ -46,6 +46,10 @@ const DICTIONARY_SAMPLE_ROWS: usize = 1 << 16;
 /// average (see [`dictionary_pays`]).
 const DICTIONARY_MIN_REPEATS: usize = 5;
 
+/// The most bytes of a destination's ranges that follow each other in a scratch file read as
+/// one (each range is read whole into memory, then decoded).
+const JOINED_RANGE_BYTES: u64 = 1 << 20;
+
 /// Bytes of an Arrow IPC stream's end marker (continuation and a zero length).
 const IPC_STREAM_END: u64 = 8;
 
@@ -291,12 +295,14 @@ impl StagedParquet {
                 if r.rows == 0 && r.len == IPC_STREAM_END {
                     return Ok(());
                 }
-                // Ranges of a destination that follow each other in the file are read as one.
+                // Ranges of a destination that follow each other in the file are read as one,
+                // up to a size: a range is read whole into memory.
                 match runs.last_mut() {
                     Some(last)
                         if last.worker == worker
                             && last.destination == r.destination
-                            && last.offset + last.len == r.offset =>
+                            && last.offset + last.len == r.offset
+                            && last.len + r.len <= JOINED_RANGE_BYTES =>
                     {
                         last.len += r.len;
                         last.rows += r.rows;

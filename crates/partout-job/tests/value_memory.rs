@@ -1,5 +1,6 @@
 //! Memory of a job partitioning by value, measured by a counting allocator: 100,000 values of
-//! more rows than the limit holds within a 64 MiB limit, and what each value costs whatever
+//! more rows than the limit holds within a 64 MiB limit, as are the same rows into one value
+//! where 10,000 are allowed within 24 MiB (sorted runs), and what each value costs whatever
 //! its rows (a few rows into 100,000 values and into 1,000: the difference per value) within
 //! what the job sets aside for each. (One test: the allocator counts the whole process.)
 
@@ -54,14 +55,19 @@ fn input(path: &Path, rows: i64, values: i64) {
 /// The peak bytes of a job partitioning `rows` rows into `values` values above what was held
 /// before it, and what it set aside per value whatever the rows.
 fn peak(dir: &Path, rows: i64, values: i64) -> (i64, u64) {
+    peak_allowing(dir, rows, values, values as u32, 64 << 20)
+}
+
+/// As [`peak`], with `allowed` values allowed, within `limit` bytes.
+fn peak_allowing(dir: &Path, rows: i64, values: i64, allowed: u32, limit: u64) -> (i64, u64) {
     let path = dir.join(format!("in-{rows}-{values}.parquet"));
     input(&path, rows, values);
     let out = dir.join(format!("out-{rows}-{values}"));
     let options = JobOptions::new(vec![path], &out, 1)
         .with_partition_by(["k"])
-        .with_max_partitions(values as u32)
+        .with_max_partitions(allowed)
         .with_threads(2)
-        .with_memory_limit(64 << 20);
+        .with_memory_limit(limit);
     let base = counting::start();
     let job = Job::try_new(options).unwrap();
     let reserved = job.budget().fixed + job.value_table_bytes();
@@ -88,6 +94,15 @@ fn a_hundred_thousand_values_stay_within_64_mib_and_each_costs_what_is_set_aside
     assert!(
         large <= 64 << 20,
         "peak {large} bytes over the 64 MiB limit"
+    );
+    // The same rows into one value where 10,000 are allowed, within 24 MiB: workers spill
+    // sorted runs, and the value's file is written from 80 MB of staged rows, read a piece at
+    // a time.
+    let (skewed, _) = peak_allowing(dir.path(), LARGE, 1, 10_000, 24 << 20);
+    println!("{LARGE} rows into one value of 10,000 allowed: peak {skewed} bytes");
+    assert!(
+        skewed <= 24 << 20,
+        "peak {skewed} bytes over the 24 MiB limit"
     );
     drop(dir);
 
