@@ -137,6 +137,35 @@ def test_every_key_type_round_trips_through_three_readers(tmp_path, key):
                    for r in frame.to_dicts()]) == expected, "polars"
 
 
+@pytest.mark.parametrize("compression", ["none", "lz4", "zstd:1"])
+@pytest.mark.parametrize("key", ["string", "int64", "timestamp_us"])
+def test_arrow_ipc_files_round_trip_through_pyarrow_and_polars(tmp_path, key, compression):
+    """`--format ipc`: one Arrow IPC file per value (the file format dataset readers take),
+    read back by pyarrow.dataset and Polars' scan_ipc with hive partitioning."""
+    table, path = source(tmp_path, key)
+    out = tmp_path / "out"
+    run(path, "--partition-by", "k", "--format", "ipc", "--compression", compression, "-o", out)
+    expected = by_row([{"k": normal(r["k"]), "row": r["row"], "payload": r["payload"]}
+                       for r in table.to_pylist()])
+    dirs = [d for d in out.iterdir() if d.is_dir()]
+    assert len(dirs) == len({repr(v) for v in table.column("k").to_pylist()})
+    assert all([f.name for f in d.iterdir()] == ["part-00000.arrow"] for d in dirs)
+    t = value_type(key)
+    dataset = ds.dataset(out, format="ipc", partitioning=ds.partitioning(
+        pa.schema([("k", t)]), flavor="hive"))
+    assert by_row([{"k": normal(r["k"]), "row": r["row"], "payload": r["payload"]}
+                   for r in dataset.to_table().to_pylist()]) == expected, "pyarrow"
+    polars_types = {"string": pl.String, "int64": pl.Int64, "timestamp_us": pl.Datetime("us")}
+    frame = pl.scan_ipc(out / "**/*.arrow", hive_partitioning=True,
+                        hive_schema={"k": polars_types[key]}).collect()
+    assert by_row([{"k": normal(r["k"]), "row": r["row"], "payload": r["payload"]}
+                   for r in frame.to_dicts()]) == expected, "polars"
+    manifest = json.loads((out / "_manifest.json").read_text())
+    assert sum(d["rows"] for d in manifest["destinations"]) == table.num_rows
+    for d in manifest["destinations"]:
+        assert (out / d["file"]).stat().st_size == d["bytes"], d
+
+
 def test_the_manifest_names_every_value_s_file_with_its_rows(tmp_path):
     table, path = source(tmp_path, "string")
     out = tmp_path / "out"

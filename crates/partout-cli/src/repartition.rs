@@ -61,8 +61,8 @@ pub struct RepartitionArgs {
     )]
     pub partitions: Option<u32>,
     /// Partition by value: a directory per distinct value of these columns, comma-separated,
-    /// in the Hive layout (`OUT/col=value/part-00000.parquet`); nulls in
-    /// `col=__HIVE_DEFAULT_PARTITION__`.
+    /// in the Hive layout (`OUT/col=value/part-00000.parquet`, or `.arrow` with --format
+    /// ipc); nulls in `col=__HIVE_DEFAULT_PARTITION__`.
     #[arg(long, value_delimiter = ',')]
     pub partition_by: Vec<String>,
     /// Most distinct values --partition-by takes: past it the job fails and writes nothing.

@@ -1,4 +1,5 @@
-//! Parquet output through staging: [`StagedParquet`].
+//! Parquet output through staging: [`StagedParquet`] (which writes Arrow IPC files the same
+//! way when asked: [`StagedParquet::with_ipc_output`]).
 //!
 //! A Parquet writer holds its open row group in memory (encoded pages, dictionaries) until
 //! the row group ends. With one writer open per destination, thousands of destinations under
@@ -24,6 +25,7 @@ use crate::panic_message;
 use arrow_array::{Array, RecordBatch};
 use arrow_buffer::Buffer;
 use arrow_ipc::reader::StreamDecoder;
+use arrow_ipc::writer::FileWriter;
 use arrow_schema::{DataType, IntervalUnit, Schema, SchemaRef};
 use arrow_select::coalesce::BatchCoalescer;
 use parquet::arrow::{ArrowSchemaConverter, ArrowWriter};
@@ -116,6 +118,8 @@ pub struct StagedParquet {
     schema: SchemaRef,
     destinations: usize,
     options: ParquetOptions,
+    /// Arrow IPC streams written instead of Parquet, when set.
+    ipc: Option<Encoding>,
     /// Workers whose scratch files were created (removed by `finish`, or on drop).
     scratch: Mutex<Vec<usize>>,
 }
@@ -159,8 +163,28 @@ impl StagedParquet {
                 properties,
                 ..options
             },
+            ipc: None,
             scratch: Mutex::new(Vec::new()),
         })
+    }
+
+    /// Writes each destination's file as an Arrow IPC file compressed as `encoding` says
+    /// instead of Parquet: still one file per destination, written whole from the staged rows
+    /// once the input is consumed, one open at a time per thread.
+    ///
+    /// # Errors
+    /// [`WriterError::Sink`] for an encoding that is not Arrow IPC, or a schema it cannot
+    /// carry.
+    pub fn with_ipc_output(mut self, encoding: Encoding) -> Result<Self, WriterError> {
+        if encoding.format() != partout_format::OutputFormat::ArrowIpc {
+            return Err(sink_error(
+                None,
+                format!("staged files are Parquet or Arrow IPC, not {encoding:?}"),
+            ));
+        }
+        encoding.check_schema(&self.schema)?;
+        self.ipc = Some(encoding);
+        Ok(self)
     }
 
     /// Checks that Parquet files can carry batches of `schema`: what the parquet crate's
@@ -192,7 +216,11 @@ impl StagedParquet {
 
     /// The name of destination `p`'s file.
     pub fn name(&self, p: usize) -> String {
-        format!("{}-{p:05}.parquet", self.prefix)
+        let extension = match self.ipc {
+            Some(_) => "arrow",
+            None => "parquet",
+        };
+        format!("{}-{p:05}.{extension}", self.prefix)
     }
 
     fn partial(&self, p: usize) -> PathBuf {
@@ -349,7 +377,7 @@ impl StagedParquet {
         let runs = RunIndex { runs, starts };
         let mut order: Vec<usize> = (0..used).collect();
         order.sort_by_key(|&p| std::cmp::Reverse(runs.bytes(p)));
-        let properties = match order.first() {
+        let properties = match order.first().filter(|_| self.ipc.is_none()) {
             Some(&p) => contained(p, || {
                 self.with_dictionaries_that_pay(
                     p,
@@ -448,7 +476,7 @@ impl StagedParquet {
             Ok(DestinationFile {
                 name: None,
                 bytes,
-                row_groups: Some(row_groups),
+                row_groups: self.ipc.is_none().then_some(row_groups),
             })
         });
         if file.is_err() {
@@ -466,6 +494,9 @@ impl StagedParquet {
         properties: &WriterProperties,
         partial: &Path,
     ) -> Result<(u64, Vec<u64>), WriterError> {
+        if let Some(encoding) = self.ipc {
+            return self.write_ipc(p, runs, readers, encoding, partial);
+        }
         let parquet = |e: parquet::errors::ParquetError| sink_error(Some(p), e);
         let file = File::create(partial).map_err(io_error(Some(p)))?;
         let mut writer = ArrowWriter::try_new(file, self.schema.clone(), Some(properties.clone()))
@@ -494,6 +525,50 @@ impl StagedParquet {
             .map(|rg| rg.num_rows() as u64)
             .collect();
         Ok((writer.bytes_written() as u64, row_groups))
+    }
+
+    /// Writes `partial` from the runs as one Arrow IPC file (the format dataset readers
+    /// take: pyarrow's `format="ipc"`, Polars' `scan_ipc`) compressed as `encoding` says,
+    /// batches gathered to [`WRITE_ROWS`] rows; its size (no row groups).
+    fn write_ipc(
+        &self,
+        p: usize,
+        runs: &[Run],
+        readers: &mut ScratchReaders<'_>,
+        encoding: Encoding,
+        partial: &Path,
+    ) -> Result<(u64, Vec<u64>), WriterError> {
+        let arrow = |e: arrow_schema::ArrowError| sink_error(Some(p), e);
+        let file = File::create(partial).map_err(io_error(Some(p)))?;
+        let file = std::io::BufWriter::with_capacity(256 << 10, file);
+        let options = partout_format::ipc::ipc_options(encoding.compression())
+            .map_err(|e| sink_error(Some(p), e))?;
+        let mut writer =
+            FileWriter::try_new_with_options(file, &self.schema, options).map_err(arrow)?;
+        let mut coalescer = BatchCoalescer::new(self.schema.clone(), WRITE_ROWS)
+            .with_biggest_coalesce_batch_size(Some(WRITE_ROWS / 2));
+        let mut write = |batch: Option<RecordBatch>| -> Result<(), WriterError> {
+            match batch {
+                Some(batch) => coalescer.push_batch(batch),
+                None => coalescer.finish_buffered_batch(),
+            }
+            .map_err(arrow)?;
+            while let Some(batch) = coalescer.next_completed_batch() {
+                writer.write(&batch).map_err(arrow)?;
+            }
+            Ok(())
+        };
+        decode_runs(p, runs, readers, &mut |batch| {
+            write(Some(batch)).map(|()| true)
+        })?;
+        write(None)?;
+        writer.finish().map_err(arrow)?;
+        let file = writer.into_inner().map_err(arrow)?;
+        let file = file
+            .into_inner()
+            .map_err(|e| io_error(Some(p))(e.into_error()))?;
+        let bytes = file.metadata().map_err(io_error(Some(p)))?.len();
+        Ok((bytes, Vec::new()))
     }
 
     /// The properties with dictionaries only for the columns where they pay, judged on a

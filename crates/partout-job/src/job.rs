@@ -167,7 +167,9 @@ impl Job {
         if options.layout == Layout::Shuffle && options.format == Format::Parquet {
             return Err(JobError::InvalidOption(SHUFFLE_PARQUET.into()));
         }
-        let parquet_files = options.layout == Layout::Files && options.format == Format::Parquet;
+        // Parquet files, and every file of values, are written whole from staged rows.
+        let parquet_files =
+            options.layout == Layout::Files && (options.format == Format::Parquet || by_value);
         let table_bytes = match by_value {
             true => u64::from(options.max_partitions) * VALUE_TABLE_BYTES_PER_VALUE,
             false => 0,
@@ -322,11 +324,19 @@ impl Job {
             .build()
             .map_err(|e| io("starting the worker threads")(std::io::Error::other(e)))?;
         let written = match (self.options.layout, &self.output) {
+            (Layout::Files, Output::Stream(encoding)) if self.by_value.is_some() => {
+                let staged = ParquetOptions {
+                    properties: WriterProperties::default(),
+                    row_group_bytes: self.budget.row_group_bytes(self.threads),
+                    staging: STAGING_COMPRESSION,
+                };
+                self.write_parquet(&pool, &run, staging, &staged, Some(*encoding))?
+            }
             (Layout::Files, Output::Stream(encoding)) => {
                 self.write_streams(&pool, &run, staging, *encoding)?
             }
             (Layout::Files, Output::Parquet(parquet)) => {
-                self.write_parquet(&pool, &run, staging, parquet.as_ref())?
+                self.write_parquet(&pool, &run, staging, parquet.as_ref(), None)?
             }
             (Layout::Shuffle, Output::Parquet(_)) => {
                 return Err(JobError::InvalidOption(SHUFFLE_PARQUET.into()));
@@ -373,19 +383,25 @@ impl Job {
         Ok(Written::files(metrics, files, finishing))
     }
 
-    /// The files layout of Parquet: workers stage their rows, then each destination's file is
-    /// written whole.
+    /// The files layout of Parquet (or, partitioning by value, of Arrow IPC streams of
+    /// `ipc`): workers stage their rows, then each destination's file is written whole.
     fn write_parquet(
         &self,
         pool: &rayon::ThreadPool,
         run: &Run<'_>,
         staging: &Path,
         parquet: &ParquetOptions,
+        ipc: Option<Encoding>,
     ) -> Result<Written> {
         let n = self.partitioning.num_partitions() as usize;
         let schema = self.out_schema.clone();
-        let staged = StagedParquet::try_new(staging, self.prefix(), schema, n, parquet.clone())
+        let mut staged = StagedParquet::try_new(staging, self.prefix(), schema, n, parquet.clone())
             .map_err(writing("creating the Parquet output"))?;
+        if let Some(encoding) = ipc {
+            staged = staged
+                .with_ipc_output(encoding)
+                .map_err(writing("creating the Arrow IPC output"))?;
+        }
         let results = pool.broadcast(|ctx| {
             run.guard(|| {
                 let scratch = staged.scratch(ctx.index()).map_err(writing(format!(
@@ -401,7 +417,11 @@ impl Job {
         let files = match &self.by_value {
             None => staged.finish(self.threads, &|| progress.cancelled()),
             Some(by_value) => {
-                let names = hive_names(by_value, self.prefix())?;
+                let extension = match ipc {
+                    Some(_) => "arrow",
+                    None => "parquet",
+                };
+                let names = hive_names(by_value, self.prefix(), extension)?;
                 staged.finish_named(names, self.threads, &|| progress.cancelled())
             }
         };
@@ -768,9 +788,9 @@ fn inputs_outside(files: Vec<InputFile>, out: &Path) -> Result<Vec<InputFile>> {
 /// buckets, for as many values as allowed.
 fn check_by_value(options: &JobOptions) -> Result<u32> {
     let invalid = |what: String| Err(JobError::InvalidOption(what));
-    if options.format != Format::Parquet {
+    if !matches!(options.format, Format::Parquet | Format::Ipc) {
         return invalid(format!(
-            "partitioning by value writes Parquet files, not {}",
+            "partitioning by value writes Parquet or Arrow IPC files, not {}",
             options.format
         ));
     }
@@ -939,9 +959,9 @@ impl<'a> WorkerValues<'a> {
     }
 }
 
-/// Each destination's file in the Hive layout: `col=value/…/{prefix}-{bucket:05}.parquet`,
+/// Each destination's file in the Hive layout: `col=value/…/{prefix}-{bucket:05}.{extension}`,
 /// for every value met and each of its buckets, in destination order.
-fn hive_names(by_value: &ByValue, prefix: &str) -> Result<Vec<String>> {
+fn hive_names(by_value: &ByValue, prefix: &str, extension: &str) -> Result<Vec<String>> {
     let failed =
         |e: arrow_schema::ArrowError| writing("naming the partitions' directories")(e.into());
     let keys = by_value
@@ -981,7 +1001,7 @@ fn hive_names(by_value: &ByValue, prefix: &str) -> Result<Vec<String>> {
             )));
         }
         for bucket in 0..by_value.buckets {
-            names.push(format!("{dir}/{prefix}-{bucket:05}.parquet"));
+            names.push(format!("{dir}/{prefix}-{bucket:05}.{extension}"));
         }
     }
     Ok(names)

@@ -58,9 +58,9 @@ pub struct JobOptions {
     /// Replace an existing, non-empty output directory (default off).
     pub overwrite: bool,
     /// Columns to partition by value (none by default): a directory per distinct key in the
-    /// Hive layout, `OUT/col=value/…/part-00000.parquet`; with [`keys`](Self::keys) each value
-    /// is cut into [`partitions`](Self::partitions) buckets by them (Spark's `partitionBy`
-    /// with `bucketBy`), otherwise `partitions` must be 1.
+    /// Hive layout, `OUT/col=value/…/part-00000.parquet` (`.arrow` for Arrow IPC files); with
+    /// [`keys`](Self::keys) each value is cut into [`partitions`](Self::partitions) buckets by
+    /// them (Spark's `partitionBy` with `bucketBy`), otherwise `partitions` must be 1.
     pub partition_by: Vec<String>,
     /// Most distinct values partitioning by value takes (default
     /// [`DEFAULT_MAX_PARTITIONS`]): past it the job fails before writing anything.
