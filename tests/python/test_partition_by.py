@@ -338,3 +338,94 @@ def test_a_hundred_thousand_values_within_64_mib(tmp_path):
         pa.schema([("k", pa.int64())]), flavor="hive"))
     got = dataset.to_table().sort_by("row").select(["k", "row", "text"])
     assert got.equals(table)
+
+
+def _rows(n, start=0):
+    return pa.record_batch({
+        "k": pa.array([(i * 7) % 13 for i in range(start, start + n)], pa.int32()),
+        "row": pa.array(range(start, start + n), pa.int64()),
+        "text": pa.array([f"t{i}" for i in range(start, start + n)]),
+    })
+
+
+def _read_values(out, key_type=pa.int32()):
+    dataset = ds.dataset(out, format="parquet", partitioning=ds.partitioning(
+        pa.schema([("k", key_type)]), flavor="hive"))
+    got = dataset.to_table()
+    # Polars exports string views, which pyarrow's take does not sort.
+    got = got.set_column(got.schema.get_field_index("text"), "text",
+                         got.column("text").cast(pa.string()))
+    return got.sort_by("row").select(["k", "row", "text"])
+
+
+@pytest.mark.parametrize("kind", ["table", "reader", "polars", "duckdb"])
+def test_write_dataset_partitions_in_memory_data_by_value(tmp_path, kind):
+    """`partout.write_dataset` takes anything exporting the PyCapsule interface; a
+    RecordBatchReader is read batch by batch, never collected first."""
+    import partout
+    batches = [_rows(5_000, start) for start in range(0, 60_000, 5_000)]
+    table = pa.Table.from_batches(batches)
+    pulled = []
+
+    def generate():
+        for b in batches:
+            pulled.append(b.num_rows)
+            yield b
+
+    data = {
+        "table": lambda: table,
+        "reader": lambda: pa.RecordBatchReader.from_batches(table.schema, generate()),
+        "polars": lambda: pl.from_arrow(table),
+        "duckdb": lambda: duckdb.connect().from_arrow(table),
+    }[kind]()
+    out = tmp_path / "out"
+    manifest = partout.write_dataset(data, out, partition_by="k", threads=2)
+    assert manifest["partitions"] == 13
+    assert sum(d["rows"] for d in manifest["destinations"]) == table.num_rows
+    got = _read_values(out, pa.int64() if kind == "polars" else pa.int32())
+    assert got.column("row").to_pylist() == list(range(60_000))
+    assert got.column("text").to_pylist() == table.column("text").to_pylist()
+    assert [int(k) for k in got.column("k").to_pylist()] == table.column("k").to_pylist()
+    if kind == "reader":
+        assert sum(pulled) == table.num_rows
+
+
+def test_write_dataset_into_hashed_files_and_ipc(tmp_path):
+    import partout
+    table = pa.Table.from_batches([_rows(20_000)])
+    out = tmp_path / "hashed"
+    manifest = partout.write_dataset(table, out, 4, by="row", format="ipc", threads=2)
+    assert len(manifest["destinations"]) == 4
+    got = pa.concat_tables(partout.read(out / d["file"]) for d in manifest["destinations"])
+    assert got.sort_by("row").equals(table)
+    out = tmp_path / "values"
+    partout.write_dataset(table, out, partition_by="k", format="ipc", compression="zstd")
+    dataset = ds.dataset(out, format="ipc", partitioning=ds.partitioning(
+        pa.schema([("k", pa.int32())]), flavor="hive"))
+    got = dataset.to_table().sort_by("row").select(["k", "row", "text"])
+    assert got.equals(table)
+
+
+def test_write_dataset_fails_cleanly_on_a_broken_stream_and_bad_options(tmp_path):
+    import partout
+    schema = _rows(1).schema
+
+    def broken():
+        yield _rows(1_000)
+        raise RuntimeError("the producer broke")
+
+    out = tmp_path / "out"
+    with pytest.raises(Exception, match="the producer broke"):
+        partout.write_dataset(pa.RecordBatchReader.from_batches(schema, broken()), out,
+                              partition_by="k")
+    assert not out.exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+    with pytest.raises(Exception, match="more than 3 distinct values"):
+        partout.write_dataset(_rows(100), out, partition_by="k", max_partitions=3)
+    assert not out.exists()
+    with pytest.raises(Exception, match="range"):
+        partout.write_dataset(_rows(100), out, 4, by="k", scheme="range")
+    with pytest.raises(Exception, match="unless partition_by"):
+        partout.write_dataset(_rows(100), out)
+    with pytest.raises(Exception, match="nope"):
+        partout.write_dataset(_rows(100), out, partition_by="nope")

@@ -102,7 +102,27 @@ pub struct Job {
     out_schema: SchemaRef,
     /// Partitioning by value, when asked.
     by_value: Option<ByValue>,
+    /// The input, when it is a stream of batches rather than files.
+    stream: Option<StreamInput>,
     started: Instant,
+}
+
+/// An input stream of batches, read by the workers in turn.
+struct StreamInput(Mutex<Box<dyn arrow_array::RecordBatchReader + Send>>);
+
+impl std::fmt::Debug for StreamInput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StreamInput")
+    }
+}
+
+impl StreamInput {
+    /// The stream's next batch, or `None` at its end.
+    fn next(&self) -> Option<Result<arrow_array::RecordBatch, arrow_schema::ArrowError>> {
+        // A worker that panicked while reading left the stream where it was.
+        let mut reader = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        reader.next()
+    }
 }
 
 /// Partitioning by value: destination `value * buckets + bucket`, where `value` is the key's
@@ -145,6 +165,28 @@ impl Job {
     /// [`JobError::Input`] for inputs that cannot be read; [`JobError::Write`] for a
     /// partitioning or output format that does not fit the inputs' schema.
     pub fn try_new(options: JobOptions) -> Result<Self> {
+        Self::checked(options, None)
+    }
+
+    /// As [`try_new`](Self::try_new), for a job whose input is the stream of batches
+    /// `reader` instead of files (`options.inputs` empty): workers read its batches in turn,
+    /// each partitioning the batch it took. Range partitioning, which samples its input
+    /// before the run, takes files only.
+    ///
+    /// # Errors
+    /// As [`try_new`](Self::try_new); [`JobError::InvalidOption`] for input files named too,
+    /// or range partitioning. A batch of another schema than the stream's fails the run.
+    pub fn from_stream(
+        options: JobOptions,
+        reader: Box<dyn arrow_array::RecordBatchReader + Send>,
+    ) -> Result<Self> {
+        Self::checked(options, Some(reader))
+    }
+
+    fn checked(
+        options: JobOptions,
+        stream: Option<Box<dyn arrow_array::RecordBatchReader + Send>>,
+    ) -> Result<Self> {
         let started = Instant::now();
         partout_core::plan::check_partition_count(options.partitions)
             .map_err(|e| JobError::InvalidOption(e.to_string()))?;
@@ -200,12 +242,36 @@ impl Job {
 
         // Frames: about sixteen per worker, of 64K rows at least: the workers' last frames
         // end within a small frame of each other, and frames do not shrink to nothing.
-        let files = inputs_outside(discover(&options.inputs)?, &options.output)?;
-        let frames = plan_frames_by(&files, |rows| {
-            rows.map_or(1 << 20, |rows| {
-                (rows as usize / (threads * 16)).max(64 << 10)
-            })
-        })?;
+        let (frames, stream) = match stream {
+            None => {
+                let files = inputs_outside(discover(&options.inputs)?, &options.output)?;
+                let frames = plan_frames_by(&files, |rows| {
+                    rows.map_or(1 << 20, |rows| {
+                        (rows as usize / (threads * 16)).max(64 << 10)
+                    })
+                })?;
+                (frames, None)
+            }
+            Some(reader) => {
+                if !options.inputs.is_empty() {
+                    return Err(JobError::InvalidOption(
+                        "a job reads either input files or a stream of batches, not both".into(),
+                    ));
+                }
+                if options.scheme == Scheme::Range {
+                    return Err(JobError::InvalidOption(
+                        "range partitioning samples its input files before the run: a stream \
+                         of batches takes hash, spark or round-robin"
+                            .into(),
+                    ));
+                }
+                let frames = Frames {
+                    schema: reader.schema(),
+                    frames: Vec::new(),
+                };
+                (frames, Some(StreamInput(Mutex::new(reader))))
+            }
+        };
         // The key columns and the output format checked before anything is written.
         let context = || match options.keys.is_empty() {
             true => format!("partitioning by {}", options.scheme),
@@ -255,6 +321,7 @@ impl Job {
             output,
             out_schema,
             by_value,
+            stream,
             started,
         })
     }
@@ -280,9 +347,13 @@ impl Job {
         self.by_value.as_ref().map_or(0, |b| b.table_bytes)
     }
 
-    /// The inputs' rows, where their metadata tells it (not for CSV files or IPC streams).
+    /// The inputs' rows, where their metadata tells it (not for CSV files, IPC streams or a
+    /// stream of batches).
     pub fn input_rows(&self) -> Option<u64> {
-        self.frames.rows()
+        match self.stream {
+            Some(_) => None,
+            None => self.frames.rows(),
+        }
     }
 
     /// The partitioning (for range partitioning, with its sampled split points).
@@ -300,7 +371,7 @@ impl Job {
     /// [`JobError::Cancelled`].
     pub fn run(self, progress: &dyn Progress) -> Result<Report> {
         let staging = Staging::try_new(&self.options.output)?;
-        progress.start(self.frames.rows());
+        progress.start(self.input_rows());
         let manifest = self.write_all(progress, staging.path())?;
         staging.publish(&self.options.output)?;
         Ok(Report {
@@ -553,27 +624,58 @@ impl Run<'_> {
             output,
         )
         .map_err(writing("starting a worker"))?;
-        while !self.stopped() {
-            let i = self.next.fetch_add(1, Ordering::Relaxed);
-            let Some(frame) = self.job.frames.frames.get(i) else {
-                break;
-            };
-            for batch in frame.read(&schema).map_err(JobError::from)? {
-                let batch = batch.map_err(JobError::from)?;
-                let what = || format!("partitioning rows of {}", frame.path().display());
-                match &mut by_value {
-                    None => writer.append(&batch).map_err(writing(what()))?,
-                    Some(values) => {
-                        let (out, ids) = values.ids(&batch, &self.job.options, what)?;
-                        writer.append_with_ids(&out, ids).map_err(writing(what()))?;
+        let mut append = |batch: &arrow_array::RecordBatch, what: &dyn Fn() -> String| {
+            match &mut by_value {
+                None => writer.append(batch).map_err(writing(what()))?,
+                Some(values) => {
+                    let (out, ids) = values.ids(batch, &self.job.options, what)?;
+                    writer.append_with_ids(&out, ids).map_err(writing(what()))?;
+                }
+            }
+            self.progress.advance(
+                batch.num_rows() as u64,
+                batch.get_array_memory_size() as u64,
+            );
+            Ok::<(), JobError>(())
+        };
+        match &self.job.stream {
+            None => {
+                while !self.stopped() {
+                    let i = self.next.fetch_add(1, Ordering::Relaxed);
+                    let Some(frame) = self.job.frames.frames.get(i) else {
+                        break;
+                    };
+                    for batch in frame.read(&schema).map_err(JobError::from)? {
+                        let batch = batch.map_err(JobError::from)?;
+                        append(&batch, &|| {
+                            format!("partitioning rows of {}", frame.path().display())
+                        })?;
+                        if self.stopped() {
+                            break;
+                        }
                     }
                 }
-                self.progress.advance(
-                    batch.num_rows() as u64,
-                    batch.get_array_memory_size() as u64,
-                );
-                if self.stopped() {
-                    break;
+            }
+            Some(stream) => {
+                let what = || "partitioning rows of the input stream".to_string();
+                while !self.stopped() {
+                    let Some(batch) = stream.next() else {
+                        break;
+                    };
+                    let batch = batch.map_err(|e| {
+                        JobError::Input(partout_io::IoError::Inputs(format!(
+                            "reading the input stream: {e}"
+                        )))
+                    })?;
+                    if batch.schema_ref().fields() != schema.fields() {
+                        return Err(JobError::Input(partout_io::IoError::Inputs(format!(
+                            "a batch of schema {} in a stream of {}",
+                            batch.schema(),
+                            schema
+                        )))
+                        .into());
+                    }
+                    append(&batch, &what)?;
                 }
             }
         }
@@ -921,7 +1023,7 @@ impl<'a> WorkerValues<'a> {
         &mut self,
         batch: &arrow_array::RecordBatch,
         options: &JobOptions,
-        what: impl Fn() -> String,
+        what: &dyn Fn() -> String,
     ) -> Result<(arrow_array::RecordBatch, &[u32])> {
         self.values
             .compute(batch, &mut self.ids)

@@ -76,67 +76,187 @@ pub(crate) fn repartition<'py>(
     max_partitions: Option<u32>,
     keep_partition_columns: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let partition_by = key_names(partition_by)?;
-    let n = match (n, partition_by.is_empty()) {
-        (Some(n), _) => partition_count(py, n)?,
-        (None, false) => 1,
-        (None, true) => {
-            return Err(Error::InvalidArgument(
-                "the partition count n is needed unless partition_by names columns".into(),
-            )
-            .into_py(py));
-        }
-    };
     let inputs: Vec<PathBuf> = match inputs.extract::<PathBuf>() {
         Ok(one) => vec![one],
         Err(_) => inputs.extract()?,
     };
-    let keys = key_names(by)?;
-    let memory_limit: Option<u64> = match memory_limit {
-        None => None,
-        Some(limit) => Some(match limit.extract::<u64>() {
-            Ok(bytes) => bytes,
-            Err(_) => {
-                let text: String = limit.extract()?;
-                parse_bytes(&text).map_err(|e| Error::InvalidArgument(e).into_py(py))?
+    let options = Options {
+        n,
+        by,
+        scheme,
+        format,
+        compression,
+        layout,
+        threads,
+        memory_limit,
+        overwrite,
+        partition_by,
+        max_partitions,
+        keep_partition_columns,
+    }
+    .job_options(py, inputs, output)?;
+    run_job(py, options, progress, Job::try_new)
+}
+
+/// write_dataset(data, output, n=None, *, partition_by=None, by=None, scheme="hash",
+/// format="parquet", compression=None, threads=None, memory_limit=None, overwrite=False,
+/// progress=None, max_partitions=None, keep_partition_columns=False) -> dict
+///
+/// The job of `repartition` with `data` as its input instead of files: anything exporting
+/// the Arrow PyCapsule interface, read batch by batch by the job's workers (never collected
+/// first). Returns the manifest.
+#[pyfunction]
+#[pyo3(signature = (data, output, n=None, *, partition_by=None, by=None, scheme="hash",
+    format="parquet", compression=None, threads=None, memory_limit=None, overwrite=false,
+    progress=None, max_partitions=None, keep_partition_columns=false))]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn write_dataset<'py>(
+    py: Python<'py>,
+    data: &Bound<'py, PyAny>,
+    output: PathBuf,
+    n: Option<&Bound<'py, PyAny>>,
+    partition_by: Option<&Bound<'py, PyAny>>,
+    by: Option<&Bound<'py, PyAny>>,
+    scheme: &str,
+    format: &str,
+    compression: Option<&str>,
+    threads: Option<usize>,
+    memory_limit: Option<&Bound<'py, PyAny>>,
+    overwrite: bool,
+    progress: Option<&Bound<'py, PyAny>>,
+    max_partitions: Option<u32>,
+    keep_partition_columns: bool,
+) -> PyResult<Bound<'py, PyAny>> {
+    let reader = crate::partition::arrow_data(py, data)?
+        .into_reader()
+        .map_err(|e| Error::Input(e.to_string()).into_py(py))?;
+    let options = Options {
+        n,
+        by,
+        scheme,
+        format,
+        compression,
+        layout: "files",
+        threads,
+        memory_limit,
+        overwrite,
+        partition_by,
+        max_partitions,
+        keep_partition_columns,
+    }
+    .job_options(py, Vec::new(), output)?;
+    run_job(py, options, progress, move |options| {
+        Job::from_stream(options, reader)
+    })
+}
+
+/// The options `repartition` and `write_dataset` share, as Python gave them.
+struct Options<'a, 'py> {
+    n: Option<&'a Bound<'py, PyAny>>,
+    by: Option<&'a Bound<'py, PyAny>>,
+    scheme: &'a str,
+    format: &'a str,
+    compression: Option<&'a str>,
+    layout: &'a str,
+    threads: Option<usize>,
+    memory_limit: Option<&'a Bound<'py, PyAny>>,
+    overwrite: bool,
+    partition_by: Option<&'a Bound<'py, PyAny>>,
+    max_partitions: Option<u32>,
+    keep_partition_columns: bool,
+}
+
+impl Options<'_, '_> {
+    /// The job's options for `inputs` into `output`.
+    fn job_options(
+        self,
+        py: Python<'_>,
+        inputs: Vec<PathBuf>,
+        output: PathBuf,
+    ) -> PyResult<JobOptions> {
+        let Self {
+            n,
+            by,
+            scheme,
+            format,
+            compression,
+            layout,
+            threads,
+            memory_limit,
+            overwrite,
+            partition_by,
+            max_partitions,
+            keep_partition_columns,
+        } = self;
+        let partition_by = key_names(partition_by)?;
+        let n = match (n, partition_by.is_empty()) {
+            (Some(n), _) => partition_count(py, n)?,
+            (None, false) => 1,
+            (None, true) => {
+                return Err(Error::InvalidArgument(
+                    "the partition count n is needed unless partition_by names columns".into(),
+                )
+                .into_py(py));
             }
-        }),
-    };
-    let options = || -> Result<JobOptions> {
-        let parse = |what: &str, text: &str, err: String| {
-            Error::InvalidArgument(format!("{what} {text:?}: {err}"))
         };
-        let mut options = JobOptions::new(inputs, output, n)
-            .with_keys(keys)
-            .with_scheme(scheme.parse::<Scheme>()?)
-            .with_format(format.parse().map_err(|e| parse("format", format, e))?)
-            .with_layout(layout.parse().map_err(|e| parse("layout", layout, e))?)
-            .with_overwrite(overwrite)
-            .with_partition_by(partition_by)
-            .with_keep_partition_columns(keep_partition_columns);
-        if let Some(max) = max_partitions {
-            options = options.with_max_partitions(max);
-        }
-        if let Some(text) = compression {
-            options =
-                options.with_compression(text.parse().map_err(|e| parse("compression", text, e))?);
-        }
-        if let Some(threads) = threads {
-            options = options.with_threads(threads);
-        }
-        if let Some(bytes) = memory_limit {
-            options = options.with_memory_limit(bytes);
-        }
-        Ok(options)
-    };
-    let options = options().map_err(|e| e.into_py(py))?;
+        let keys = key_names(by)?;
+        let memory_limit: Option<u64> = match memory_limit {
+            None => None,
+            Some(limit) => Some(match limit.extract::<u64>() {
+                Ok(bytes) => bytes,
+                Err(_) => {
+                    let text: String = limit.extract()?;
+                    parse_bytes(&text).map_err(|e| Error::InvalidArgument(e).into_py(py))?
+                }
+            }),
+        };
+        let options = || -> Result<JobOptions> {
+            let parse = |what: &str, text: &str, err: String| {
+                Error::InvalidArgument(format!("{what} {text:?}: {err}"))
+            };
+            let mut options = JobOptions::new(inputs, output, n)
+                .with_keys(keys)
+                .with_scheme(scheme.parse::<Scheme>()?)
+                .with_format(format.parse().map_err(|e| parse("format", format, e))?)
+                .with_layout(layout.parse().map_err(|e| parse("layout", layout, e))?)
+                .with_overwrite(overwrite)
+                .with_partition_by(partition_by)
+                .with_keep_partition_columns(keep_partition_columns);
+            if let Some(max) = max_partitions {
+                options = options.with_max_partitions(max);
+            }
+            if let Some(text) = compression {
+                options = options
+                    .with_compression(text.parse().map_err(|e| parse("compression", text, e))?);
+            }
+            if let Some(threads) = threads {
+                options = options.with_threads(threads);
+            }
+            if let Some(bytes) = memory_limit {
+                options = options.with_memory_limit(bytes);
+            }
+            Ok(options)
+        };
+        options().map_err(|e| e.into_py(py))
+    }
+}
+
+/// Runs the job `start` makes of `options` on a thread of its own while this thread waits
+/// without the GIL (taking it back every 50 ms to run signal handlers and `progress`); the
+/// manifest as a dict.
+fn run_job<'py>(
+    py: Python<'py>,
+    options: JobOptions,
+    progress: Option<&Bound<'py, PyAny>>,
+    start: impl FnOnce(JobOptions) -> partout_job::Result<Job> + Send + 'static,
+) -> PyResult<Bound<'py, PyAny>> {
     let watch = Arc::new(Watch::default());
     watch.total.store(u64::MAX, Ordering::Relaxed);
     let (done, result) = std::sync::mpsc::channel();
     let job = {
         let watched = Watched(watch.clone());
         std::thread::spawn(move || {
-            let report = Job::try_new(options).and_then(|job| job.run(&watched));
+            let report = start(options).and_then(|job| job.run(&watched));
             let _ = done.send(report);
         })
     };

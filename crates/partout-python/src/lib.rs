@@ -14,7 +14,7 @@
 //! measured slower: the buffers grow by doubling.) Errors are raised as the classes of
 //! `partout.errors`, by kind.
 //!
-//! By area: `partition` (`partition`, `partition_ids`), `job` (`repartition`), `read`
+//! By area: `partition` (`partition`, `partition_ids`), `job` (`repartition`, `write_dataset`), `read`
 //! (`read`), `writer` (`PartitionedWriter`), `errors` (the exception of each error).
 
 #![forbid(unsafe_code)]
@@ -33,6 +33,7 @@ fn _partout(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(partition::partition, module)?)?;
     module.add_function(wrap_pyfunction!(partition::partition_ids, module)?)?;
     module.add_function(wrap_pyfunction!(job::repartition, module)?)?;
+    module.add_function(wrap_pyfunction!(job::write_dataset, module)?)?;
     module.add_function(wrap_pyfunction!(read::read, module)?)?;
     module.add_class::<writer::PartitionedWriter>()?;
     module.add("__version__", env!("CARGO_PKG_VERSION"))?;

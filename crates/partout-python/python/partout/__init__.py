@@ -147,6 +147,56 @@ def repartition(
     )
 
 
+def write_dataset(
+    data: Any,
+    output: str | os.PathLike[str],
+    n: int | None = None,
+    *,
+    partition_by: str | Sequence[str] | None = None,
+    by: str | Sequence[str] | None = None,
+    scheme: Literal["hash", "spark", "round_robin"] = "hash",
+    format: Literal["parquet", "ipc", "presto"] = "parquet",
+    compression: str | None = None,
+    threads: int | None = None,
+    memory_limit: int | str | None = None,
+    overwrite: bool = False,
+    progress: Callable[[int, int | None], object] | None = None,
+    max_partitions: int | None = None,
+    keep_partition_columns: bool = False,
+) -> dict[str, Any]:
+    """Writes ``data`` (anything exporting the Arrow PyCapsule interface: a pyarrow Table or
+    RecordBatchReader, a polars DataFrame, a DuckDB relation) as a dataset under ``output``:
+    with ``partition_by``, a directory per distinct value in the Hive layout
+    (``output/col=value/part-00000.parquet``, ``.arrow`` with ``format="ipc"``); otherwise
+    ``n`` files by ``scheme`` on ``by``. The options are :func:`repartition`'s; the job's
+    workers read the stream batch by batch, never collecting it, within ``memory_limit``.
+    Returns the manifest as a dict; on failure (or Ctrl-C) nothing is left under
+    ``output``.
+
+    >>> import pyarrow as pa, partout, tempfile, os
+    >>> table = pa.table({"year": [2023, 2024, 2024], "v": ["a", "b", "c"]})
+    >>> out = os.path.join(tempfile.mkdtemp(), "ds")
+    >>> partout.write_dataset(table, out, partition_by="year")["partitions"]
+    2
+    """
+    return _partout.write_dataset(
+        data,
+        output,
+        n,
+        partition_by=partition_by,
+        by=by,
+        scheme=scheme,
+        format=format,
+        compression=compression,
+        threads=threads,
+        memory_limit=memory_limit,
+        overwrite=overwrite,
+        progress=progress,
+        max_partitions=max_partitions,
+        keep_partition_columns=keep_partition_columns,
+    )
+
+
 def read(
     path: str | os.PathLike[str],
     *,
@@ -229,6 +279,7 @@ __all__ = [
     "partition",
     "partition_ids",
     "repartition",
+    "write_dataset",
     "read",
     "PartitionedWriter",
     *errors.__all__,

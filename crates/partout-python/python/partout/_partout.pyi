@@ -29,6 +29,23 @@ def repartition(
     max_partitions: int | None = None,
     keep_partition_columns: bool = False,
 ) -> dict[str, Any]: ...
+def write_dataset(
+    data: Any,
+    output: str | os.PathLike[str],
+    n: int | None = None,
+    *,
+    partition_by: str | Sequence[str] | None = None,
+    by: str | Sequence[str] | None = None,
+    scheme: str = "hash",
+    format: str = "parquet",
+    compression: str | None = None,
+    threads: int | None = None,
+    memory_limit: int | str | None = None,
+    overwrite: bool = False,
+    progress: Callable[[int, int | None], object] | None = None,
+    max_partitions: int | None = None,
+    keep_partition_columns: bool = False,
+) -> dict[str, Any]: ...
 def read(
     path: str | os.PathLike[str], *, schema: Any = None, destination: int | None = None
 ) -> pyarrow.Table: ...
