@@ -152,8 +152,13 @@ def main():
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     names = args.only.split(",")
-    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
-                if l.startswith("model name")), platform.processor())
+    def cpuinfo(field):
+        return next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
+                     if l.split(":", 1)[0].strip() == field), None)
+    # The model name alone ("AMD EPYC") does not tell the generation: family and model do.
+    cpu = cpuinfo("model name") or platform.processor()
+    if cpuinfo("cpu family"):
+        cpu += f" (family {cpuinfo('cpu family')}, model {cpuinfo('model')})"
     print(f"partitioning by value: {args.input.name}, {args.threads} threads, {cpu}, "
           f"{os.cpu_count()} CPUs", flush=True)
     results = []
