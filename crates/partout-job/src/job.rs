@@ -232,8 +232,16 @@ impl Job {
         let output = output(&options, budget, threads)?;
         let per_worker = budget.per_worker as usize;
         let target = WriterOptions::default().target_bytes.min(per_worker);
+        // Workers spilling sorted runs hold whole batches. A stream's batches are another
+        // library's memory, whose buffers can be twice the bytes their arrays show (builders
+        // grow by doubling; the C data interface tells lengths, not capacities): such
+        // workers hold half as many.
+        let held = match (stream.is_some(), budget.sorted_runs) {
+            (true, true) => per_worker / 2,
+            _ => per_worker,
+        };
         let mut writer = WriterOptions::default()
-            .with_memory_limit(per_worker)
+            .with_memory_limit(held)
             .with_target_bytes(target);
         let runs = budget.sorted_runs.then(|| RunOptions::within(per_worker));
         if runs.is_some() {
