@@ -501,23 +501,9 @@ impl StagedParquet {
         let file = File::create(partial).map_err(io_error(Some(p)))?;
         let mut writer = ArrowWriter::try_new(file, self.schema.clone(), Some(properties.clone()))
             .map_err(parquet)?;
-        let mut coalescer = BatchCoalescer::new(self.schema.clone(), WRITE_ROWS)
-            .with_biggest_coalesce_batch_size(Some(WRITE_ROWS / 2));
-        let mut write = |batch: Option<RecordBatch>| -> Result<(), WriterError> {
-            match batch {
-                Some(batch) => coalescer.push_batch(batch),
-                None => coalescer.finish_buffered_batch(),
-            }
-            .map_err(|e| sink_error(Some(p), e))?;
-            while let Some(batch) = coalescer.next_completed_batch() {
-                writer.write(&batch).map_err(parquet)?;
-            }
-            Ok(())
-        };
-        decode_runs(p, runs, readers, &mut |batch| {
-            write(Some(batch)).map(|()| true)
+        self.gather_runs(p, runs, readers, &mut |batch| {
+            writer.write(batch).map_err(parquet)
         })?;
-        write(None)?;
         let metadata = writer.finish().map_err(parquet)?;
         let row_groups = metadata
             .row_groups()
@@ -525,6 +511,34 @@ impl StagedParquet {
             .map(|rg| rg.num_rows() as u64)
             .collect();
         Ok((writer.bytes_written() as u64, row_groups))
+    }
+
+    /// Decodes destination `p`'s runs and hands them to `write` gathered into batches of
+    /// [`WRITE_ROWS`] rows (a run of a few rows costs each write its fixed cost per column).
+    fn gather_runs(
+        &self,
+        p: usize,
+        runs: &[Run],
+        readers: &mut ScratchReaders<'_>,
+        write: &mut dyn FnMut(&RecordBatch) -> Result<(), WriterError>,
+    ) -> Result<(), WriterError> {
+        let mut coalescer = BatchCoalescer::new(self.schema.clone(), WRITE_ROWS)
+            .with_biggest_coalesce_batch_size(Some(WRITE_ROWS / 2));
+        let mut push = |batch: Option<RecordBatch>| -> Result<(), WriterError> {
+            match batch {
+                Some(batch) => coalescer.push_batch(batch),
+                None => coalescer.finish_buffered_batch(),
+            }
+            .map_err(|e| sink_error(Some(p), e))?;
+            while let Some(batch) = coalescer.next_completed_batch() {
+                write(&batch)?;
+            }
+            Ok(())
+        };
+        decode_runs(p, runs, readers, &mut |batch| {
+            push(Some(batch)).map(|()| true)
+        })?;
+        push(None)
     }
 
     /// Writes `partial` from the runs as one Arrow IPC file (the format dataset readers
@@ -545,23 +559,9 @@ impl StagedParquet {
             .map_err(|e| sink_error(Some(p), e))?;
         let mut writer =
             FileWriter::try_new_with_options(file, &self.schema, options).map_err(arrow)?;
-        let mut coalescer = BatchCoalescer::new(self.schema.clone(), WRITE_ROWS)
-            .with_biggest_coalesce_batch_size(Some(WRITE_ROWS / 2));
-        let mut write = |batch: Option<RecordBatch>| -> Result<(), WriterError> {
-            match batch {
-                Some(batch) => coalescer.push_batch(batch),
-                None => coalescer.finish_buffered_batch(),
-            }
-            .map_err(arrow)?;
-            while let Some(batch) = coalescer.next_completed_batch() {
-                writer.write(&batch).map_err(arrow)?;
-            }
-            Ok(())
-        };
-        decode_runs(p, runs, readers, &mut |batch| {
-            write(Some(batch)).map(|()| true)
+        self.gather_runs(p, runs, readers, &mut |batch| {
+            writer.write(batch).map_err(arrow)
         })?;
-        write(None)?;
         writer.finish().map_err(arrow)?;
         let file = writer.into_inner().map_err(arrow)?;
         let file = file
