@@ -6,10 +6,10 @@
 //! given back in id order.
 
 use arrow_array::{Array, ArrayRef, DictionaryArray, RecordBatch, UInt32Array, types::Int16Type};
-use arrow_schema::{DataType, Field, Schema, TimeUnit};
+use arrow_schema::{DataType, TimeUnit};
 use partout_core::PartoutError;
 use partout_core::ids::{ValueIds, ValueTable, is_value_key_type};
-use partout_testkit::{random_array, rng};
+use partout_testkit::{batch_of, random_array, rng};
 use proptest::prelude::*;
 use std::sync::Arc;
 
@@ -108,15 +108,6 @@ fn logical(array: &ArrayRef, row: usize) -> ArrayRef {
         DataType::Dictionary(_, value) => arrow_cast::cast(&one, value).unwrap(),
         _ => one,
     }
-}
-
-fn batch_of(columns: Vec<ArrayRef>) -> RecordBatch {
-    let fields: Vec<Field> = columns
-        .iter()
-        .enumerate()
-        .map(|(i, c)| Field::new(format!("c{i}"), c.data_type().clone(), true))
-        .collect();
-    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).unwrap()
 }
 
 proptest! {

@@ -421,6 +421,19 @@ pub fn random_ids(
     }
 }
 
+/// A batch of `columns`, named `c0`, `c1`, … in order, each nullable.
+///
+/// # Panics
+/// When the columns' lengths differ.
+pub fn batch_of(columns: Vec<ArrayRef>) -> RecordBatch {
+    let fields: Vec<Field> = columns
+        .iter()
+        .enumerate()
+        .map(|(i, c)| Field::new(format!("c{i}"), c.data_type().clone(), true))
+        .collect();
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).expect("columns of one length")
+}
+
 /// Rows `start..start + len` of the sample table the Python tests recompute: every value a
 /// function of its row number `i`: `id = i`, `name = "row-{i}"` (null when `i % 7 == 3`),
 /// `label` the same as Utf8View with every fifth value longer than 12 bytes, `score = i * 0.5`,

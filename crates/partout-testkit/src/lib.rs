@@ -22,8 +22,8 @@ mod types;
 pub mod workload;
 
 pub use generators::{
-    IdPattern, TestRng, random_array, random_batch, random_ids, random_nulls, random_sliced_array,
-    rng, sample_batch,
+    IdPattern, TestRng, batch_of, random_array, random_batch, random_ids, random_nulls,
+    random_sliced_array, rng, sample_batch,
 };
 pub use oracle::{
     assert_same_rows, check_ipc_outputs, error_chain, random_inputs, reference_partition,

@@ -6,18 +6,9 @@ use arrow_array::*;
 use arrow_schema::{DataType, Field, Schema};
 use partout_core::PartoutError;
 use partout_core::ids::{PartitionIds, Partitioning, Scheme};
-use partout_testkit::{random_array, random_sliced_array, rng};
+use partout_testkit::{batch_of, random_array, random_sliced_array, rng};
 use proptest::prelude::*;
 use std::sync::Arc;
-
-fn batch_of(columns: Vec<ArrayRef>) -> RecordBatch {
-    let fields: Vec<Field> = columns
-        .iter()
-        .enumerate()
-        .map(|(i, c)| Field::new(format!("c{i}"), c.data_type().clone(), true))
-        .collect();
-    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).unwrap()
-}
 
 fn ids_of(partitioning: &Partitioning, batch: &RecordBatch) -> Vec<u32> {
     let mut ids = PartitionIds::try_new(partitioning.clone(), &batch.schema()).unwrap();
