@@ -68,7 +68,7 @@ pub fn run(options: &PrestoBenchOptions) -> Result<()> {
         page("crc32", true, false),
         page("crc32+lz4", true, true),
         ipc("none", Compression::None)?,
-        ipc("lz4", Compression::Lz4Frame)?,
+        ipc("lz4", Compression::Lz4)?,
     ];
     let mut out = Vec::new();
     // (seconds, bytes out) of each run.

@@ -2,6 +2,7 @@
 //! [`partout_job::JobOptions`]; a progress bar; the summary line.
 
 use anyhow::Result;
+use clap::builder::TypedValueParser;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 use partout_job::{Compression, Format, Job, JobError, JobOptions, Layout, Progress, Scheme};
 use std::path::PathBuf;
@@ -22,25 +23,14 @@ pub enum SchemeArg {
     Range,
 }
 
-/// What each destination's output holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum FormatArg {
-    /// Parquet (`.parquet`): rows staged, then each destination's file written whole, in
-    /// row groups of up to 1Mi rows as the memory limit allows.
-    Parquet,
-    /// An Arrow IPC stream (`.arrows`).
-    Ipc,
-    /// Presto SerializedPages, back to back (`.presto`).
-    Presto,
-}
-
-/// Where the outputs go.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum LayoutArg {
-    /// One file per destination, written by all workers.
-    Files,
-    /// One data file and an index of byte ranges per worker (IPC or Presto pages).
-    Shuffle,
+/// The names of the output's format and layout, read by the library's one vocabulary
+/// (`partout_format::Format`, `partout_io::output::Layout`), listed for `--help`.
+fn names<T, E>(names: &'static [&'static str]) -> impl TypedValueParser<Value = T>
+where
+    T: std::str::FromStr<Err = E> + Clone + Send + Sync + 'static,
+    E: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    clap::builder::PossibleValuesParser::new(names).try_map(|name| name.parse::<T>())
 }
 
 /// Arguments of `partout repartition`.
@@ -75,17 +65,21 @@ pub struct RepartitionArgs {
     /// How rows find their destination.
     #[arg(long, value_enum, default_value_t = SchemeArg::Hash)]
     pub scheme: SchemeArg,
-    /// Output format.
-    #[arg(long, value_enum, default_value_t = FormatArg::Parquet)]
-    pub format: FormatArg,
+    /// Output format: parquet (`.parquet`: rows staged, then each destination's file written
+    /// whole, in row groups of up to 1Mi rows as the memory limit allows), ipc (an Arrow IPC
+    /// stream, `.arrows`; an IPC file, `.arrow`, with --partition-by), presto (Presto
+    /// SerializedPages back to back, `.presto`).
+    #[arg(long, default_value = "parquet", value_parser = names::<Format, _>(&["parquet", "ipc", "presto"]))]
+    pub format: Format,
     /// Output compression: none, snappy (Parquet), lz4, zstd (level 3) or zstd:LEVEL (Parquet:
     /// 1 to 22; IPC: negative levels too) [default: snappy for parquet, none for ipc and
     /// presto].
     #[arg(long, value_parser = clap::builder::ValueParser::new(str::parse::<Compression>))]
     pub compression: Option<Compression>,
-    /// One file per destination, or a data file and an index per worker.
-    #[arg(long, value_enum, default_value_t = LayoutArg::Files)]
-    pub layout: LayoutArg,
+    /// files: one file per destination, written by all workers; shuffle: one data file and an
+    /// index of byte ranges per worker (ipc or presto).
+    #[arg(long, default_value = "files", value_parser = names::<Layout, _>(&["files", "shuffle"]))]
+    pub layout: Layout,
     /// Worker threads (default: the machine's cores).
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub threads: Option<u16>,
@@ -116,16 +110,9 @@ impl RepartitionArgs {
                 SchemeArg::RoundRobin => Scheme::RoundRobin,
                 SchemeArg::Range => Scheme::Range,
             },
-            format: match self.format {
-                FormatArg::Parquet => Format::Parquet,
-                FormatArg::Ipc => Format::Ipc,
-                FormatArg::Presto => Format::Presto,
-            },
+            format: self.format,
             compression: self.compression,
-            layout: match self.layout {
-                LayoutArg::Files => Layout::Files,
-                LayoutArg::Shuffle => Layout::Shuffle,
-            },
+            layout: self.layout,
             threads: self.threads.map(usize::from),
             memory_limit: self.memory_limit,
             overwrite: self.overwrite,

@@ -22,7 +22,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let partitioning = Partitioning::hash(vec![0], DESTINATIONS);
     for (name, compression) in [
         ("none", Compression::None),
-        ("lz4", Compression::Lz4Frame),
+        ("lz4", Compression::Lz4),
         ("zstd", Compression::ZSTD),
     ] {
         let sink = FileSink::try_new(dir.join(name), "arrows", DESTINATIONS as usize)?;

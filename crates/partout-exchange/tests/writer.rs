@@ -17,8 +17,7 @@ use partout_testkit::{
 use proptest::prelude::*;
 use std::sync::Arc;
 
-const COMPRESSIONS: [Compression; 3] =
-    [Compression::None, Compression::Lz4Frame, Compression::ZSTD];
+const COMPRESSIONS: [Compression; 3] = [Compression::None, Compression::Lz4, Compression::ZSTD];
 
 /// Writes `inputs` with the writer, by the ids in their last column, into a memory sink.
 fn write_given(
@@ -121,14 +120,7 @@ fn all_types_together_up_to_2000_destinations_under_either_flush() {
         } else {
             &[1000, 2000, 10]
         };
-        round_trip(
-            &types,
-            n,
-            rows,
-            options,
-            Compression::Lz4Frame,
-            u64::from(n),
-        );
+        round_trip(&types, n, rows, options, Compression::Lz4, u64::from(n));
     }
 }
 
@@ -541,7 +533,7 @@ fn presto_pages_round_trip_through_the_writer() {
     let mut rng = rng(99);
     for (n, compression) in [
         (1u32, Compression::None),
-        (13, Compression::Lz4Frame),
+        (13, Compression::Lz4),
         (300, Compression::None),
     ] {
         let inputs: Vec<(RecordBatch, Vec<u32>)> = (0..3)
@@ -560,7 +552,7 @@ fn presto_pages_round_trip_through_the_writer() {
             .collect();
         let schema = inputs[0].0.schema();
         let options = WriterOptions::default().with_target_bytes(8 << 10);
-        let presto = Encoding::presto(compression == Compression::Lz4Frame);
+        let presto = Encoding::presto(compression == Compression::Lz4);
         let (sink, metrics) = write_given(&inputs, n, options, presto);
         assert!(metrics.flushes >= u64::from(n.min(10)));
         let mut want: Vec<Vec<RecordBatch>> = vec![Vec::new(); n as usize];
@@ -598,8 +590,7 @@ fn presto_output_refuses_what_presto_cannot_carry() {
         chain.contains("\"u\"") && chain.contains("UInt32"),
         "{chain}"
     );
-    let err =
-        Encoding::try_new(partout_format::OutputFormat::Presto, Compression::ZSTD).unwrap_err();
+    let err = Encoding::try_new(partout_format::Format::Presto, Compression::ZSTD).unwrap_err();
     assert!(err.to_string().contains("ZSTD"), "{err}");
 }
 

@@ -17,7 +17,7 @@ use bytes::Bytes;
 use partout_format::ipc::MessageCheck;
 use partout_format::ipc::frame::{self, Prefix};
 use partout_format::presto::{PageOptions, check_page, decode_page, encode_page};
-use partout_format::{Encoding, OutputFormat, StreamEncoders};
+use partout_format::{Encoding, Format, StreamEncoders};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -343,7 +343,7 @@ impl MessageEncoder {
 
     /// Whether IPC messages take the fast path: no dictionary anywhere in the schema.
     fn fast_ipc(&self) -> bool {
-        self.encoding.format() == OutputFormat::ArrowIpc && !has_dictionaries(&self.schema)
+        self.encoding.format() == Format::Ipc && !has_dictionaries(&self.schema)
     }
 
     /// `batch` as one IPC message through the stream encoder.
@@ -424,9 +424,10 @@ impl MessageEncoder {
             )));
         }
         match self.encoding.format() {
-            OutputFormat::ArrowIpc if self.fast_ipc() => self.encode_fast(batch),
-            OutputFormat::ArrowIpc => encode_ipc(batch, &self.ipc),
-            OutputFormat::Presto => {
+            Format::Ipc if self.fast_ipc() => self.encode_fast(batch),
+            // An encoding is Arrow IPC or Presto pages, never Parquet.
+            Format::Ipc | Format::Parquet => encode_ipc(batch, &self.ipc),
+            Format::Presto => {
                 let mut page = Vec::new();
                 encode_page(batch, self.encoding.page_options(), &mut page)?;
                 Ok(Message::Page {

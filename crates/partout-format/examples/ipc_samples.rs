@@ -17,7 +17,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     std::fs::create_dir_all(&dir)?;
     for (name, compression) in [
         ("none", Compression::None),
-        ("lz4", Compression::Lz4Frame),
+        ("lz4", Compression::Lz4),
         ("zstd", Compression::ZSTD),
     ] {
         let schema = batch(0, 0).schema();

@@ -13,9 +13,11 @@
 
 pub mod ipc;
 pub mod presto;
+pub mod spec;
 pub mod stream;
 
-pub use stream::{Encoding, OutputFormat, StreamEncoder, StreamEncoders};
+pub use spec::{Compression, Format, ZstdLevel};
+pub use stream::{Encoding, StreamEncoder, StreamEncoders};
 
 use arrow_schema::ArrowError;
 use std::fmt;

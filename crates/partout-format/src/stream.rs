@@ -6,64 +6,36 @@
 //!    Arrow IPC: [schema][batch][batch]…[end of stream]      Presto: [page][page]…
 //! ```
 //!
-//! An [`Encoding`] is named by a format and a compression ([`Encoding::parse`], the one place
-//! these names are read), checked when it is made (Presto pages take no ZSTD) and against a
+//! An [`Encoding`] is a stream [`Format`] (Arrow IPC or Presto pages) and a [`Compression`],
+//! by the workspace's one vocabulary ([`crate::spec`]; [`Encoding::parse`] reads the names),
+//! checked when it is made (Presto pages take no ZSTD, streams no Snappy) and against a
 //! schema before anything is written ([`Encoding::check_schema`]: every column must be of a
 //! type the format can carry), so a writer finds out before its first flush, not during it.
 
-use crate::ipc::{Compression, IpcStreamEncoder, SharedIpcStreams, ZstdLevel};
+use crate::ipc::{IpcStreamEncoder, SharedIpcStreams};
 use crate::presto::{PageOptions, encode_page};
+use crate::spec::{Compression, Format, ZstdLevel};
 use crate::{FormatError, Result};
 use arrow_array::RecordBatch;
 use arrow_buffer::Buffer;
-use arrow_schema::{DataType, Schema, SchemaRef};
+use arrow_schema::{Schema, SchemaRef};
 
-/// The bytes each destination receives.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum OutputFormat {
-    /// One Arrow IPC stream per destination: the schema, a record batch per flush, the
-    /// end-of-stream marker.
-    #[default]
-    ArrowIpc,
-    /// Presto SerializedPages, one per flush, concatenated (checksummed; with
-    /// [`Compression::Lz4Frame`], bodies are raw LZ4 blocks as Presto's exchange sends them).
-    Presto,
-}
-
-impl OutputFormat {
-    /// Whether columns of `data_type` can be encoded in this format.
-    ///
-    /// ```
-    /// use arrow_schema::DataType;
-    /// use partout_format::OutputFormat;
-    ///
-    /// assert!(OutputFormat::Presto.can_encode(&DataType::Int64));
-    /// assert!(!OutputFormat::Presto.can_encode(&DataType::UInt64));
-    /// assert!(OutputFormat::ArrowIpc.can_encode(&DataType::UInt64));
-    /// ```
-    pub fn can_encode(self, data_type: &DataType) -> bool {
-        match self {
-            // arrow-rs writes every type it has.
-            Self::ArrowIpc => true,
-            Self::Presto => crate::presto::can_encode(data_type),
-        }
-    }
-}
-
-/// A format and its compression, checked to go together.
+/// A stream format and its compression, checked to go together: the bytes each destination
+/// receives as it is flushed.
 ///
 /// ```
-/// use partout_format::ipc::Compression;
-/// use partout_format::{Encoding, OutputFormat};
+/// use partout_format::{Compression, Encoding, Format};
 ///
-/// let presto = Encoding::try_new(OutputFormat::Presto, Compression::Lz4Frame).unwrap();
-/// assert_eq!(presto.format(), OutputFormat::Presto);
-/// let err = Encoding::try_new(OutputFormat::Presto, Compression::ZSTD).unwrap_err();
+/// let presto = Encoding::try_new(Format::Presto, Compression::Lz4).unwrap();
+/// assert_eq!(presto.format(), Format::Presto);
+/// let err = Encoding::try_new(Format::Presto, Compression::ZSTD).unwrap_err();
 /// assert!(err.to_string().contains("ZSTD"));
+/// let err = Encoding::try_new(Format::Parquet, Compression::Snappy).unwrap_err();
+/// assert!(err.to_string().contains("not a stream"), "{err}");
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Encoding {
-    format: OutputFormat,
+    format: Format,
     compression: Compression,
 }
 
@@ -71,18 +43,22 @@ impl Encoding {
     /// `format` with `compression`.
     ///
     /// # Errors
-    /// [`FormatError::InvalidArgument`] for ZSTD Presto pages (Presto compresses pages with LZ4
-    /// or not at all).
-    pub fn try_new(format: OutputFormat, compression: Compression) -> Result<Self> {
-        if format == OutputFormat::Presto && matches!(compression, Compression::Zstd(_)) {
-            return Err(FormatError::InvalidArgument(
-                "Presto pages are compressed with LZ4 or not at all, not ZSTD".into(),
-            ));
+    /// [`FormatError::InvalidArgument`] for Parquet (files written whole, not a stream: see
+    /// partout-io), Snappy streams (neither Arrow IPC nor Presto takes it) and ZSTD Presto
+    /// pages (Presto compresses pages with LZ4 or not at all).
+    pub fn try_new(format: Format, compression: Compression) -> Result<Self> {
+        match refusal(format, compression) {
+            None => Ok(Self {
+                format,
+                compression,
+            }),
+            Some(why) => Err(not_taken(
+                &format.to_string(),
+                &compression.to_string(),
+                format,
+                why,
+            )),
         }
-        Ok(Self {
-            format,
-            compression,
-        })
     }
 
     /// The encoding named by `format` and `compression`: the one reading of these names
@@ -96,11 +72,10 @@ impl Encoding {
     /// taken, and those that are.
     ///
     /// ```
-    /// use partout_format::ipc::Compression;
-    /// use partout_format::{Encoding, OutputFormat};
+    /// use partout_format::{Compression, Encoding, Format};
     ///
     /// let ipc = Encoding::parse("ipc", Some("zstd")).unwrap();
-    /// assert_eq!((ipc.format(), ipc.compression()), (OutputFormat::ArrowIpc, Compression::ZSTD));
+    /// assert_eq!((ipc.format(), ipc.compression()), (Format::Ipc, Compression::ZSTD));
     /// let fast = Encoding::parse("ipc", Some("zstd:1")).unwrap();
     /// assert_eq!(fast.compression().to_string(), "zstd:1");
     /// let err = Encoding::parse("ipc", Some("zstd:23")).unwrap_err().to_string();
@@ -113,41 +88,31 @@ impl Encoding {
     /// assert!(err.contains("unknown format \"csv\": expected \"ipc\" or \"presto\""), "{err}");
     /// ```
     pub fn parse(format: &str, compression: Option<&str>) -> Result<Self> {
-        let output = match format {
-            "ipc" | "arrow" => OutputFormat::ArrowIpc,
-            "presto" => OutputFormat::Presto,
-            other => {
+        let output = match format.parse::<Format>() {
+            Ok(output) => output,
+            Err(_) => {
                 return Err(FormatError::InvalidArgument(format!(
-                    "unknown format {other:?}: expected \"ipc\" or \"presto\" (\"arrow\" is ipc too)"
+                    "unknown format {format:?}: expected \"ipc\" or \"presto\" (\"arrow\" is ipc too)"
                 )));
             }
         };
         let name = compression.unwrap_or("none");
-        let not_taken = |why: &str| {
-            let expected = match output {
-                OutputFormat::ArrowIpc => "\"none\", \"lz4\", \"zstd\" or \"zstd:LEVEL\"",
-                OutputFormat::Presto => "\"none\" or \"lz4\"",
-            };
-            FormatError::InvalidArgument(format!(
-                "{format} output takes no {name} compression: expected {expected}{why}"
-            ))
-        };
         let compression = match name.parse::<Compression>() {
             Ok(compression) => compression,
             // A ZSTD name with a wrong level: the level is the problem, not the codec.
             Err(e) if ZstdLevel::from_name(name).is_some() => return Err(e),
-            Err(_) => return Err(not_taken("")),
+            Err(_) => return Err(not_taken(format, name, output, "")),
         };
-        Self::try_new(output, compression).map_err(|e| match e {
-            FormatError::InvalidArgument(why) => not_taken(&format!(" ({why})")),
-            other => other,
-        })
+        match refusal(output, compression) {
+            None => Self::try_new(output, compression),
+            Some(why) => Err(not_taken(format, name, output, why)),
+        }
     }
 
     /// Arrow IPC streams with `compression`.
     pub fn ipc(compression: Compression) -> Self {
         Self {
-            format: OutputFormat::ArrowIpc,
+            format: Format::Ipc,
             compression,
         }
     }
@@ -155,9 +120,9 @@ impl Encoding {
     /// Presto pages, with LZ4 bodies or none.
     pub fn presto(lz4: bool) -> Self {
         Self {
-            format: OutputFormat::Presto,
+            format: Format::Presto,
             compression: if lz4 {
-                Compression::Lz4Frame
+                Compression::Lz4
             } else {
                 Compression::None
             },
@@ -165,7 +130,7 @@ impl Encoding {
     }
 
     /// The format.
-    pub fn format(&self) -> OutputFormat {
+    pub fn format(&self) -> Format {
         self.format
     }
 
@@ -179,7 +144,7 @@ impl Encoding {
     pub fn page_options(&self) -> PageOptions {
         PageOptions {
             checksum: true,
-            lz4: self.compression == Compression::Lz4Frame,
+            lz4: self.compression == Compression::Lz4,
         }
     }
 
@@ -196,8 +161,8 @@ impl Encoding {
         {
             None => Ok(()),
             Some(field) => Err(FormatError::InvalidArgument(format!(
-                "{:?} output cannot carry column {:?} of type {}",
-                self.format,
+                "{} output cannot carry column {:?} of type {}",
+                self.format.title(),
                 field.name(),
                 field.data_type()
             ))),
@@ -205,9 +170,42 @@ impl Encoding {
     }
 }
 
+/// Why a stream of `format` cannot be compressed with `compression`; `None` when it can.
+fn refusal(format: Format, compression: Compression) -> Option<&'static str> {
+    match (format, compression) {
+        (Format::Parquet, _) => Some("Parquet files are written whole, not as a stream"),
+        (_, Compression::Snappy) => Some("streams are compressed with LZ4 or ZSTD, not Snappy"),
+        (Format::Presto, Compression::Zstd(_)) => {
+            Some("Presto pages are compressed with LZ4 or not at all, not ZSTD")
+        }
+        _ => None,
+    }
+}
+
+/// The error for a compression named `name` that the stream format named `format_name`
+/// (`format`) does not take, naming those it does, and why (when there is more to say).
+fn not_taken(format_name: &str, name: &str, format: Format, why: &str) -> FormatError {
+    if format == Format::Parquet {
+        return FormatError::InvalidArgument(format!(
+            "{format_name} is not a stream format: expected \"ipc\" or \"presto\" ({why})"
+        ));
+    }
+    let expected = match format {
+        Format::Presto => "\"none\" or \"lz4\"",
+        _ => "\"none\", \"lz4\", \"zstd\" or \"zstd:LEVEL\"",
+    };
+    let why = match why {
+        "" => String::new(),
+        why => format!(" ({why})"),
+    };
+    FormatError::InvalidArgument(format!(
+        "{format_name} output takes no {name} compression: expected {expected}{why}"
+    ))
+}
+
 /// One destination's encoder: the next record batches of an Arrow IPC stream (its schema
 /// first, its end-of-stream marker last), or Presto pages (checksummed; LZ4 bodies with
-/// [`Compression::Lz4Frame`]), which need no start or end.
+/// [`Compression::Lz4`]), which need no start or end.
 #[derive(Debug)]
 pub struct StreamEncoder(Stream);
 
@@ -227,11 +225,12 @@ impl StreamEncoder {
     /// [`FormatError::Arrow`] when arrow-rs cannot write the schema.
     pub fn try_new(schema: SchemaRef, encoding: Encoding) -> Result<Self> {
         Ok(Self(match encoding.format {
-            OutputFormat::ArrowIpc => Stream::Ipc(Box::new(IpcStreamEncoder::try_new(
+            // Arrow IPC (an encoding is never Parquet).
+            Format::Ipc | Format::Parquet => Stream::Ipc(Box::new(IpcStreamEncoder::try_new(
                 schema,
                 encoding.compression,
             )?)),
-            OutputFormat::Presto => Stream::Presto(encoding.page_options()),
+            Format::Presto => Stream::Presto(encoding.page_options()),
         }))
     }
 
@@ -285,10 +284,11 @@ impl StreamEncoders {
     pub fn try_new(schema: SchemaRef, destinations: usize, encoding: Encoding) -> Result<Self> {
         encoding.check_schema(&schema)?;
         let shared = match encoding.format {
-            OutputFormat::ArrowIpc => {
+            Format::Presto => None,
+            // Arrow IPC (an encoding is never Parquet).
+            Format::Ipc | Format::Parquet => {
                 SharedIpcStreams::try_new(schema.clone(), encoding.compression, destinations)?
             }
-            OutputFormat::Presto => None,
         };
         let streams = match shared {
             Some(shared) => Streams::Shared(Box::new(shared)),
@@ -486,14 +486,14 @@ mod tests {
         let accepted = [
             ("ipc", None, ipc(Compression::None)),
             ("ipc", Some("none"), ipc(Compression::None)),
-            ("ipc", Some("lz4"), ipc(Compression::Lz4Frame)),
+            ("ipc", Some("lz4"), ipc(Compression::Lz4)),
             ("ipc", Some("zstd"), ipc(Compression::ZSTD)),
             ("ipc", Some("zstd:1"), ipc(Compression::Zstd(level(1)))),
             ("ipc", Some("zstd:-7"), ipc(Compression::Zstd(level(-7)))),
             ("ipc", Some("zstd:22"), ipc(Compression::Zstd(level(22)))),
             ("arrow", None, ipc(Compression::None)),
             ("arrow", Some("none"), ipc(Compression::None)),
-            ("arrow", Some("lz4"), ipc(Compression::Lz4Frame)),
+            ("arrow", Some("lz4"), ipc(Compression::Lz4)),
             ("arrow", Some("zstd"), ipc(Compression::ZSTD)),
             ("presto", None, Encoding::presto(false)),
             ("presto", Some("none"), Encoding::presto(false)),
@@ -513,7 +513,11 @@ mod tests {
                 None,
                 "unknown format \"csv\": expected \"ipc\" or \"presto\"",
             ),
-            ("parquet", Some("lz4"), "unknown format \"parquet\""),
+            (
+                "parquet",
+                Some("lz4"),
+                "parquet is not a stream format: expected \"ipc\" or \"presto\"",
+            ),
             ("IPC", None, "unknown format \"IPC\""),
             ("", None, "unknown format \"\""),
             (

@@ -7,8 +7,7 @@ use partout_testkit::{every_type, random_batch, rng};
 use proptest::prelude::*;
 use std::sync::Arc;
 
-const COMPRESSIONS: [Compression; 3] =
-    [Compression::None, Compression::Lz4Frame, Compression::ZSTD];
+const COMPRESSIONS: [Compression; 3] = [Compression::None, Compression::Lz4, Compression::ZSTD];
 
 fn encode_all(batches: &[RecordBatch], compression: Compression) -> Vec<u8> {
     let mut encoder = IpcStreamEncoder::try_new(batches[0].schema(), compression).unwrap();

@@ -85,12 +85,7 @@ fn check(batches: &[RecordBatch], groups: &[Vec<(usize, Range<usize>)>], compres
 
 fn compressions() -> [Compression; 4] {
     let one = Compression::Zstd(ZstdLevel::try_new(1).unwrap());
-    [
-        Compression::None,
-        Compression::Lz4Frame,
-        Compression::ZSTD,
-        one,
-    ]
+    [Compression::None, Compression::Lz4, Compression::ZSTD, one]
 }
 
 #[test]

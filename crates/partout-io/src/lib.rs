@@ -7,12 +7,12 @@
 //! own (Parquet row groups or row ranges of them, IPC file batch ranges; CSV files and IPC
 //! streams whole). Every error names the file.
 //!
-//! Outputs: [`DestinationFiles`], one file per destination (Arrow IPC stream or Presto pages)
-//! that any number of writers share through their [`FilesHandle`]s, each destination behind
-//! its own lock; [`ShuffleFile`], one worker's data file and index of byte ranges
-//! ([`read_shuffle_index`] reads it back, [`parse_shuffle_index`] reads its bytes);
-//! [`StagedParquet`], one Parquet file per destination, written whole from rows the workers
-//! first stage in scratch shuffle files.
+//! Outputs: the [`output`] layer, the one owner of an output — its spec
+//! ([`output::OutputSpec`]: format, compression, layout, location), the writers of each
+//! layout ([`DestinationFiles`], one file per destination shared by every worker;
+//! [`ShuffleFile`], one worker's data file and index of byte ranges; [`StagedParquet`], each
+//! destination's file written whole from rows staged first) and where they are committed
+//! ([`output::location`]).
 //!
 //! Damaged inputs are errors naming the file, never panics, stack overflows or allocations
 //! of what the file claims: footers, messages and counts are checked against the file's size
@@ -29,18 +29,17 @@
 mod frames;
 mod ipc;
 pub mod manifest;
-mod outputs;
+pub mod output;
 mod parquet_footer;
 mod runs;
-mod staged;
 
 pub use frames::{Frame, FrameReader, Frames, plan_frames, plan_frames_by};
-pub use outputs::{
-    DestinationFile, DestinationFiles, FilesHandle, SHUFFLE_INDEX_MAGIC, ShuffleFile, ShuffleRange,
-    parse_shuffle_index, read_shuffle_destination, read_shuffle_index,
+pub use output::{
+    DestinationFile, DestinationFiles, FilesHandle, ParquetOptions, SHUFFLE_INDEX_MAGIC,
+    ShuffleFile, ShuffleRange, StagedParquet, parse_shuffle_index, read_shuffle_destination,
+    read_shuffle_index,
 };
 pub use runs::{RunOptions, SortedRuns};
-pub use staged::{ParquetOptions, StagedParquet};
 
 use arrow_array::RecordBatch;
 use arrow_schema::{ArrowError, SchemaRef};

@@ -6,8 +6,9 @@
 //! an input file. The job that writes a manifest, and how it shares its memory limit, are
 //! partout-job's.
 
+pub use crate::output::Layout;
 use partout_core::ids::Scheme;
-pub use partout_format::ipc::ZstdLevel;
+pub use partout_format::{Compression, Format, ZstdLevel};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::path::Path;
@@ -223,6 +224,25 @@ fn failed(context: String) -> impl FnOnce(std::io::Error) -> ManifestError {
 }
 
 impl Manifest {
+    /// The spec of the output this manifest records (its format, compression and layout) at
+    /// `location`, where the manifest was read: what a reader of a finished output works
+    /// from.
+    ///
+    /// # Errors
+    /// [`OutputError::Invalid`](crate::output::OutputError::Invalid) for a manifest that
+    /// records what no run writes (Parquet in the shuffle layout, Snappy streams).
+    pub fn output_spec(
+        &self,
+        location: crate::output::Location,
+    ) -> crate::output::Result<crate::output::OutputSpec> {
+        crate::output::OutputSpec::try_new(
+            self.format,
+            Some(self.compression),
+            self.layout,
+            location,
+        )
+    }
+
     /// Reads `_manifest.json` of the output directory `dir`.
     ///
     /// # Errors
@@ -252,142 +272,6 @@ impl Manifest {
     }
 }
 
-/// What each destination's output holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Format {
-    /// Parquet (`.parquet`): rows staged, then each destination's file written whole, in
-    /// row groups of up to 1Mi rows as the memory limit allows.
-    #[default]
-    Parquet,
-    /// An Arrow IPC stream (`.arrows`).
-    Ipc,
-    /// Presto SerializedPages, back to back (`.presto`).
-    Presto,
-}
-
-/// Compression of the outputs, named `none`, `snappy`, `lz4`, `zstd` or `zstd:LEVEL` (on the
-/// command line, in the Python package and in manifests alike).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Compression {
-    /// None (the default of IPC and Presto outputs).
-    #[default]
-    None,
-    /// Snappy (Parquet only; its default).
-    Snappy,
-    /// LZ4 (Parquet: LZ4_RAW pages; IPC: LZ4_FRAME buffers; Presto: raw LZ4 page bodies).
-    Lz4,
-    /// ZSTD at a level (Parquet: levels 1 to 22; IPC: any of zstd's, negative ones too).
-    /// `zstd` alone is level 3, zstd's default.
-    Zstd(ZstdLevel),
-}
-
-impl Compression {
-    /// ZSTD at zstd's default level.
-    pub const ZSTD: Self = Self::Zstd(ZstdLevel::DEFAULT);
-}
-
-impl std::str::FromStr for Compression {
-    type Err = String;
-
-    fn from_str(text: &str) -> Result<Self, String> {
-        match text {
-            "none" => Ok(Self::None),
-            "snappy" => Ok(Self::Snappy),
-            "lz4" => Ok(Self::Lz4),
-            _ => match ZstdLevel::from_name(text) {
-                Some(level) => level.map(Self::Zstd).map_err(|e| match e {
-                    partout_format::FormatError::InvalidArgument(why) => why,
-                    other => other.to_string(),
-                }),
-                None => Err(format!(
-                    "unknown compression {text:?} (one of: none, snappy, lz4, zstd, zstd:LEVEL)"
-                )),
-            },
-        }
-    }
-}
-
-impl std::fmt::Display for Compression {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::None => f.write_str("none"),
-            Self::Snappy => f.write_str("snappy"),
-            Self::Lz4 => f.write_str("lz4"),
-            Self::Zstd(level) => level.fmt(f),
-        }
-    }
-}
-
-/// By name, as [`Display`](std::fmt::Display) writes it.
-impl Serialize for Compression {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_str(self)
-    }
-}
-
-/// By name, as [`FromStr`](std::str::FromStr) reads it.
-impl<'de> Deserialize<'de> for Compression {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let name = String::deserialize(deserializer)?;
-        name.parse().map_err(serde::de::Error::custom)
-    }
-}
-
-/// Where the outputs go.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Layout {
-    /// One file per destination, written by all workers.
-    #[default]
-    Files,
-    /// One data file and an index of byte ranges per worker (IPC or Presto pages).
-    Shuffle,
-}
-
-/// `FromStr` and `Display` by the names the command line uses.
-macro_rules! named {
-    ($type:ident: $($variant:ident = $name:literal),+) => {
-        impl std::str::FromStr for $type {
-            type Err = String;
-
-            fn from_str(text: &str) -> Result<Self, String> {
-                match text {
-                    $($name => Ok(Self::$variant),)+
-                    _ => Err(format!(
-                        "unknown {} {text:?} (one of: {})",
-                        stringify!($type).to_lowercase(),
-                        [$($name),+].join(", ")
-                    )),
-                }
-            }
-        }
-
-        impl std::fmt::Display for $type {
-            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str(match self {
-                    $(Self::$variant => $name,)+
-                })
-            }
-        }
-    };
-}
-
-impl Format {
-    /// The compression of outputs in this format when none is asked for: Snappy for Parquet,
-    /// as pyarrow, DuckDB and Spark write it (a changed default: partout used to write
-    /// uncompressed Parquet, files four times larger); none for IPC and Presto pages.
-    pub fn default_compression(self) -> Compression {
-        match self {
-            Self::Parquet => Compression::Snappy,
-            Self::Ipc | Self::Presto => Compression::None,
-        }
-    }
-}
-
-named!(Format: Parquet = "parquet", Ipc = "ipc", Presto = "presto");
-named!(Layout: Files = "files", Shuffle = "shuffle");
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -410,7 +294,7 @@ mod tests {
             "\"roundrobin\""
         );
         for format in [Format::Parquet, Format::Ipc, Format::Presto] {
-            assert_eq!(format.to_string().parse::<Format>(), Ok(format));
+            assert_eq!(format.to_string().parse::<Format>().unwrap(), format);
         }
         for c in [
             Compression::None,
@@ -420,7 +304,7 @@ mod tests {
             Compression::Zstd(ZstdLevel::try_new(1).unwrap()),
             Compression::Zstd(ZstdLevel::try_new(-50).unwrap()),
         ] {
-            assert_eq!(c.to_string().parse::<Compression>(), Ok(c));
+            assert_eq!(c.to_string().parse::<Compression>().unwrap(), c);
             let json = serde_json::to_string(&c).unwrap();
             assert_eq!(serde_json::from_str::<Compression>(&json).unwrap(), c);
         }
@@ -435,7 +319,7 @@ mod tests {
         for layout in [Layout::Files, Layout::Shuffle] {
             assert_eq!(layout.to_string().parse::<Layout>(), Ok(layout));
         }
-        let err = "gzip".parse::<Compression>().unwrap_err();
+        let err = "gzip".parse::<Compression>().unwrap_err().to_string();
         assert!(err.contains("gzip") && err.contains("snappy"), "{err}");
     }
 
@@ -579,5 +463,30 @@ mod tests {
         let not_one = Manifest::read(dir.path()).unwrap_err();
         assert_eq!(not_one.to_string(), format!("reading {}", path.display()));
         assert!(not_one.source.get_ref().is_some(), "{not_one:?}");
+    }
+
+    #[test]
+    fn the_spec_recorded_is_the_spec_read_back() {
+        use crate::output::{Location, OutputSpec};
+        let at = || Location::local("out");
+        let (mut manifest, _) = presto_files();
+        let specs = [
+            OutputSpec::parse("presto", Some("lz4"), "files", at()).unwrap(),
+            OutputSpec::parse("ipc", Some("zstd:-3"), "shuffle", at()).unwrap(),
+            OutputSpec::parse("parquet", None, "files", at()).unwrap(),
+        ];
+        for spec in specs {
+            manifest.format = spec.format();
+            manifest.compression = spec.compression();
+            manifest.layout = spec.layout();
+            let json = serde_json::to_string(&manifest).unwrap();
+            let read: Manifest = serde_json::from_str(&json).unwrap();
+            assert_eq!(read.output_spec(at()).unwrap(), spec);
+        }
+        // A manifest recording what no run writes is refused, by what is wrong.
+        manifest.format = Format::Parquet;
+        manifest.layout = Layout::Shuffle;
+        let err = manifest.output_spec(at()).unwrap_err().to_string();
+        assert!(err.contains("shuffle layout writes ipc or presto"), "{err}");
     }
 }

@@ -23,7 +23,7 @@
 //!
 //! [`Flush::AllAtLimit`]: partout_exchange::Flush::AllAtLimit
 
-use crate::outputs::{io_error, sink_error};
+use crate::output::{io_error, sink_error};
 use arrow_array::RecordBatch;
 use arrow_array::cast::AsArray;
 use arrow_ipc::reader::StreamReader;

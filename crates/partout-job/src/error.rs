@@ -3,6 +3,7 @@
 use partout_exchange::WriterError;
 use partout_io::IoError;
 use partout_io::manifest::ManifestError;
+use partout_io::output::OutputError;
 use std::fmt;
 use std::path::PathBuf;
 
@@ -87,6 +88,19 @@ impl From<ManifestError> for JobError {
         Self::Io {
             context: e.context,
             source: e.source,
+        }
+    }
+}
+
+/// The output layer's refusals are the job's: an invalid option, an output not empty, a file
+/// system error.
+impl From<OutputError> for JobError {
+    fn from(e: OutputError) -> Self {
+        match e {
+            OutputError::Invalid(what) => Self::InvalidOption(what),
+            OutputError::NotEmpty(location) => Self::OutputNotEmpty(PathBuf::from(location)),
+            OutputError::Io { context, source } => Self::Io { context, source },
+            other => Self::InvalidOption(other.to_string()),
         }
     }
 }

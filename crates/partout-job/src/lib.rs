@@ -43,12 +43,14 @@
 #![forbid(unsafe_code)]
 
 mod budget;
+mod by_value;
 mod error;
 pub mod hive;
 mod job;
 mod manifest;
 mod options;
-mod staging;
+mod partitioning;
+mod worker;
 
 pub use budget::BudgetExt;
 pub use error::{JobError, Result};

@@ -1,57 +1,52 @@
 //! The [`Manifest`] of a run: built from what the job wrote (`from_run`). The manifest
 //! itself, its file and the options it names are partout-io's ([`partout_io::manifest`]).
 
-use crate::options::JobOptions;
+use crate::job::Job;
 use partout_exchange::WriterMetrics;
-use partout_io::DestinationFile;
 use partout_io::manifest::{
-    Budget, DestinationEntry, FileName, Manifest, RowGroupSizes, ShuffleFiles, WorkerTimings,
+    DestinationEntry, FileName, Manifest, RowGroupSizes, ShuffleFiles, WorkerTimings,
 };
+use partout_io::output;
 
-/// What the workers of one layout wrote: their metrics, each destination's file (files
-/// layout) or each worker's shuffle files (shuffle layout), and the time ending the files took.
+/// What a run wrote: its workers' metrics, what the output's writer made, and the time
+/// ending the files took.
 pub(crate) struct Written {
     pub(crate) metrics: Vec<WriterMetrics>,
-    pub(crate) files: Option<Vec<DestinationFile>>,
-    pub(crate) shuffle_files: Option<Vec<ShuffleFiles>>,
+    pub(crate) written: output::Written,
     pub(crate) finish_seconds: f64,
 }
 
-impl Written {
-    /// Each destination's file, ended after the workers finished at `finishing`.
-    pub(crate) fn files(
-        metrics: Vec<WriterMetrics>,
-        files: Vec<DestinationFile>,
-        finishing: std::time::Instant,
-    ) -> Self {
-        Self {
-            metrics,
-            files: Some(files),
-            shuffle_files: None,
-            finish_seconds: finishing.elapsed().as_secs_f64(),
-        }
-    }
-}
-
-/// The manifest of a run of `options` with `destinations` destinations (partitioning by
-/// value: the values' buckets met) on `threads` workers within `budget`, split at
-/// `range_bounds` (range partitioning), that wrote `written`; its workers' timings `workers`.
+/// The manifest of a run of `job` with `destinations` destinations (partitioning by value:
+/// the values' buckets met), split at `range_bounds` (range partitioning), that wrote
+/// `written`; its workers' timings `workers`.
 pub(crate) fn from_run(
-    options: &JobOptions,
+    job: &Job,
     destinations: usize,
-    threads: usize,
-    budget: Budget,
     range_bounds: Option<Vec<Vec<String>>>,
     written: Written,
     workers: Vec<WorkerTimings>,
 ) -> Manifest {
+    let (options, spec) = (job.options(), job.output());
     let n = destinations;
     let metrics = &written.metrics;
     let sum = |f: &dyn Fn(&WriterMetrics) -> u64| metrics.iter().map(f).sum::<u64>();
     let rows = |p: usize| metrics.iter().map(|m| m.destination_rows[p]).sum();
     // Each file's name and row groups are moved, not copied: at 100,000 destinations a copy
     // is megabytes.
-    let destinations: Vec<DestinationEntry> = match written.files {
+    let (files, shuffle_files) = match written.written {
+        output::Written::Files(files) => (Some(files), None),
+        output::Written::Shuffle(workers) => {
+            let workers = workers
+                .into_iter()
+                .map(|name| ShuffleFiles {
+                    data: format!("{name}.data"),
+                    index: format!("{name}.index"),
+                })
+                .collect();
+            (None, Some(workers))
+        }
+    };
+    let destinations: Vec<DestinationEntry> = match files {
         Some(files) => files
             .into_iter()
             .take(n)
@@ -78,10 +73,10 @@ pub(crate) fn from_run(
         scheme: options.scheme,
         keys: options.keys.clone(),
         partitions: n as u32,
-        format: options.format,
-        compression: options.output_compression(),
-        layout: options.layout,
-        threads,
+        format: spec.format(),
+        compression: spec.compression(),
+        layout: spec.layout(),
+        threads: job.threads(),
         input_rows: sum(&|m| m.rows_in),
         input_arrow_bytes: sum(&|m| m.bytes_in),
         output_rows: sum(&|m| m.rows_out),
@@ -89,7 +84,7 @@ pub(crate) fn from_run(
         flushes: sum(&|m| m.flushes),
         memory_flushes: sum(&|m| m.memory_flushes),
         memory_limit: options.memory_limit,
-        memory_budget: budget,
+        memory_budget: job.budget(),
         peak_rss_bytes: peak_rss(),
         workers,
         files_finish_seconds: written.finish_seconds,
@@ -100,7 +95,7 @@ pub(crate) fn from_run(
         ),
         destinations,
         range_bounds,
-        shuffle_files: written.shuffle_files,
+        shuffle_files,
     }
 }
 

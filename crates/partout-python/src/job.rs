@@ -214,10 +214,19 @@ impl Options<'_, '_> {
             let parse = |what: &str, text: &str, err: String| {
                 Error::InvalidArgument(format!("{what} {text:?}: {err}"))
             };
+            // The names' one reading (partout_format's vocabulary), in its own words.
+            let reason = |e: partout_format::FormatError| match e {
+                partout_format::FormatError::InvalidArgument(why) => why,
+                other => other.to_string(),
+            };
             let mut options = JobOptions::new(inputs, output, n)
                 .with_keys(keys)
                 .with_scheme(scheme.parse::<Scheme>()?)
-                .with_format(format.parse().map_err(|e| parse("format", format, e))?)
+                .with_format(
+                    format
+                        .parse()
+                        .map_err(|e| parse("format", format, reason(e)))?,
+                )
                 .with_layout(layout.parse().map_err(|e| parse("layout", layout, e))?)
                 .with_overwrite(overwrite)
                 .with_partition_by(partition_by)
@@ -226,8 +235,10 @@ impl Options<'_, '_> {
                 options = options.with_max_partitions(max);
             }
             if let Some(text) = compression {
-                options = options
-                    .with_compression(text.parse().map_err(|e| parse("compression", text, e))?);
+                options = options.with_compression(
+                    text.parse()
+                        .map_err(|e| parse("compression", text, reason(e)))?,
+                );
             }
             if let Some(threads) = threads {
                 options = options.with_threads(threads);

@@ -7,7 +7,7 @@ use partout_core::ids::{PartitioningSpec, Scheme};
 use partout_exchange::{
     Encoded, FileSink, MemorySink, PartitionedWriter as ExchangeWriter, Sink, WriterOptions,
 };
-use partout_format::{Encoding, OutputFormat};
+use partout_format::Encoding;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use pyo3_arrow::PySchema;
@@ -93,10 +93,7 @@ impl PartitionedWriter {
             }
             let partitioning = PartitioningSpec::new(scheme, by, n).resolve(&schema, None)?;
             let encoding = Encoding::parse(format, compression)?;
-            let extension = match encoding.format() {
-                OutputFormat::ArrowIpc => "arrows",
-                OutputFormat::Presto => "presto",
-            };
+            let extension = partout_io::output::extension(encoding.format());
             let mut options = WriterOptions::default();
             if let Some(bytes) = memory_limit {
                 options = options.with_memory_limit(bytes);

@@ -104,3 +104,48 @@ pub trait BatchSink {
         Duration::ZERO
     }
 }
+
+/// A boxed sink is the sink it holds: an output whose sinks differ by layout hands them over
+/// boxed, every capability passed through.
+impl<S: BatchSink + ?Sized> BatchSink for Box<S> {
+    fn write_batch(&mut self, destination: usize, batch: &RecordBatch) -> Result<u64> {
+        (**self).write_batch(destination, batch)
+    }
+
+    fn write_compact_batch(&mut self, destination: usize, batch: &RecordBatch) -> Result<u64> {
+        (**self).write_compact_batch(destination, batch)
+    }
+
+    fn finish(&mut self, destination_bytes: &mut [u64]) -> Result<()> {
+        (**self).finish(destination_bytes)
+    }
+
+    fn write_sorted(
+        &mut self,
+        batch: &RecordBatch,
+        runs: &[(usize, usize)],
+        destination_bytes: &mut [u64],
+    ) -> Result<u64> {
+        (**self).write_sorted(batch, runs, destination_bytes)
+    }
+
+    fn end_run(&mut self) -> Result<()> {
+        (**self).end_run()
+    }
+
+    fn spare(&mut self) -> Option<RecordBatch> {
+        (**self).spare()
+    }
+
+    fn takes_runs(&self) -> bool {
+        (**self).takes_runs()
+    }
+
+    fn write_runs(&mut self, destination: usize, runs: &[Run<'_>]) -> Result<u64> {
+        (**self).write_runs(destination, runs)
+    }
+
+    fn sink_time(&self) -> Duration {
+        (**self).sink_time()
+    }
+}

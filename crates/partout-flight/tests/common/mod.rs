@@ -43,7 +43,7 @@ pub fn batch(rows: usize, seed: u64) -> RecordBatch {
     let carried = extra
         .columns()
         .iter()
-        .filter(|c| partout_format::OutputFormat::Presto.can_encode(c.data_type()));
+        .filter(|c| partout_format::Format::Presto.can_encode(c.data_type()));
     for (i, column) in carried.enumerate() {
         columns.push((format!("c{i}"), column.clone()));
     }

@@ -34,152 +34,26 @@ pub use check::{MessageCheck, convert_schema, decode_stream};
 pub use encode::IpcStreamEncoder;
 pub(crate) use encode::SharedIpcStreams;
 
-/// Body compression of an IPC stream.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Compression {
-    /// Buffers as they are.
-    #[default]
-    None,
-    /// LZ4 frame format, per buffer.
-    Lz4Frame,
-    /// Zstandard at a level, per buffer.
-    Zstd(ZstdLevel),
-}
-
-impl Compression {
-    /// ZSTD at zstd's default level ([`ZstdLevel::DEFAULT`]).
-    pub const ZSTD: Self = Self::Zstd(ZstdLevel::DEFAULT);
-}
-
-/// Reads the names every front end takes: `none`, `lz4`, `zstd` (level 3) and `zstd:N`
-/// (level N, see [`ZstdLevel::from_name`]).
-///
-/// ```
-/// use partout_format::ipc::{Compression, ZstdLevel};
-///
-/// assert_eq!("zstd:-5".parse::<Compression>().unwrap(), Compression::Zstd(ZstdLevel::try_new(-5).unwrap()));
-/// assert_eq!("zstd".parse::<Compression>().unwrap().to_string(), "zstd");
-/// assert!("gzip".parse::<Compression>().unwrap_err().to_string().contains("\"gzip\""));
-/// ```
-impl std::str::FromStr for Compression {
-    type Err = crate::FormatError;
-
-    fn from_str(name: &str) -> Result<Self> {
-        match name {
-            "none" => Ok(Self::None),
-            "lz4" => Ok(Self::Lz4Frame),
-            _ => match ZstdLevel::from_name(name) {
-                Some(level) => level.map(Self::Zstd),
-                None => Err(crate::FormatError::InvalidArgument(format!(
-                    "unknown compression {name:?}: expected \"none\", \"lz4\", \"zstd\" or \"zstd:LEVEL\""
-                ))),
-            },
-        }
-    }
-}
-
-/// The name [`FromStr`](std::str::FromStr) reads back.
-impl std::fmt::Display for Compression {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::None => f.write_str("none"),
-            Self::Lz4Frame => f.write_str("lz4"),
-            Self::Zstd(level) => level.fmt(f),
-        }
-    }
-}
-
-/// A Zstandard compression level, checked against the range of the zstd library partout is
-/// built with (-131072 to 22 for zstd 1.5): negative levels trade ratio for speed, level 1 is
-/// the fastest of the usual ones (Spark's shuffle default), 3 is zstd's default.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct ZstdLevel(i32);
-
-impl ZstdLevel {
-    /// zstd's default level, 3: the one arrow-ipc writes with when told no level, so plain
-    /// `zstd` output is the same bytes as any Arrow writer's (and Ballista's).
-    pub const DEFAULT: Self = Self(3);
-
-    /// `level`, when zstd takes it.
-    ///
-    /// # Errors
-    /// [`FormatError::InvalidArgument`](crate::FormatError::InvalidArgument) naming the
-    /// level and the range.
-    pub fn try_new(level: i32) -> Result<Self> {
-        let range = zstd::compression_level_range();
-        if range.contains(&level) {
-            Ok(Self(level))
-        } else {
-            Err(crate::FormatError::InvalidArgument(format!(
-                "ZSTD level {level} is outside zstd's levels {} to {}",
-                range.start(),
-                range.end()
-            )))
-        }
-    }
-
-    /// The level.
-    pub fn get(self) -> i32 {
-        self.0
-    }
-
-    /// The level a compression's name gives: `zstd` is [`DEFAULT`](Self::DEFAULT), `zstd:N`
-    /// is level N; `None` for a name that is not ZSTD's. The one reading of ZSTD names, for
-    /// every front end (job, CLI, Flight, Python, Ballista's codec setting).
-    ///
-    /// ```
-    /// use partout_format::ipc::ZstdLevel;
-    ///
-    /// assert_eq!(ZstdLevel::from_name("zstd").unwrap().unwrap(), ZstdLevel::DEFAULT);
-    /// assert_eq!(ZstdLevel::from_name("zstd:1").unwrap().unwrap().get(), 1);
-    /// assert!(ZstdLevel::from_name("lz4").is_none());
-    /// let err = ZstdLevel::from_name("zstd:fast").unwrap().unwrap_err().to_string();
-    /// assert!(err.contains("\"fast\" is not a whole number"), "{err}");
-    /// ```
-    ///
-    /// # Errors
-    /// (Inside the `Some`) a level that is not a whole number, or not zstd's.
-    pub fn from_name(name: &str) -> Option<Result<Self>> {
-        let level = match name.strip_prefix("zstd")? {
-            "" => return Some(Ok(Self::DEFAULT)),
-            suffix => suffix.strip_prefix(':')?,
-        };
-        Some(match level.parse::<i32>() {
-            Ok(level) => Self::try_new(level),
-            Err(_) => Err(crate::FormatError::InvalidArgument(format!(
-                "ZSTD level {level:?} is not a whole number (zstd:LEVEL, e.g. zstd:1)"
-            ))),
-        })
-    }
-}
-
-impl Default for ZstdLevel {
-    fn default() -> Self {
-        Self::DEFAULT
-    }
-}
-
-/// Its name: `zstd` at the default level, `zstd:N` otherwise.
-impl std::fmt::Display for ZstdLevel {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if *self == Self::DEFAULT {
-            f.write_str("zstd")
-        } else {
-            write!(f, "zstd:{}", self.0)
-        }
-    }
-}
+/// The body compression of IPC streams, and its ZSTD level: the workspace's one vocabulary
+/// ([`crate::spec`]); IPC takes every compression but Snappy.
+pub use crate::spec::{Compression, ZstdLevel};
 
 /// The IPC writing options of every stream partout writes: arrow-ipc's defaults, with
 /// `compression` (and its ZSTD level).
 ///
 /// # Errors
-/// When arrow-ipc was built without the codec.
+/// [`FormatError::InvalidArgument`](crate::FormatError::InvalidArgument) for Snappy, which
+/// Arrow IPC does not take; when arrow-ipc was built without the codec.
 pub fn ipc_options(compression: Compression) -> Result<IpcWriteOptions> {
     let options = IpcWriteOptions::default();
     Ok(match compression {
         Compression::None => options,
-        Compression::Lz4Frame => options.try_with_compression(Some(CompressionType::LZ4_FRAME))?,
+        Compression::Lz4 => options.try_with_compression(Some(CompressionType::LZ4_FRAME))?,
+        Compression::Snappy => {
+            return Err(crate::FormatError::InvalidArgument(
+                "Arrow IPC buffers are compressed with LZ4 or ZSTD, not Snappy".into(),
+            ));
+        }
         Compression::Zstd(level) => options
             .try_with_compression(Some(CompressionType::ZSTD))?
             .try_with_compression_level(Some(level.get()))?,

@@ -162,11 +162,16 @@ impl RunsEncoder {
         }
         let codec = match compression {
             Compression::None => None,
-            Compression::Lz4Frame => Some(Codec::Lz4),
+            Compression::Lz4 => Some(Codec::Lz4),
             Compression::Zstd(level) => Some(Codec::Zstd(
                 zstd::bulk::Compressor::new(level.get())
                     .map_err(|e| FormatError::InvalidArgument(format!("zstd: {e}")))?,
             )),
+            Compression::Snappy => {
+                return Err(FormatError::InvalidArgument(
+                    "Arrow IPC buffers are compressed with LZ4 or ZSTD, not Snappy".into(),
+                ));
+            }
         };
         Ok(Some(Self {
             schema,

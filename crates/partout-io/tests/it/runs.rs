@@ -29,7 +29,7 @@ fn writer(
     let output = Encoded::try_new(
         schema.clone(),
         n as usize,
-        Encoding::ipc(Compression::Lz4Frame),
+        Encoding::ipc(Compression::Lz4),
         MemorySink::new(n as usize),
     )
     .unwrap();

@@ -75,7 +75,7 @@ fn stage(staged: &StagedParquet, total: i64, batch: i64, destinations: usize) {
 
 #[test]
 fn every_staged_row_lands_once_in_large_row_groups_and_the_scratch_is_removed() {
-    for staging in [Compression::None, Compression::Lz4Frame] {
+    for staging in [Compression::None, Compression::Lz4] {
         staged_rows_land_once(ParquetOptions {
             staging,
             ..options(50_000)

@@ -18,13 +18,19 @@
 //! [`ParquetOptions::row_group_bytes`] and the properties' row count), one run's bytes and its
 //! decoded batch: memory no longer grows with the destination count. The scratch files are
 //! removed once every file is written, and by `Drop` when the output is abandoned.
+//!
+//! Modules: `index` (where each destination's runs lie in the scratch files), `scratch`
+//! (reading them back).
 
-use crate::outputs::for_each_shuffle_range;
-use crate::outputs::{DestinationFile, ShuffleFile, io_error, sink_error};
+mod index;
+mod scratch;
+
+use index::{Run, RunIndex};
+use scratch::{ScratchReaders, decode_runs};
+
+use super::{DestinationFile, ShuffleFile, io_error, sink_error};
 use crate::panic_message;
 use arrow_array::{Array, RecordBatch};
-use arrow_buffer::Buffer;
-use arrow_ipc::reader::StreamDecoder;
 use arrow_ipc::writer::FileWriter;
 use arrow_schema::{DataType, IntervalUnit, Schema, SchemaRef};
 use arrow_select::coalesce::BatchCoalescer;
@@ -32,10 +38,8 @@ use parquet::arrow::{ArrowSchemaConverter, ArrowWriter};
 use parquet::file::properties::WriterProperties;
 use parquet::schema::types::ColumnPath;
 use partout_exchange::WriterError;
-use partout_format::Encoding;
-use partout_format::ipc::Compression;
+use partout_format::{Compression, Encoding};
 use std::fs::File;
-use std::io::{Read, Seek, SeekFrom};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -47,13 +51,6 @@ const DICTIONARY_SAMPLE_ROWS: usize = 1 << 16;
 /// A column is dictionary-encoded when its sampled values repeat at least this many times on
 /// average (see [`dictionary_pays`]).
 const DICTIONARY_MIN_REPEATS: usize = 5;
-
-/// The most bytes of a destination's ranges that follow each other in a scratch file read as
-/// one (each range is read whole into memory, then decoded).
-const JOINED_RANGE_BYTES: u64 = 1 << 20;
-
-/// Bytes of an Arrow IPC stream's end marker (continuation and a zero length).
-const IPC_STREAM_END: u64 = 8;
 
 /// Rows handed to the Parquet writer at once: runs of a few rows (a destination flushed under
 /// memory pressure at high fan-out) are gathered first, since each write has a fixed cost per
@@ -73,40 +70,6 @@ pub struct ParquetOptions {
     /// How staged rows are compressed in the scratch files (Arrow IPC body compression):
     /// none spends no CPU and decodes in place; LZ4 halves the scratch bytes.
     pub staging: Compression,
-}
-
-/// A destination's range in one worker's scratch file.
-#[derive(Debug, Clone, Copy)]
-struct Run {
-    destination: u32,
-    /// The worker's place among the scratch files.
-    worker: u32,
-    offset: u64,
-    len: u64,
-    rows: u64,
-}
-
-/// Every destination's ranges in the scratch files, in one allocation sorted by destination,
-/// then worker, then stream order: 32 bytes a range and 8 a destination, whatever the
-/// number of destinations (at 100,000 destinations a vector per destination and worker took
-/// four times as much).
-#[derive(Debug)]
-struct RunIndex {
-    runs: Vec<Run>,
-    /// Where each destination's runs start in `runs`, and their end.
-    starts: Vec<usize>,
-}
-
-impl RunIndex {
-    /// Destination `p`'s runs, worker by worker, in stream order.
-    fn of(&self, p: usize) -> &[Run] {
-        &self.runs[self.starts[p]..self.starts[p + 1]]
-    }
-
-    /// Destination `p`'s bytes in the scratch files.
-    fn bytes(&self, p: usize) -> u64 {
-        self.of(p).iter().map(|r| r.len).sum()
-    }
 }
 
 /// Parquet files `DIR/{prefix}-{p:05}.parquet`, one per destination, written from rows that
@@ -176,7 +139,7 @@ impl StagedParquet {
     /// [`WriterError::Sink`] for an encoding that is not Arrow IPC, or a schema it cannot
     /// carry.
     pub fn with_ipc_output(mut self, encoding: Encoding) -> Result<Self, WriterError> {
-        if encoding.format() != partout_format::OutputFormat::ArrowIpc {
+        if encoding.format() != partout_format::Format::Ipc {
             return Err(sink_error(
                 None,
                 format!("staged files are Parquet or Arrow IPC, not {encoding:?}"),
@@ -229,11 +192,7 @@ impl StagedParquet {
 
     /// The paths of worker `worker`'s scratch data file and index.
     pub fn scratch_paths(&self, worker: usize) -> (PathBuf, PathBuf) {
-        let name = scratch_name(worker);
-        (
-            self.dir.join(format!("{name}.data")),
-            self.dir.join(format!("{name}.index")),
-        )
+        scratch_paths(&self.dir, worker)
     }
 
     /// Worker `worker`'s scratch file, where its flushes stage rows: the output its
@@ -301,80 +260,7 @@ impl StagedParquet {
             .clone();
         workers.sort_unstable();
         // Each destination's runs: the index, not the rows, is held in memory.
-        let mut runs: Vec<Run> = Vec::new();
-        let mut data_paths = Vec::with_capacity(workers.len());
-        for (i, &w) in workers.iter().enumerate() {
-            let (data, index) = self.scratch_paths(w);
-            let len = std::fs::metadata(&data)
-                .map_err(|e| {
-                    sink_error(None, crate::file_io_error(&data, "cannot be read back", e))
-                })?
-                .len();
-            let worker = i as u32;
-            let mut past = None;
-            let count = for_each_shuffle_range(&index, len, |r| {
-                if r.destination as usize >= used {
-                    past.get_or_insert(r.destination);
-                    return Ok(());
-                }
-                // A stream's end (8 bytes, no rows: written for every destination at the
-                // file's end) is left out, since decoding needs none: at 100,000 destinations
-                // those ranges were half of the index held.
-                if r.rows == 0 && r.len == IPC_STREAM_END {
-                    return Ok(());
-                }
-                // Ranges of a destination that follow each other in the file are read as one,
-                // up to a size: a range is read whole into memory.
-                match runs.last_mut() {
-                    Some(last)
-                        if last.worker == worker
-                            && last.destination == r.destination
-                            && last.offset + last.len == r.offset
-                            && last.len + r.len <= JOINED_RANGE_BYTES =>
-                    {
-                        last.len += r.len;
-                        last.rows += r.rows;
-                    }
-                    _ => runs.push(Run {
-                        destination: r.destination,
-                        worker,
-                        offset: r.offset,
-                        len: r.len,
-                        rows: r.rows,
-                    }),
-                }
-                Ok(())
-            })
-            .map_err(|e| sink_error(None, e))?;
-            if count as usize != self.destinations {
-                return Err(sink_error(
-                    None,
-                    format!(
-                        "{}: {count} destinations, the output has {}",
-                        index.display(),
-                        self.destinations
-                    ),
-                ));
-            }
-            if let Some(p) = past {
-                return Err(sink_error(
-                    Some(p as usize),
-                    format!("rows staged past the {used} destinations named"),
-                ));
-            }
-            data_paths.push(data);
-        }
-        // Stable: each worker's runs of a destination stay in stream order.
-        runs.sort_by_key(|r| (r.destination, r.worker));
-        let mut starts = Vec::with_capacity(used + 1);
-        let mut at = 0;
-        for p in 0..=used {
-            while at < runs.len() && (runs[at].destination as usize) < p {
-                at += 1;
-            }
-            starts.push(at);
-        }
-        let runs = RunIndex { runs, starts };
+        let (runs, data_paths) = RunIndex::read(&self.dir, &workers, self.destinations, used)?;
         let mut order: Vec<usize> = (0..used).collect();
         order.sort_by_key(|&p| std::cmp::Reverse(runs.bytes(p)));
         let properties = match order.first().filter(|_| self.ipc.is_none()) {
@@ -609,59 +495,6 @@ fn contained<T>(p: usize, work: impl FnOnce() -> Result<T, WriterError>) -> Resu
     })
 }
 
-/// Decodes destination `p`'s runs (sorted by worker), worker by worker, each batch handed to `each` until it
-/// returns `false`. Checks that the rows decoded are the rows the index lists.
-fn decode_runs(
-    p: usize,
-    runs: &[Run],
-    readers: &mut ScratchReaders<'_>,
-    each: &mut dyn FnMut(RecordBatch) -> Result<bool, WriterError>,
-) -> Result<(), WriterError> {
-    let mut bytes = Vec::new();
-    for worker_runs in runs.chunk_by(|a, b| a.worker == b.worker) {
-        let w = worker_runs[0].worker as usize;
-        // Each worker's runs of a destination are one IPC stream, schema first.
-        let mut decoder = StreamDecoder::new();
-        let mut expected = 0u64;
-        let mut decoded = 0u64;
-        for &Run {
-            offset, len, rows, ..
-        } in worker_runs
-        {
-            expected += rows;
-            readers.read(w, offset, len, &mut bytes, p)?;
-            // Uncompressed buffers are used in place: the batch holds the bytes read.
-            let whole = Buffer::from_vec(std::mem::take(&mut bytes));
-            let mut buffer = whole.clone();
-            while !buffer.is_empty() {
-                let batch = decoder
-                    .decode(&mut buffer)
-                    .map_err(|e| readers.damaged(w, p, e))?;
-                if let Some(batch) = batch {
-                    decoded += batch.num_rows() as u64;
-                    if !each(batch)? {
-                        return Ok(());
-                    }
-                }
-            }
-            drop(buffer);
-            // Once the batches are written and gone, the next run is read into the same
-            // memory: a fresh allocation per run is memory the allocator hands back to the
-            // system and faults in again (a tenth of the time spent writing, measured).
-            bytes = whole.into_vec().unwrap_or_default();
-        }
-        decoder.finish().map_err(|e| readers.damaged(w, p, e))?;
-        if decoded != expected {
-            return Err(readers.damaged(
-                w,
-                p,
-                format!("{decoded} rows decoded where its index says {expected}"),
-            ));
-        }
-    }
-    Ok(())
-}
-
 /// Whether dictionary encoding pays for a column, judged on a sample of its values (the
 /// chunks `arrays`): when values repeat at least [`DICTIONARY_MIN_REPEATS`] times on average.
 /// Otherwise the dictionary holds most values once more, the indices are wide, and the
@@ -769,6 +602,15 @@ fn without_parquet_type(data_type: &DataType) -> bool {
     )
 }
 
+/// The paths of worker `worker`'s scratch data file and index in `dir`.
+fn scratch_paths(dir: &Path, worker: usize) -> (PathBuf, PathBuf) {
+    let name = scratch_name(worker);
+    (
+        dir.join(format!("{name}.data")),
+        dir.join(format!("{name}.index")),
+    )
+}
+
 /// The name of worker `worker`'s scratch files, without extension: hidden, like partial files.
 fn scratch_name(worker: usize) -> String {
     format!(".scratch-{worker:03}")
@@ -777,60 +619,5 @@ fn scratch_name(worker: usize) -> String {
 fn push(errors: &Mutex<Vec<WriterError>>, e: WriterError) {
     if let Ok(mut errors) = errors.lock() {
         errors.push(e);
-    }
-}
-
-/// One thread's handles on the scratch data files, opened on first use.
-struct ScratchReaders<'a> {
-    paths: &'a [PathBuf],
-    files: Vec<Option<File>>,
-}
-
-impl<'a> ScratchReaders<'a> {
-    fn new(paths: &'a [PathBuf]) -> Self {
-        Self {
-            paths,
-            files: paths.iter().map(|_| None).collect(),
-        }
-    }
-
-    /// Reads `len` bytes at `offset` of scratch file `w` into `out` (replacing its contents).
-    fn read(
-        &mut self,
-        w: usize,
-        offset: u64,
-        len: u64,
-        out: &mut Vec<u8>,
-        p: usize,
-    ) -> Result<(), WriterError> {
-        let path = &self.paths[w];
-        let failed = |e: std::io::Error| {
-            sink_error(
-                Some(p),
-                crate::file_io_error(path, "cannot be read back", e),
-            )
-        };
-        let file = match &mut self.files[w] {
-            Some(file) => file,
-            slot => slot.insert(File::open(path).map_err(failed)?),
-        };
-        out.clear();
-        out.reserve_exact(len as usize);
-        // `take` and `read_to_end`: the buffer is read into, not zeroed first.
-        file.seek(SeekFrom::Start(offset))
-            .and_then(|_| (&mut *file).take(len).read_to_end(out))
-            .and_then(|read| match read as u64 == len {
-                true => Ok(()),
-                false => Err(std::io::ErrorKind::UnexpectedEof.into()),
-            })
-            .map_err(failed)
-    }
-
-    /// Destination `p`'s runs in scratch file `w` do not decode: an error naming the file.
-    fn damaged(&self, w: usize, p: usize, e: impl std::fmt::Display) -> WriterError {
-        sink_error(
-            Some(p),
-            crate::file_error(&self.paths[w], format!("damaged scratch file: {e}")),
-        )
     }
 }

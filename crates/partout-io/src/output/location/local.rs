@@ -1,17 +1,51 @@
-//! The staging directory: a run writes into a hidden sibling of its output directory and
-//! renames it into place only when everything succeeded, so a failed or interrupted run never
-//! leaves output that looks complete. Leftovers of runs whose process is gone are removed.
+//! A directory of the local file system as an output's location. A run writes into a staging
+//! directory, a hidden sibling of the output directory, and renames it into place only when
+//! everything succeeded, so a failed or interrupted run never leaves output that looks
+//! complete. Leftovers of runs whose process is gone are removed.
 
-use crate::error::{JobError, Result, io};
+use super::{Pending, Place};
+use crate::output::{OutputError, Result, io};
 use std::path::{Path, PathBuf};
+
+/// A directory of the local file system.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalDir {
+    path: PathBuf,
+}
+
+impl LocalDir {
+    /// The directory `path` (made by the commit if it does not exist).
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        Self { path: path.into() }
+    }
+
+    /// The directory.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Place for LocalDir {
+    fn check(&self, overwrite: bool) -> Result<()> {
+        check_output(&self.path, overwrite)
+    }
+
+    fn stage(&self) -> Result<Box<dyn Pending>> {
+        Ok(Box::new(Staging::try_new(&self.path)?))
+    }
+
+    fn local_path(&self) -> Option<&Path> {
+        Some(&self.path)
+    }
+}
 
 /// The output directory `out` must be usable: not a file, and empty unless `overwrite`.
 ///
 /// # Errors
-/// [`JobError::OutputNotEmpty`], or [`JobError::InvalidOption`] for a file.
-pub(crate) fn check_output(out: &Path, overwrite: bool) -> Result<()> {
+/// [`OutputError::NotEmpty`], or [`OutputError::Invalid`] for a file.
+fn check_output(out: &Path, overwrite: bool) -> Result<()> {
     if out.exists() && !out.is_dir() {
-        return Err(JobError::InvalidOption(format!(
+        return Err(OutputError::Invalid(format!(
             "{} exists and is not a directory",
             out.display()
         )));
@@ -22,15 +56,16 @@ pub(crate) fn check_output(out: &Path, overwrite: bool) -> Result<()> {
             .next()
             .is_some();
     if non_empty && !overwrite {
-        return Err(JobError::OutputNotEmpty(out.to_path_buf()));
+        return Err(OutputError::NotEmpty(out.display().to_string()));
     }
     Ok(())
 }
 
 /// A fresh temporary directory next to `out`, removed on drop unless published.
 #[derive(Debug)]
-pub(crate) struct Staging {
+struct Staging {
     path: PathBuf,
+    out: PathBuf,
     published: bool,
 }
 
@@ -40,14 +75,14 @@ impl Staging {
     /// mid-run) are removed first.
     ///
     /// # Errors
-    /// [`JobError::InvalidOption`] when `out` names no directory; [`JobError::Io`].
-    pub(crate) fn try_new(out: &Path) -> Result<Self> {
+    /// [`OutputError::Invalid`] when `out` names no directory; [`OutputError::Io`].
+    fn try_new(out: &Path) -> Result<Self> {
         let name = out
             .file_name()
             .and_then(|n| n.to_str())
             .filter(|n| !n.is_empty() && *n != "." && *n != "..");
         let Some(name) = name else {
-            return Err(JobError::InvalidOption(format!(
+            return Err(OutputError::Invalid(format!(
                 "the output must name a directory, got {}",
                 out.display()
             )));
@@ -66,20 +101,21 @@ impl Staging {
         std::fs::create_dir(&path).map_err(io(format!("creating {}", path.display())))?;
         Ok(Self {
             path,
+            out: out.to_path_buf(),
             published: false,
         })
     }
+}
 
-    /// Where to write.
-    pub(crate) fn path(&self) -> &Path {
+impl Pending for Staging {
+    fn dir(&self) -> &Path {
         &self.path
     }
 
-    /// Moves the staged output to `out`, replacing what is there.
-    ///
-    /// # Errors
-    /// [`JobError::Io`]; the staged output is removed then.
-    pub(crate) fn publish(mut self, out: &Path) -> Result<()> {
+    /// Moves the staged output to the output directory, replacing what is there.
+    fn commit(mut self: Box<Self>) -> Result<()> {
+        let out = self.out.clone();
+        let out = out.as_path();
         if out.exists() {
             std::fs::remove_dir_all(out).map_err(io(format!("replacing {}", out.display())))?;
         }
@@ -130,8 +166,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("out");
         let staging = Staging::try_new(&out).unwrap();
-        std::fs::write(staging.path().join("a"), "x").unwrap();
-        let path = staging.path().to_path_buf();
+        std::fs::write(staging.dir().join("a"), "x").unwrap();
+        let path = staging.dir().to_path_buf();
         drop(staging);
         assert!(!path.exists());
 
@@ -139,12 +175,12 @@ mod tests {
         std::fs::write(out.join("old"), "x").unwrap();
         assert!(matches!(
             check_output(&out, false),
-            Err(JobError::OutputNotEmpty(_))
+            Err(OutputError::NotEmpty(_))
         ));
         check_output(&out, true).unwrap();
-        let staging = Staging::try_new(&out).unwrap();
-        std::fs::write(staging.path().join("new"), "y").unwrap();
-        staging.publish(&out).unwrap();
+        let staging = Box::new(Staging::try_new(&out).unwrap());
+        std::fs::write(staging.dir().join("new"), "y").unwrap();
+        staging.commit().unwrap();
         assert!(out.join("new").exists() && !out.join("old").exists());
         let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().flatten().collect();
         assert_eq!(names.len(), 1, "{names:?}");
@@ -161,6 +197,6 @@ mod tests {
         std::fs::create_dir(&dead).unwrap();
         let staging = Staging::try_new(&dir.path().join("out")).unwrap();
         assert!(!dead.exists());
-        assert!(staging.path().exists());
+        assert!(staging.dir().exists());
     }
 }

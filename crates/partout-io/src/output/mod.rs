@@ -1,0 +1,320 @@
+//! The output layer: the one owner of an output. What it is ([`OutputSpec`]: format ×
+//! compression × layout × [`Location`]), how it is written ([`OutputSpec::create`] gives an
+//! [`OutputWriter`], whose sinks the workers write into and whose
+//! [`finish`](OutputWriter::finish) ends every file), and where it is committed
+//! ([`location`]: staged, then made visible all at once).
+//!
+//! ```text
+//!  OutputSpec ── check_schema (before anything is written)
+//!     │
+//!     └─ create(dir, Destinations) ─► dyn OutputWriter
+//!           files    DestinationFiles  one stream file per destination, shared by workers
+//!           shuffle  ShuffleOutput     one data file + index per worker
+//!           staged   StagedParquet     rows staged per worker, then each file written whole
+//!                                      (Parquet, or Arrow IPC files partitioning by value)
+//!        worker w ─► sink(w): a BatchSink ─► … ─► finish(Finish) ─► Written ─► manifest
+//!  Location ─► Place::stage ─► Pending::dir (the writers' directory) ─► Pending::commit
+//! ```
+//!
+//! Why a module tree in partout-io and not a crate of its own: an output is files (or
+//! objects) in a format, and partout-io already holds the file-level knowledge every layout
+//! needs (checked readers of indexes and IPC files, the footer reader, sorted runs); a crate
+//! between partout-exchange and partout-job would depend on all of it and be depended on by
+//! the same crates. The formats' bytes stay in partout-format (encoders, the one vocabulary
+//! of format and compression), the writer and its flush policy in partout-exchange.
+//!
+//! A new format is a variant of [`partout_format::Format`] and the file that writes it (a
+//! stream encoding in partout-format, or a staged file writer here); a new location is a
+//! variant of [`Location`] and one file under [`location`] implementing [`Place`].
+
+mod files;
+pub mod location;
+mod shuffle;
+mod spec;
+mod staged;
+
+pub use files::{DestinationFiles, FilesHandle};
+pub use location::{LocalDir, Location, Pending, Place};
+pub(crate) use shuffle::for_each_shuffle_range;
+pub use shuffle::{
+    SHUFFLE_INDEX_MAGIC, ShuffleFile, ShuffleRange, parse_shuffle_index, read_shuffle_destination,
+    read_shuffle_index,
+};
+pub use spec::{Layout, OutputSpec};
+pub use staged::{ParquetOptions, StagedParquet};
+
+use arrow_schema::SchemaRef;
+use partout_exchange::{BatchSink, WriterError};
+use partout_format::{Compression, Encoding, Format};
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// Why an output cannot be written as asked.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum OutputError {
+    /// A spec that cannot work (a compression its format does not take, Parquet in the
+    /// shuffle layout, a location that names no directory), named with values.
+    Invalid(String),
+    /// The location holds data, and overwriting it was not asked for: the location.
+    NotEmpty(String),
+    /// A storage operation failed.
+    Io {
+        /// What was being done, naming the path.
+        context: String,
+        /// The system's error.
+        source: io::Error,
+    },
+}
+
+impl fmt::Display for OutputError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Invalid(what) => f.write_str(what),
+            Self::NotEmpty(location) => write!(
+                f,
+                "{location} exists and is not empty (replacing it takes the overwrite option)"
+            ),
+            Self::Io { context, .. } => f.write_str(context),
+        }
+    }
+}
+
+impl std::error::Error for OutputError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Io { source, .. } => Some(source),
+            Self::Invalid(_) | Self::NotEmpty(_) => None,
+        }
+    }
+}
+
+/// The result type of the output layer.
+pub type Result<T, E = OutputError> = std::result::Result<T, E>;
+
+/// `context` for a storage error.
+pub(crate) fn io(context: impl Into<String>) -> impl FnOnce(io::Error) -> OutputError {
+    let context = context.into();
+    move |source| OutputError::Io { context, source }
+}
+
+/// A sink error whose source is `e` (a Parquet error, or a message).
+pub(crate) fn sink_error(
+    destination: Option<usize>,
+    e: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+) -> WriterError {
+    WriterError::sink(destination, e)
+}
+
+/// A sink error caused by the system's error.
+pub(crate) fn io_error(destination: Option<usize>) -> impl FnOnce(io::Error) -> WriterError {
+    move |source| WriterError::sink(destination, source)
+}
+
+/// The extension of a destination's file written as `format` is flushed (or, for Parquet,
+/// whole): `parquet`, `arrows` (an Arrow IPC stream), `presto`.
+pub fn extension(format: Format) -> &'static str {
+    match format {
+        Format::Parquet => "parquet",
+        Format::Ipc => "arrows",
+        Format::Presto => "presto",
+    }
+}
+
+/// A destination's finished file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DestinationFile {
+    /// Its name in the directory, `None` when the destination got no bytes (Presto pages of no
+    /// rows).
+    pub name: Option<String>,
+    /// Its size.
+    pub bytes: u64,
+    /// Rows of each of its row groups, in order (Parquet files).
+    pub row_groups: Option<Vec<u64>>,
+}
+
+/// What a finished writer wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Written {
+    /// Each destination's file, in destination order (files and staged layouts).
+    Files(Vec<DestinationFile>),
+    /// Each worker's data file and index, by worker (the shuffle layout): the files' base
+    /// names, `shuffle-000` for `shuffle-000.data` and `shuffle-000.index`.
+    Shuffle(Vec<String>),
+}
+
+/// The destinations an output is made for.
+#[derive(Debug, Clone)]
+pub struct Destinations {
+    /// Their batches' schema.
+    pub schema: SchemaRef,
+    /// How many.
+    pub count: usize,
+    /// The file name prefix of each destination's file (`part`, or Spark's `bucket`).
+    pub prefix: String,
+    /// Whether each destination's file is written whole from staged rows (see
+    /// [`OutputSpec::is_staged`]).
+    pub staged: bool,
+    /// The most a Parquet writer's open row group may hold, in bytes (from the memory
+    /// budget; see [`ParquetOptions::row_group_bytes`]).
+    pub row_group_bytes: usize,
+}
+
+/// How a writer finishes.
+pub struct Finish<'a> {
+    /// Threads that end the files.
+    pub threads: usize,
+    /// Asked between files: whether to stop (the writer then fails with
+    /// [`WriterError::Failed`]).
+    pub cancelled: &'a (dyn Fn() -> bool + Sync),
+    /// Each destination's file name, a path relative to the directory, for the first
+    /// `names.len()` destinations (partitioning by value: the destinations met, at their
+    /// Hive paths); `None`: every destination at its numbered name. Staged outputs only.
+    pub names: Option<Vec<String>>,
+}
+
+/// The writer of one output: the sinks its workers write into, and the end of its files.
+/// One implementation per layout; made by [`OutputSpec::create`].
+pub trait OutputWriter: fmt::Debug + Send + Sync {
+    /// Worker `worker`'s sink (each worker takes one, once).
+    ///
+    /// # Errors
+    /// When its files cannot be created.
+    fn sink(&self, worker: usize) -> Result<Box<dyn BatchSink + Send + '_>, WriterError>;
+
+    /// Ends every file once every worker's sink is finished, and says what was written.
+    ///
+    /// # Errors
+    /// Encoding and IO errors naming the destination; [`WriterError::Failed`] when
+    /// cancelled. Nothing partial is left in the directory then.
+    fn finish(self: Box<Self>, finish: Finish<'_>) -> Result<Written, WriterError>;
+}
+
+/// How rows bound for staged files are staged: uncompressed Arrow IPC. On lineitem SF 1, LZ4
+/// took more CPU (compressing 1.2 GiB, then decompressing it) than writing twice the bytes
+/// into the page cache and reading them back (see bench/HISTORY.md, issue 12); the scratch
+/// files take as much disk as the input's Arrow data.
+const STAGING_COMPRESSION: Compression = Compression::None;
+
+impl OutputSpec {
+    /// The writer of this output into `dir` (the [`Pending::dir`] of the location's stage) for
+    /// `destinations`: the one place the layout and format choose how files are made.
+    ///
+    /// # Errors
+    /// When `dir` cannot be written; a schema the format cannot carry; staged Presto pages
+    /// (files written whole are Parquet or Arrow IPC).
+    pub fn create(
+        &self,
+        dir: &Path,
+        destinations: Destinations,
+    ) -> Result<Box<dyn OutputWriter>, WriterError> {
+        let Destinations {
+            schema,
+            count,
+            prefix,
+            staged,
+            row_group_bytes,
+        } = destinations;
+        if self.layout() == Layout::Shuffle {
+            return Ok(Box::new(ShuffleOutput {
+                dir: dir.to_path_buf(),
+                schema,
+                destinations: count,
+                encoding: self.encoding()?,
+                workers: Mutex::new(Vec::new()),
+            }));
+        }
+        if !staged && self.format() != Format::Parquet {
+            let files = DestinationFiles::try_new(dir, &prefix, schema, count, self.encoding()?)?;
+            return Ok(Box::new(files));
+        }
+        let properties = match self.format() {
+            Format::Parquet => self
+                .parquet_properties()
+                .map_err(|e| sink_error(None, e.to_string()))?,
+            _ => Default::default(),
+        };
+        let options = ParquetOptions {
+            properties,
+            row_group_bytes,
+            staging: STAGING_COMPRESSION,
+        };
+        let mut files = StagedParquet::try_new(dir, &prefix, schema, count, options)?;
+        if self.format() != Format::Parquet {
+            files = files.with_ipc_output(self.encoding()?)?;
+        }
+        Ok(Box::new(files))
+    }
+}
+
+impl OutputWriter for DestinationFiles {
+    fn sink(&self, _worker: usize) -> Result<Box<dyn BatchSink + Send + '_>, WriterError> {
+        Ok(Box::new(self.handle()))
+    }
+
+    fn finish(self: Box<Self>, finish: Finish<'_>) -> Result<Written, WriterError> {
+        if finish.names.is_some() {
+            return Err(sink_error(None, "stream files take no names of their own"));
+        }
+        Ok(Written::Files((*self).finish(finish.threads)?))
+    }
+}
+
+impl OutputWriter for StagedParquet {
+    fn sink(&self, worker: usize) -> Result<Box<dyn BatchSink + Send + '_>, WriterError> {
+        Ok(Box::new(self.scratch(worker)?))
+    }
+
+    fn finish(self: Box<Self>, finish: Finish<'_>) -> Result<Written, WriterError> {
+        let files = match finish.names {
+            None => (*self).finish(finish.threads, finish.cancelled)?,
+            Some(names) => (*self).finish_named(names, finish.threads, finish.cancelled)?,
+        };
+        Ok(Written::Files(files))
+    }
+}
+
+/// The shuffle layout's writer: each worker's own [`ShuffleFile`], `shuffle-{w:03}`.
+#[derive(Debug)]
+struct ShuffleOutput {
+    dir: PathBuf,
+    schema: SchemaRef,
+    destinations: usize,
+    encoding: Encoding,
+    /// The workers whose files were made.
+    workers: Mutex<Vec<usize>>,
+}
+
+impl OutputWriter for ShuffleOutput {
+    fn sink(&self, worker: usize) -> Result<Box<dyn BatchSink + Send + '_>, WriterError> {
+        let name = format!("shuffle-{worker:03}");
+        let file = ShuffleFile::try_new(
+            &self.dir,
+            &name,
+            self.schema.clone(),
+            self.destinations,
+            self.encoding,
+        )?;
+        self.workers
+            .lock()
+            .map_err(|_| sink_error(None, "a worker panicked while creating its shuffle file"))?
+            .push(worker);
+        Ok(Box::new(file))
+    }
+
+    fn finish(self: Box<Self>, finish: Finish<'_>) -> Result<Written, WriterError> {
+        if finish.names.is_some() {
+            return Err(sink_error(None, "shuffle files take no names of their own"));
+        }
+        let mut workers = self
+            .workers
+            .into_inner()
+            .map_err(|_| sink_error(None, "a worker panicked while creating its shuffle file"))?;
+        workers.sort_unstable();
+        Ok(Written::Shuffle(
+            workers.iter().map(|w| format!("shuffle-{w:03}")).collect(),
+        ))
+    }
+}

@@ -1,0 +1,221 @@
+//! The workers of a run: each pulls frames (or the input stream's batches) in turn and
+//! partitions them through its own `PartitionedWriter` into its sink of the output. The first
+//! worker to fail stops the others (between batches); the run's error is the first that is
+//! not another worker's echo, and a worker's panic becomes an error, not the process's end.
+
+use crate::by_value::WorkerValues;
+use crate::error::{JobError, Result, writing};
+use crate::job::{Job, Progress};
+use partout_exchange::{BatchSink, PartitionedWriter, WriterMetrics};
+use partout_io::SortedRuns;
+use partout_io::manifest::WorkerTimings;
+use std::path::Path;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Instant;
+
+/// An input stream of batches, read by the workers in turn.
+pub(crate) struct StreamInput(pub(crate) Mutex<Box<dyn arrow_array::RecordBatchReader + Send>>);
+
+impl std::fmt::Debug for StreamInput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StreamInput")
+    }
+}
+
+impl StreamInput {
+    /// The stream's next batch, or `None` at its end.
+    pub(crate) fn next(
+        &self,
+    ) -> Option<Result<arrow_array::RecordBatch, arrow_schema::ArrowError>> {
+        // A worker that panicked while reading left the stream where it was.
+        let mut reader = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        reader.next()
+    }
+}
+
+/// The shared state of one run's workers.
+pub(crate) struct Run<'a> {
+    pub(crate) job: &'a Job,
+    pub(crate) progress: &'a dyn Progress,
+    pub(crate) next: AtomicUsize,
+    pub(crate) stop: AtomicBool,
+    pub(crate) timings: Mutex<Vec<WorkerTimings>>,
+}
+
+/// How a worker ended without its metrics.
+pub(crate) enum Failure {
+    /// The run's error.
+    Error(JobError),
+    /// Stopped because another worker failed: the echo, not the cause, of a failed run.
+    Stopped,
+}
+
+impl From<JobError> for Failure {
+    fn from(e: JobError) -> Self {
+        Self::Error(e)
+    }
+}
+
+impl Run<'_> {
+    /// One worker into `output`, through sorted runs spilled in `scratch` when the job
+    /// spills them.
+    pub(crate) fn work_in<O: BatchSink>(
+        &self,
+        worker: usize,
+        output: O,
+        scratch: &Path,
+    ) -> Result<WriterMetrics, Failure> {
+        match self.job.runs {
+            Some(options) => {
+                let schema = self.job.out_schema.clone();
+                let n = self.job.partitioning.num_partitions() as usize;
+                let name = format!("w{worker}");
+                let runs = SortedRuns::new(output, schema, n, scratch, &name, options);
+                self.work(worker, runs)
+            }
+            None => self.work(worker, output),
+        }
+    }
+
+    /// One worker: frames pulled in turn until none is left (or another worker failed, or
+    /// the run is cancelled), rows through its own writer into `output`.
+    fn work<O: BatchSink>(&self, worker: usize, output: O) -> Result<WriterMetrics, Failure> {
+        let started = Instant::now();
+        let schema = self.job.frames.schema.clone();
+        let options = self.job.writer.clone().with_seed(worker as u64);
+        let mut by_value = match &self.job.by_value {
+            Some(b) => Some(WorkerValues::try_new(b, &schema)?),
+            None => None,
+        };
+        let mut writer = PartitionedWriter::with_output(
+            self.job.out_schema.clone(),
+            self.job.partitioning.clone(),
+            options,
+            output,
+        )
+        .map_err(writing("starting a worker"))?;
+        let mut append = |batch: &arrow_array::RecordBatch, what: &dyn Fn() -> String| {
+            match &mut by_value {
+                None => writer.append(batch).map_err(writing(what()))?,
+                Some(values) => {
+                    let (out, ids) = values.ids(batch, &self.job.options, what)?;
+                    writer.append_with_ids(&out, ids).map_err(writing(what()))?;
+                }
+            }
+            self.progress.advance(
+                batch.num_rows() as u64,
+                batch.get_array_memory_size() as u64,
+            );
+            Ok::<(), JobError>(())
+        };
+        match &self.job.stream {
+            None => {
+                while !self.stopped() {
+                    let i = self.next.fetch_add(1, Ordering::Relaxed);
+                    let Some(frame) = self.job.frames.frames.get(i) else {
+                        break;
+                    };
+                    for batch in frame.read(&schema).map_err(JobError::from)? {
+                        let batch = batch.map_err(JobError::from)?;
+                        append(&batch, &|| {
+                            format!("partitioning rows of {}", frame.path().display())
+                        })?;
+                        if self.stopped() {
+                            break;
+                        }
+                    }
+                }
+            }
+            Some(stream) => {
+                let what = || "partitioning rows of the input stream".to_string();
+                while !self.stopped() {
+                    let Some(batch) = stream.next() else {
+                        break;
+                    };
+                    let batch = batch.map_err(|e| {
+                        JobError::Input(partout_io::IoError::Inputs(format!(
+                            "reading the input stream: {e}"
+                        )))
+                    })?;
+                    if batch.schema_ref().fields() != schema.fields() {
+                        return Err(JobError::Input(partout_io::IoError::Inputs(format!(
+                            "a batch of schema {} in a stream of {}",
+                            batch.schema(),
+                            schema
+                        )))
+                        .into());
+                    }
+                    append(&batch, &what)?;
+                }
+            }
+        }
+        if self.progress.cancelled() {
+            self.stop.store(true, Ordering::Relaxed);
+            return Err(JobError::Cancelled.into());
+        }
+        if self.stop.load(Ordering::Relaxed) {
+            return Err(Failure::Stopped);
+        }
+        let metrics = writer
+            .finish_output()
+            .map_err(writing("ending a worker's output"))?
+            .1;
+        let timing = WorkerTimings {
+            worker,
+            seconds: started.elapsed().as_secs_f64(),
+            ids_seconds: metrics.ids_time.as_secs_f64(),
+            scatter_seconds: metrics.scatter_time.as_secs_f64(),
+            output_seconds: (metrics.encode_time + metrics.sink_time).as_secs_f64(),
+        };
+        if let Ok(mut timings) = self.timings.lock() {
+            timings.push(timing);
+        }
+        Ok(metrics)
+    }
+
+    fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Relaxed) || self.progress.cancelled()
+    }
+
+    /// Runs a worker, stopping the others when it fails. A panic (a bug, or a library
+    /// meeting input it did not expect) becomes this worker's error, not the process's end.
+    pub(crate) fn guard(
+        &self,
+        work: impl FnOnce() -> Result<WriterMetrics, Failure>,
+    ) -> Result<WriterMetrics, Failure> {
+        let result =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)).unwrap_or_else(|panic| {
+                let what = panic
+                    .downcast_ref::<String>()
+                    .map(String::as_str)
+                    .or_else(|| panic.downcast_ref::<&str>().copied())
+                    .unwrap_or("no message");
+                Err(JobError::WorkerPanicked(what.to_string()).into())
+            });
+        if result.is_err() {
+            self.stop.store(true, Ordering::Relaxed);
+        }
+        result
+    }
+}
+
+/// The error that explains a failed run: the first that is not another worker's echo.
+pub(crate) fn first_error(
+    results: Vec<Result<WriterMetrics, Failure>>,
+) -> Result<Vec<WriterMetrics>> {
+    let mut metrics = Vec::with_capacity(results.len());
+    let mut stopped = false;
+    for result in results {
+        match result {
+            Ok(m) => metrics.push(m),
+            Err(Failure::Error(e)) => return Err(e),
+            Err(Failure::Stopped) => stopped = true,
+        }
+    }
+    if stopped {
+        // Every worker stopped and none says why: only a cancellation does that.
+        return Err(JobError::Cancelled);
+    }
+    Ok(metrics)
+}
