@@ -27,7 +27,6 @@ use datafusion::physical_plan::{
 };
 use datafusion::prelude::SessionConfig;
 use futures::StreamExt;
-use partout_core::ids::Partitioning as PartoutPartitioning;
 use partout_datafusion::DataFusionIds;
 use partout_exchange::{PartitionedWriter, WriterOptions};
 use partout_format::Encoding;
@@ -398,13 +397,9 @@ impl Stage {
         let options = WriterOptions::default()
             .with_memory_limit(memory / 2)
             .with_target_bytes((256 << 10).min(memory / 2));
-        let mut writer = PartitionedWriter::with_output(
-            schema,
-            PartoutPartitioning::round_robin(n),
-            options,
-            output,
-        )
-        .map_err(external)?;
+        // The ids are DataFusion's (append_with_ids).
+        let mut writer =
+            PartitionedWriter::with_given_ids(schema, n, options, output).map_err(external)?;
         let mut ids = DataFusionIds::new(self.exprs.clone(), self.partitions);
         let mut buffer = Vec::new();
         while let Some(batch) = stream.next().await {

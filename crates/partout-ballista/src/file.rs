@@ -18,8 +18,7 @@ use arrow_array::RecordBatch;
 use arrow_ipc::writer::StreamWriter;
 use arrow_schema::SchemaRef;
 use datafusion::execution::memory_pool::MemoryReservation;
-use partout_exchange::{BatchSink, WriterError};
-use partout_format::ipc::runs::Run;
+use partout_exchange::{BatchSink, Flushed, SinkCapabilities, WriterError};
 use partout_format::{Encoding, StreamEncoders};
 use std::fs::File;
 use std::io::{self, BufWriter, Read, Seek, SeekFrom, Write};
@@ -192,11 +191,23 @@ impl BatchSink for EncodedPartitions {
         Ok(added as u64)
     }
 
-    fn takes_runs(&self) -> bool {
-        self.encoders.takes_runs()
+    /// Runs where the encoders take them (Arrow IPC streams of flat columns).
+    fn capabilities(&self) -> SinkCapabilities {
+        SinkCapabilities {
+            runs: self.encoders.takes_runs(),
+            ..SinkCapabilities::default()
+        }
     }
 
-    fn write_runs(&mut self, p: usize, runs: &[Run<'_>]) -> Result<u64, WriterError> {
+    /// Runs are encoded straight from the held batches.
+    fn write_flushed(&mut self, flushed: Flushed<'_>) -> Result<u64, WriterError> {
+        let Flushed::Runs {
+            destination: p,
+            runs,
+        } = flushed
+        else {
+            return flushed.write_as_batches(self);
+        };
         if p >= self.open.len() {
             return Err(WriterError::NoSuchDestination {
                 destination: p,

@@ -20,7 +20,6 @@ use datafusion::physical_plan::{
     PhysicalExpr, PlanProperties, SendableRecordBatchStream,
 };
 use futures::StreamExt;
-use partout_core::ids;
 use partout_exchange::{
     BoundedExchange, BoundedOptions, Gather, PartitionedWriter, Ready, Spares, WriterError,
     WriterOptions,
@@ -245,10 +244,10 @@ impl Producer {
             .with_target_bytes((self.writer_limit / self.partitions.max(1)).max(1))
             .with_memory_limit(self.writer_limit)
             .with_target_rows(batch_size);
-        // The ids are DataFusion's (append_with_ids); the writer's own partitioning is unused.
-        let mut writer = PartitionedWriter::with_output(
+        // The ids are DataFusion's (append_with_ids).
+        let mut writer = PartitionedWriter::with_given_ids(
             self.input.schema(),
-            ids::Partitioning::round_robin(n),
+            n,
             options,
             Ready::new(batch_size).with_spares(self.spares.clone()),
         )

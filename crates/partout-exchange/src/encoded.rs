@@ -5,12 +5,11 @@ use crate::error::{Result, WriterError};
 use crate::metrics::WriterMetrics;
 use crate::options::WriterOptions;
 use crate::sink::Sink;
-use crate::writer::{BatchSink, PartitionedWriter};
+use crate::writer::{BatchSink, Flushed, PartitionedWriter, SinkCapabilities, SinkClock};
 use arrow_array::RecordBatch;
 use arrow_buffer::Buffer;
 use arrow_schema::SchemaRef;
 use partout_core::ids::Partitioning;
-use partout_format::ipc::runs::Run;
 use partout_format::{Encoding, StreamEncoders};
 use std::time::{Duration, Instant};
 
@@ -23,7 +22,7 @@ pub struct Encoded<S: Sink> {
     /// A flushed batch's message: its header and the batch's own buffers.
     parts: Vec<Buffer>,
     sink: S,
-    sink_time: Duration,
+    clock: SinkClock,
 }
 
 impl<S: Sink> Encoded<S> {
@@ -42,7 +41,7 @@ impl<S: Sink> Encoded<S> {
             out: Vec::new(),
             parts: Vec::new(),
             sink,
-            sink_time: Duration::ZERO,
+            clock: SinkClock::default(),
         })
     }
 
@@ -54,6 +53,11 @@ impl<S: Sink> Encoded<S> {
     /// The sink, given back.
     pub fn into_sink(self) -> S {
         self.sink
+    }
+
+    /// Time spent handing bytes to the sink.
+    pub fn sink_time(&self) -> Duration {
+        self.clock.elapsed()
     }
 
     /// Encodes `batch` for destination `p` (`compact`: its view columns are known compact)
@@ -85,7 +89,7 @@ impl<S: Sink> Encoded<S> {
         let written = self.sink.write_parts(p, &self.parts);
         self.parts.clear();
         written.map_err(|e| WriterError::sink(Some(p), e))?;
-        self.sink_time += started.elapsed();
+        self.clock.add(started.elapsed());
         Ok(bytes)
     }
 
@@ -95,7 +99,7 @@ impl<S: Sink> Encoded<S> {
         self.sink
             .write_buffer(p, &mut self.out)
             .map_err(|e| WriterError::sink(Some(p), e))?;
-        self.sink_time += started.elapsed();
+        self.clock.add(started.elapsed());
         Ok(bytes)
     }
 }
@@ -105,18 +109,19 @@ impl<S: Sink> BatchSink for Encoded<S> {
         self.encode_batch(p, batch, false)
     }
 
-    fn write_compact_batch(&mut self, p: usize, batch: &RecordBatch) -> Result<u64> {
-        self.encode_batch(p, batch, true)
-    }
-
-    fn takes_runs(&self) -> bool {
-        self.encoders.takes_runs()
-    }
-
-    fn write_runs(&mut self, p: usize, runs: &[Run<'_>]) -> Result<u64> {
-        self.parts.clear();
-        self.encoders.encode_runs(p, runs, &mut self.parts)?;
-        self.write_parts(p)
+    /// Compact batches are encoded without reading their views to check; runs are encoded
+    /// straight from the held batches.
+    fn write_flushed(&mut self, flushed: Flushed<'_>) -> Result<u64> {
+        match flushed {
+            Flushed::Compact { destination, batch } => self.encode_batch(destination, batch, true),
+            Flushed::Runs { destination, runs } => {
+                self.parts.clear();
+                self.encoders
+                    .encode_runs(destination, runs, &mut self.parts)?;
+                self.write_parts(destination)
+            }
+            other => other.write_as_batches(self),
+        }
     }
 
     fn finish(&mut self, destination_bytes: &mut [u64]) -> Result<()> {
@@ -131,12 +136,18 @@ impl<S: Sink> BatchSink for Encoded<S> {
         }
         let started = Instant::now();
         self.sink.finish().map_err(|e| WriterError::sink(None, e))?;
-        self.sink_time += started.elapsed();
+        self.clock.add(started.elapsed());
         Ok(())
     }
 
-    fn sink_time(&self) -> Duration {
-        self.sink_time
+    /// Runs where the encoders take them (Arrow IPC streams of flat columns), and the time
+    /// spent in the sink.
+    fn capabilities(&self) -> SinkCapabilities {
+        SinkCapabilities {
+            runs: self.encoders.takes_runs(),
+            spares: None,
+            clock: Some(self.clock.clone()),
+        }
     }
 }
 

@@ -40,4 +40,4 @@ pub use options::{Flush, WriterOptions};
 pub use ready::{Ready, ReadyBatch};
 pub use sink::{FileSink, MemorySink, Sink};
 pub use spares::Spares;
-pub use writer::{BatchSink, PartitionedWriter, RUNS_FROM};
+pub use writer::{BatchSink, Flushed, PartitionedWriter, RUNS_FROM, SinkCapabilities, SinkClock};

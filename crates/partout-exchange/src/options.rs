@@ -14,7 +14,7 @@ pub enum Flush {
     AtTarget,
     /// No destination flushes on its own: past the memory limit, every destination flushes,
     /// in destination order, and the output is told the round ended
-    /// ([`BatchSink::end_run`](crate::BatchSink::end_run)). Suits outputs that spill sorted
+    /// ([`Flushed::EndOfRound`](crate::Flushed::EndOfRound)). Suits outputs that spill sorted
     /// runs and merge them at the end (high fan-out under a small limit, where each
     /// destination's share would hold a few rows).
     AllAtLimit,

@@ -30,7 +30,7 @@
 
 use crate::error::Result;
 use crate::spares::Spares;
-use crate::writer::{BatchSink, PartitionedWriter};
+use crate::writer::{BatchSink, PartitionedWriter, SinkCapabilities};
 use arrow_array::RecordBatch;
 use std::sync::Arc;
 
@@ -121,8 +121,12 @@ impl BatchSink for Ready {
         Ok(())
     }
 
-    fn spare(&mut self) -> Option<RecordBatch> {
-        self.spares.as_ref()?.take()
+    /// The batches handed on come back through its [`Spares`], when it has them.
+    fn capabilities(&self) -> SinkCapabilities {
+        SinkCapabilities {
+            spares: self.spares.clone(),
+            ..SinkCapabilities::default()
+        }
     }
 }
 

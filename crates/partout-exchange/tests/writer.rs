@@ -655,10 +655,10 @@ fn many_destinations_of_flat_columns_flush_together_from_held_runs() {
 }
 
 /// A batch whose view columns are compact is written the same whether the output checks them
-/// (`write_batch`) or takes the writer's word for it (`write_compact_batch`).
+/// (`write_batch`) or takes the writer's word for it (`Flushed::Compact`).
 #[test]
 fn compact_batches_are_written_alike_with_and_without_the_check() {
-    use partout_exchange::{BatchSink, Encoded};
+    use partout_exchange::{BatchSink, Encoded, Flushed};
     let mut rng = rng(61);
     let types = [DataType::Utf8View, DataType::BinaryView, DataType::Int32];
     let batch = random_batch(&types, 500, 0.2, false, &mut rng);
@@ -679,10 +679,143 @@ fn compact_batches_are_written_alike_with_and_without_the_check() {
         )
         .unwrap();
         let checked = output.write_batch(0, &batch).unwrap();
-        let trusted = output.write_compact_batch(1, &batch).unwrap();
+        let trusted = output
+            .write_flushed(Flushed::Compact {
+                destination: 1,
+                batch: &batch,
+            })
+            .unwrap();
         assert_eq!(checked, trusted);
         output.finish(&mut [0, 0]).unwrap();
         let outputs = output.into_sink().into_outputs();
         assert!(outputs[0] == outputs[1], "{compression:?}");
     }
+}
+
+/// A writer built for ids its caller gives writes exactly what a writer partitioning by an id
+/// column writes, under either flush; it refuses `append` (and goes on taking ids), options
+/// that replicate rows by their keys, and a destination count of 0.
+#[test]
+fn a_writer_given_ids_takes_them_and_nothing_else() {
+    use partout_exchange::Encoded;
+    let types = every_type();
+    let output = |schema, n: u32| {
+        Encoded::try_new(
+            schema,
+            n as usize,
+            Encoding::default(),
+            MemorySink::new(n as usize),
+        )
+        .unwrap()
+    };
+    for (n, flush) in [(5, Flush::AtTarget), (300, Flush::AllAtLimit)] {
+        let inputs = random_inputs(&types, &[700, 0, 1200], n, u64::from(n) + 7);
+        let schema = inputs[0].0.schema();
+        let options = WriterOptions::default()
+            .with_target_bytes(8 << 10)
+            .with_memory_limit(2 << 20)
+            .with_flush(flush)
+            .with_seed(3);
+        let (expected, _) = write_given(&inputs, n, options.clone(), Encoding::default());
+        let mut writer =
+            PartitionedWriter::with_given_ids(schema.clone(), n, options, output(schema, n))
+                .unwrap();
+        let err = writer.append(&inputs[0].0).unwrap_err();
+        assert!(
+            matches!(err, WriterError::Partition(_)) && err.to_string().contains("append_with_ids"),
+            "{err}"
+        );
+        for (batch, ids) in &inputs {
+            writer.append_with_ids(batch, ids).unwrap();
+        }
+        let (sink, metrics) = writer.finish().unwrap();
+        assert_eq!(metrics.rows_in, 1900);
+        let outputs = sink.into_outputs();
+        assert_eq!(outputs, expected.into_outputs(), "{n} destinations");
+        check_outputs(&outputs, &inputs, n);
+    }
+    let schema = random_inputs(&types[..2], &[10], 4, 1)[0].0.schema();
+    let replicating = WriterOptions::default().with_replicate_nulls_and_any(true);
+    let err = PartitionedWriter::with_given_ids(
+        schema.clone(),
+        4,
+        replicating,
+        output(schema.clone(), 4),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(err, WriterError::InvalidOption(_)) && err.to_string().contains("replicated"),
+        "{err}"
+    );
+    let err = PartitionedWriter::with_given_ids(
+        schema.clone(),
+        0,
+        WriterOptions::default(),
+        output(schema, 1),
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("at least 1"), "{err}");
+}
+
+/// A sink that takes a millisecond over every write.
+struct Slow(MemorySink);
+
+impl Sink for Slow {
+    fn write(&mut self, destination: usize, bytes: &[u8]) -> std::io::Result<()> {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+        self.0.write(destination, bytes)
+    }
+    fn finish(&mut self) -> std::io::Result<()> {
+        self.0.finish()
+    }
+}
+
+/// What a sink offers reaches its writer: the time an encoded output spends in its sink is
+/// counted as the sink's, not the encoder's; batches a pull-side output handed on and got
+/// back are taken again at the next flush.
+#[test]
+fn what_a_sink_offers_reaches_its_writer() {
+    use partout_exchange::{Ready, Spares};
+    let batch = RecordBatch::try_from_iter([(
+        "k",
+        Arc::new(Int64Array::from_iter_values(0..1000)) as ArrayRef,
+    )])
+    .unwrap();
+    let on = Partitioning::hash(vec![0], 4);
+    let options = WriterOptions::default().with_target_bytes(1 << 10);
+    let mut writer = PartitionedWriter::try_new(
+        batch.schema(),
+        on.clone(),
+        options.clone(),
+        Encoding::default(),
+        Slow(MemorySink::new(4)),
+    )
+    .unwrap();
+    writer.append(&batch).unwrap();
+    let (_, metrics) = writer.finish().unwrap();
+    // Every flush writes at least once, and every destination's stream ends with a write.
+    let writes = u32::try_from(metrics.flushes).unwrap() + 4;
+    assert!(
+        metrics.sink_time >= std::time::Duration::from_millis(writes.into()),
+        "{metrics:?}"
+    );
+
+    let spares = Arc::new(Spares::new(usize::MAX));
+    let mut writer = PartitionedWriter::with_output(
+        batch.schema(),
+        on,
+        options,
+        Ready::new(usize::MAX).with_spares(spares.clone()),
+    )
+    .unwrap();
+    writer.append(&batch).unwrap();
+    let mut given = 0;
+    for piece in writer.drain_ready() {
+        spares.give(piece.batch);
+        given += 1;
+    }
+    assert!(given > 0 && spares.held_bytes() > 0);
+    let kept = spares.held_bytes();
+    writer.append(&batch).unwrap();
+    assert!(spares.held_bytes() < kept, "no spare taken of {given}");
 }

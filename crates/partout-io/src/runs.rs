@@ -30,11 +30,10 @@ use arrow_ipc::reader::StreamReader;
 use arrow_ipc::writer::StreamWriter;
 use arrow_schema::{DataType, SchemaRef};
 use arrow_select::coalesce::BatchCoalescer;
-use partout_exchange::{BatchSink, WriterError};
+use partout_exchange::{BatchSink, Flushed, SinkCapabilities, WriterError};
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Read};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 /// Bytes each of a run's two files buffers while merging, besides its open chunk.
 const READ_BUFFER: usize = 8 << 10;
@@ -196,40 +195,12 @@ impl<O: BatchSink> SortedRuns<O> {
         }
         Ok(())
     }
-}
-
-impl<O: BatchSink> BatchSink for SortedRuns<O> {
-    /// Spills `batch` as destination `p`'s next rows in the current run.
-    fn write_batch(&mut self, p: usize, batch: &RecordBatch) -> Result<u64, WriterError> {
-        if p >= self.destinations {
-            return Err(WriterError::NoSuchDestination {
-                destination: p,
-                destinations: self.destinations,
-            });
-        }
-        if self.spilling.is_none() {
-            self.spilling = Some(self.start_run()?);
-        }
-        let run = self.spilling.as_mut().expect("a run being spilled");
-        if p < run.last {
-            return Err(sink_error(
-                Some(p),
-                format!(
-                    "rows of destination {p} came after destination {}'s in one run",
-                    run.last
-                ),
-            ));
-        }
-        run.push(p, batch.clone())?;
-        Ok(0)
-    }
 
     /// Spills `batch`, rows of consecutive destinations, as their next rows in the current run.
-    fn write_sorted(
+    fn spill_sorted(
         &mut self,
         batch: &RecordBatch,
         runs: &[(usize, usize)],
-        _destination_bytes: &mut [u64],
     ) -> Result<u64, WriterError> {
         if self.spilling.is_none() {
             self.spilling = Some(self.start_run()?);
@@ -270,6 +241,7 @@ impl<O: BatchSink> BatchSink for SortedRuns<O> {
         Ok(0)
     }
 
+    /// Ends the run being spilled, if any; one without rows is removed.
     fn end_run(&mut self) -> Result<(), WriterError> {
         if let Some(run) = self.spilling.take() {
             let run = run.finish()?;
@@ -280,6 +252,42 @@ impl<O: BatchSink> BatchSink for SortedRuns<O> {
             }
         }
         Ok(())
+    }
+}
+
+impl<O: BatchSink> BatchSink for SortedRuns<O> {
+    /// Spills `batch` as destination `p`'s next rows in the current run.
+    fn write_batch(&mut self, p: usize, batch: &RecordBatch) -> Result<u64, WriterError> {
+        if p >= self.destinations {
+            return Err(WriterError::NoSuchDestination {
+                destination: p,
+                destinations: self.destinations,
+            });
+        }
+        if self.spilling.is_none() {
+            self.spilling = Some(self.start_run()?);
+        }
+        let run = self.spilling.as_mut().expect("a run being spilled");
+        if p < run.last {
+            return Err(sink_error(
+                Some(p),
+                format!(
+                    "rows of destination {p} came after destination {}'s in one run",
+                    run.last
+                ),
+            ));
+        }
+        run.push(p, batch.clone())?;
+        Ok(0)
+    }
+
+    /// Sorted batches are spilled whole into the current run, which ends with the round.
+    fn write_flushed(&mut self, flushed: Flushed<'_>) -> Result<u64, WriterError> {
+        match flushed {
+            Flushed::Sorted { batch, runs, .. } => self.spill_sorted(batch, runs),
+            Flushed::EndOfRound => self.end_run().map(|()| 0),
+            other => other.write_as_batches(self),
+        }
     }
 
     /// Merges the runs into the output, destination by destination, then finishes it.
@@ -324,8 +332,12 @@ impl<O: BatchSink> BatchSink for SortedRuns<O> {
         self.output.finish(destination_bytes)
     }
 
-    fn sink_time(&self) -> Duration {
-        self.output.sink_time()
+    /// The output's clock: merging into it at the end is where its time is spent.
+    fn capabilities(&self) -> SinkCapabilities {
+        SinkCapabilities {
+            clock: self.output.capabilities().clock,
+            ..SinkCapabilities::default()
+        }
     }
 }
 

@@ -88,12 +88,21 @@ impl Run<'_> {
             Some(b) => Some(WorkerValues::try_new(b, &schema)?),
             None => None,
         };
-        let mut writer = PartitionedWriter::with_output(
-            self.job.out_schema.clone(),
-            self.job.partitioning.clone(),
-            options,
-            output,
-        )
+        let mut writer = match &by_value {
+            // Each row's destination is its value's (append_with_ids).
+            Some(_) => PartitionedWriter::with_given_ids(
+                self.job.out_schema.clone(),
+                self.job.partitioning.num_partitions(),
+                options,
+                output,
+            ),
+            None => PartitionedWriter::with_output(
+                self.job.out_schema.clone(),
+                self.job.partitioning.clone(),
+                options,
+                output,
+            ),
+        }
         .map_err(writing("starting a worker"))?;
         let mut append = |batch: &arrow_array::RecordBatch, what: &dyn Fn() -> String| {
             match &mut by_value {

@@ -41,7 +41,7 @@ impl Expected {
             );
             // View columns come out compact: their data buffers hold just the out-of-line
             // bytes their rows reference (the writer's encoder relies on it, and skips its
-            // check: `BatchSink::write_compact_batch`).
+            // check: `Flushed::Compact`).
             if matches!(g.data_type(), DataType::Utf8View | DataType::BinaryView) {
                 let data = g.to_data();
                 let views: &[u128] = data.buffers()[0].typed_data();

@@ -3,7 +3,7 @@
 //! largest while the memory limit is passed. The direct and merged modes both move rows into
 //! these buffers.
 
-use super::{BatchSink, Shared};
+use super::{BatchSink, Flushed, Shared};
 use crate::error::Result;
 use crate::options::WriterOptions;
 use arrow_schema::SchemaRef;
@@ -114,16 +114,19 @@ impl Buffered {
         release: bool,
     ) -> Result<()> {
         let started = Instant::now();
-        let sink_before = shared.output.sink_time();
+        let sink_before = shared.sink_time();
         let batch = self.buffers.take(p)?;
         shared.metrics.destination_rows[p] += batch.num_rows() as u64;
         // The buffers hold view columns' strings compactly: no check for more.
-        let bytes = shared.output.write_compact_batch(p, &batch)?;
+        let bytes = shared.output.write_flushed(Flushed::Compact {
+            destination: p,
+            batch: &batch,
+        })?;
         if release {
             drop(batch);
             self.buffers.release(p);
         } else {
-            let donor = shared.output.spare();
+            let donor = shared.spare();
             self.buffers.recycle_with(p, batch, donor);
         }
         shared.account_flush(p, bytes, started, sink_before);

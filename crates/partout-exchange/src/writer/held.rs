@@ -1,13 +1,13 @@
 //! [`HeldRows`]: the writer's mode with [`Flush::AllAtLimit`]. Whole batches are held with
 //! their rows' destinations; past the memory limit every held row is handed to the output in
-//! destination order ([`BatchSink::write_sorted`]), and the output is told the run ended
-//! ([`BatchSink::end_run`]).
+//! destination order ([`Flushed::Sorted`]), and the output is told the round ended
+//! ([`Flushed::EndOfRound`]).
 //!
 //! ```text
 //!  held batches  b0 [r0 r1 r2]  b1 [r0 r1]      ids, concatenated: [2 0 2 | 1 0]
 //!  plan          ScatterPlan over the ids         order [1 4 3 0 2], offsets [0 2 3 5]
 //!  gathered      (b0,r1) (b1,r1) | (b1,r0) | (b0,r0) (b0,r2)
-//!                ─► output.write_sorted(batch, runs (0,2) (1,1) (2,2))
+//!                ─► output: Sorted { batch, runs (0,2) (1,1) (2,2) }
 //! ```
 //!
 //! The rows are ordered by partout-core's counting sort ([`ScatterPlan`]): grouped by
@@ -16,7 +16,7 @@
 //!
 //! [`Flush::AllAtLimit`]: crate::Flush::AllAtLimit
 
-use super::{BatchSink, Shared};
+use super::{BatchSink, Flushed, Shared};
 use crate::error::{Result, WriterError};
 use crate::options::WriterOptions;
 use arrow_array::{Array, ArrayRef, FixedSizeListArray, RecordBatch, RecordBatchOptions};
@@ -123,18 +123,16 @@ impl HeldRows {
     /// accepted by earlier calls.
     pub(super) fn flush_all<O: BatchSink>(&mut self, shared: &mut Shared<O>) -> Result<()> {
         if self.batches.is_empty() {
-            return shared.output.end_run();
+            return end_round(shared);
         }
         let started = Instant::now();
-        let sink_before = shared.output.sink_time();
-        let result = self
-            .write_sorted(shared)
-            .and_then(|()| shared.output.end_run());
+        let sink_before = shared.sink_time();
+        let result = self.write_sorted(shared).and_then(|()| end_round(shared));
         self.batches.clear();
         self.ids.clear();
         self.starts.truncate(1);
         self.bytes = 0;
-        let sink = shared.output.sink_time() - sink_before;
+        let sink = shared.sink_time() - sink_before;
         shared.metrics.sink_time += sink;
         shared.metrics.encode_time += started.elapsed().saturating_sub(sink);
         if result.is_err() {
@@ -188,16 +186,22 @@ impl HeldRows {
                 row += rows;
             }
             let metrics = &mut shared.metrics;
-            let bytes =
-                shared
-                    .output
-                    .write_sorted(&batch, &self.runs, &mut metrics.destination_bytes)?;
+            let bytes = shared.output.write_flushed(Flushed::Sorted {
+                batch: &batch,
+                runs: &self.runs,
+                destination_bytes: &mut metrics.destination_bytes,
+            })?;
             metrics.bytes_out += bytes;
             metrics.flushes += 1;
             at = end;
         }
         Ok(())
     }
+}
+
+/// Tells the output a round ended: every row held was handed over.
+fn end_round<O: BatchSink>(shared: &mut Shared<O>) -> Result<()> {
+    shared.output.write_flushed(Flushed::EndOfRound).map(|_| ())
 }
 
 /// The rows `indices` ((batch, row) pairs) of `batches`, in that order: arrow's `interleave`,
@@ -241,7 +245,7 @@ fn gather(
 mod tests {
     use super::*;
     use crate::metrics::WriterMetrics;
-    use crate::writer::Targets;
+    use crate::writer::{SinkCapabilities, Targets};
     use arrow_array::Int64Array;
 
     /// Records what it is handed: each destination's values, in order, and the runs.
@@ -266,9 +270,11 @@ mod tests {
             Ok(())
         }
 
-        fn end_run(&mut self) -> Result<()> {
-            self.rounds += 1;
-            Ok(())
+        fn write_flushed(&mut self, flushed: Flushed<'_>) -> Result<u64> {
+            if let Flushed::EndOfRound = flushed {
+                self.rounds += 1;
+            }
+            flushed.write_as_batches(self)
         }
     }
 
@@ -289,6 +295,7 @@ mod tests {
                 values: vec![Vec::new(); n as usize],
                 rounds: 0,
             },
+            capabilities: SinkCapabilities::default(),
             metrics: WriterMetrics {
                 destination_rows: vec![0; n as usize],
                 destination_bytes: vec![0; n as usize],

@@ -27,7 +27,8 @@
 //! * `held`: with [`Flush::AllAtLimit`], whole batches held and, at the memory limit, every
 //!   held row handed over in destination order;
 //! * `buffered`: the destination buffers and their flushes at target, for the first two;
-//! * `batch_sink`: the [`BatchSink`] trait.
+//! * `batch_sink`: the [`BatchSink`] trait, the [`SinkCapabilities`] a writer asks of its
+//!   sink once, and the [`Flushed`] shapes of rows it hands over besides plain batches.
 
 mod batch_sink;
 mod buffered;
@@ -36,7 +37,7 @@ mod held;
 mod merged;
 mod runs;
 
-pub use batch_sink::BatchSink;
+pub use batch_sink::{BatchSink, Flushed, SinkCapabilities, SinkClock};
 
 use crate::error::{Result, WriterError};
 use crate::metrics::WriterMetrics;
@@ -50,11 +51,12 @@ use held::HeldRows;
 use merged::Merged;
 use partout_core::DestinationBuffers;
 use partout_core::ids::{PartitionIds, Partitioning};
+use partout_core::plan::check_partition_count;
 use runs::HeldRuns;
 use std::time::{Duration, Instant};
 
 /// The default of [`WriterOptions::runs_from`]: from this many destinations, an output that
-/// [takes runs](BatchSink::takes_runs) gets each destination's rows as runs of held batches,
+/// [takes runs](SinkCapabilities::runs) gets each destination's rows as runs of held batches,
 /// not from per-destination buffers. Measured on lineitem, 5% faster at 200 destinations and
 /// 27% at 1000, but slower at 16 and 64 (BENCHMARKS.md).
 pub const RUNS_FROM: usize = 200;
@@ -157,11 +159,13 @@ fn check_types(schema: &SchemaRef) -> Result<()> {
     Ok(())
 }
 
-/// What the writer's modes share: the output, the metrics, each destination's flush target,
-/// and whether a failure stopped the writer.
+/// What the writer's modes share: the output and what it offers, the metrics, each
+/// destination's flush target, and whether a failure stopped the writer.
 #[derive(Debug)]
 struct Shared<O> {
     output: O,
+    /// The output's capabilities, asked once.
+    capabilities: SinkCapabilities,
     metrics: WriterMetrics,
     targets: Targets,
     /// A flush failed, or rows accepted earlier were lost: the writer takes no more input.
@@ -173,17 +177,28 @@ impl<O> Shared<O> {
     fn note_held(&mut self, held: usize) {
         self.metrics.peak_held_bytes = self.metrics.peak_held_bytes.max(held as u64);
     }
-}
 
-impl<O: BatchSink> Shared<O> {
+    /// The time the output has spent handing bytes on, by its clock (zero without one).
+    fn sink_time(&self) -> Duration {
+        self.capabilities
+            .clock
+            .as_ref()
+            .map_or(Duration::ZERO, SinkClock::elapsed)
+    }
+
+    /// A batch the output handed on earlier and got back, whose buffers may be reused.
+    fn spare(&self) -> Option<RecordBatch> {
+        self.capabilities.spares.as_ref()?.take()
+    }
+
     /// Counts a flush of destination `p` that wrote `bytes`, begun at `started` with the
     /// output's sink time at `sink_before`: its bytes, and its time, split into the sink's
     /// and the encoder's.
     fn account_flush(&mut self, p: usize, bytes: u64, started: Instant, sink_before: Duration) {
+        let sink = self.sink_time() - sink_before;
         let metrics = &mut self.metrics;
         metrics.bytes_out += bytes;
         metrics.destination_bytes[p] += bytes;
-        let sink = self.output.sink_time() - sink_before;
         metrics.sink_time += sink;
         metrics.encode_time += started.elapsed().saturating_sub(sink);
         metrics.flushes += 1;
@@ -280,7 +295,9 @@ pub struct PartitionedWriter<O> {
     schema: SchemaRef,
     options: WriterOptions,
     num_partitions: u32,
-    ids: PartitionIds,
+    /// The ids of the writer's own partitioning; none when its caller gives them
+    /// ([`with_given_ids`](Self::with_given_ids)).
+    ids: Option<PartitionIds>,
     id_buffer: Vec<u32>,
     /// The first row ever was sent to every destination.
     replicated_any: bool,
@@ -353,11 +370,82 @@ impl<O: BatchSink> PartitionedWriter<O> {
     ) -> Result<Self> {
         options.validate()?;
         let num_partitions = partitioning.num_partitions();
-        let n = num_partitions as usize;
         let ids = PartitionIds::try_new(partitioning, &schema)?;
-        let buffering = Buffering::try_new(&schema, num_partitions, &options, output.takes_runs())?;
+        Self::build(schema, num_partitions, Some(ids), options, output)
+    }
+
+    /// A writer of batches of `schema` over `destinations` destinations, whose flushed batches
+    /// go to `output`, for a caller that gives every row's destination itself (another
+    /// engine's hash, a table of values): rows come in by
+    /// [`append_with_ids`](Self::append_with_ids) only, and [`append`](Self::append), which
+    /// has no partitioning to compute ids by, is refused.
+    ///
+    /// ```
+    /// use arrow_array::{Int64Array, RecordBatch};
+    /// use partout_exchange::{MemorySink, PartitionedWriter, WriterOptions};
+    /// use partout_format::Encoding;
+    /// use std::sync::Arc;
+    ///
+    /// let batch = RecordBatch::try_from_iter([
+    ///     ("k", Arc::new(Int64Array::from_iter_values(0..4)) as _),
+    /// ])
+    /// .unwrap();
+    /// let output = partout_exchange::Encoded::try_new(
+    ///     batch.schema(),
+    ///     3,
+    ///     Encoding::default(),
+    ///     MemorySink::new(3),
+    /// )
+    /// .unwrap();
+    /// let mut writer =
+    ///     PartitionedWriter::with_given_ids(batch.schema(), 3, WriterOptions::default(), output)
+    ///         .unwrap();
+    /// // No partitioning of its own: the caller says where each row goes.
+    /// assert!(writer.append(&batch).is_err());
+    /// writer.append_with_ids(&batch, &[2, 0, 2, 1]).unwrap();
+    /// let (_, metrics) = writer.finish().unwrap();
+    /// assert_eq!(metrics.destination_rows, [1, 1, 2]);
+    /// ```
+    ///
+    /// # Errors
+    /// [`WriterError::InvalidOption`] for options that cannot work, or that replicate rows
+    /// by their keys (only a partitioning of the writer's own knows them);
+    /// [`WriterError::Partition`] for a destination count of 0 or above
+    /// [`MAX_PARTITIONS`](partout_core::plan::MAX_PARTITIONS), or a column type that cannot
+    /// be buffered.
+    pub fn with_given_ids(
+        schema: SchemaRef,
+        destinations: u32,
+        options: WriterOptions,
+        output: O,
+    ) -> Result<Self> {
+        options.validate()?;
+        if options.replicate_nulls_and_any {
+            return Err(WriterError::InvalidOption(
+                "rows replicated by their keys need the writer's own partitioning, not ids \
+                 given by its caller"
+                    .into(),
+            ));
+        }
+        check_partition_count(destinations)?;
+        Self::build(schema, destinations, None, options, output)
+    }
+
+    /// A writer over `num_partitions` destinations, its ids computed by `ids` or, without,
+    /// given by its caller; `options` checked already.
+    fn build(
+        schema: SchemaRef,
+        num_partitions: u32,
+        ids: Option<PartitionIds>,
+        options: WriterOptions,
+        output: O,
+    ) -> Result<Self> {
+        let n = num_partitions as usize;
+        let capabilities = output.capabilities();
+        let buffering = Buffering::try_new(&schema, num_partitions, &options, capabilities.runs)?;
         let shared = Shared {
             output,
+            capabilities,
             metrics: WriterMetrics {
                 destination_rows: vec![0; n],
                 destination_bytes: vec![0; n],
@@ -408,20 +496,32 @@ impl<O: BatchSink> PartitionedWriter<O> {
     /// target, and the largest while the memory limit is passed.
     ///
     /// # Errors
-    /// [`WriterError::Partition`] for a batch of another schema or bad partition ids (nothing
-    /// of the batch is written then); [`WriterError::Encode`] and [`WriterError::Sink`] from a
-    /// flush, after which the writer refuses further calls with [`WriterError::Failed`].
+    /// [`WriterError::Partition`] for a batch of another schema or bad partition ids, and on
+    /// a writer whose caller gives the ids ([`with_given_ids`](Self::with_given_ids))
+    /// (nothing of the batch is written then); [`WriterError::Encode`] and
+    /// [`WriterError::Sink`] from a flush, after which the writer refuses further calls with
+    /// [`WriterError::Failed`].
     pub fn append(&mut self, batch: &RecordBatch) -> Result<()> {
         self.check_batch(batch)?;
+        let Some(ids) = &mut self.ids else {
+            return Err(WriterError::Partition(
+                partout_core::PartoutError::InvalidArgument(
+                    "this writer's caller gives its rows' destinations: append_with_ids, not \
+                     append"
+                        .into(),
+                ),
+            ));
+        };
         let started = Instant::now();
-        self.ids.compute(batch, &mut self.id_buffer)?;
+        ids.compute(batch, &mut self.id_buffer)?;
         self.shared.metrics.ids_time += started.elapsed();
         self.append_by_ids(batch)
     }
 
     /// Appends the rows of `batch` to the destinations `ids` gives (one per row, each below
     /// the partition count), as [`append`](Self::append) does with the ids its partitioning
-    /// computes: for partition ids a consumer decides (another engine's hash).
+    /// computes: for partition ids a consumer decides (another engine's hash), the one way in
+    /// of a writer built [`with_given_ids`](Self::with_given_ids).
     ///
     /// # Errors
     /// [`WriterError::Partition`] for a batch of another schema, ids not one per row or not
@@ -504,10 +604,11 @@ impl<O: BatchSink> PartitionedWriter<O> {
 
     /// The rows with a null in any key column, when there are any.
     fn key_nulls(&self, batch: &RecordBatch) -> Option<NullBuffer> {
-        self.ids
-            .partitioning()
-            .keys()
-            .iter()
+        let keys = self
+            .ids
+            .as_ref()
+            .map_or(&[][..], |ids| ids.partitioning().keys());
+        keys.iter()
             .fold(None, |acc: Option<NullBuffer>, &k| {
                 NullBuffer::union(acc.as_ref(), batch.column(k).nulls())
             })
@@ -556,13 +657,13 @@ impl<O: BatchSink> PartitionedWriter<O> {
         self.buffering.finish(&mut self.shared)?;
         let shared = &mut self.shared;
         let started = Instant::now();
-        let sink_before = shared.output.sink_time();
+        let sink_before = shared.sink_time();
         let before: u64 = shared.metrics.destination_bytes.iter().sum();
         shared
             .output
             .finish(&mut shared.metrics.destination_bytes)?;
         shared.metrics.bytes_out += shared.metrics.destination_bytes.iter().sum::<u64>() - before;
-        let sink = shared.output.sink_time() - sink_before;
+        let sink = shared.sink_time() - sink_before;
         shared.metrics.sink_time += sink;
         shared.metrics.encode_time += started.elapsed().saturating_sub(sink);
         Ok((self.shared.output, self.shared.metrics))

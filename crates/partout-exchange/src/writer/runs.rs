@@ -1,5 +1,5 @@
 //! [`HeldRuns`]: the writer's mode from [`RUNS_FROM`](crate::RUNS_FROM) destinations with
-//! [`Flush::AtTarget`], for an output that [takes runs](BatchSink::takes_runs) (Arrow IPC
+//! [`Flush::AtTarget`], for an output that [takes runs](super::SinkCapabilities::runs) (Arrow IPC
 //! streams of flat columns). Each batch is laid out destination by destination once, its view
 //! columns' values copied in that order, and held; when the held batches reach every
 //! destination's flush target together, each destination's runs across them go to the output
@@ -7,7 +7,7 @@
 //!
 //! ```text
 //!  append(batch) ─► Partitioner ─► held: [b0: d0 d0 | d1 | d2 ...] [b1: d0 | d1 d1 | ...] ...
-//!  held ≥ n × target (or the memory limit) ─► for each d: write_runs(d, [(b0, d's rows), (b1, ...)])
+//!  held ≥ n × target (or the memory limit) ─► for each d: Runs { d, [(b0, d's rows), (b1, ...)] }
 //! ```
 //!
 //! Below that many destinations a batch gives each destination many rows, and moving them
@@ -18,7 +18,7 @@
 //!
 //! [`Flush::AtTarget`]: crate::Flush::AtTarget
 
-use super::{BatchSink, Shared};
+use super::{BatchSink, Flushed, Shared};
 use crate::error::Result;
 use crate::options::WriterOptions;
 use arrow_array::RecordBatch;
@@ -197,8 +197,11 @@ impl HeldRuns {
                 continue;
             }
             let started = Instant::now();
-            let sink_before = shared.output.sink_time();
-            let bytes = shared.output.write_runs(p, &runs)?;
+            let sink_before = shared.sink_time();
+            let bytes = shared.output.write_flushed(Flushed::Runs {
+                destination: p,
+                runs: &runs,
+            })?;
             let rows: usize = runs.iter().map(|(_, r)| r.len()).sum();
             shared.metrics.destination_rows[p] += rows as u64;
             shared.account_flush(p, bytes, started, sink_before);

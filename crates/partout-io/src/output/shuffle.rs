@@ -5,8 +5,7 @@
 use super::{io_error, sink_error};
 use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
-use partout_exchange::{BatchSink, WriterError};
-use partout_format::ipc::runs::Run;
+use partout_exchange::{BatchSink, Flushed, SinkCapabilities, WriterError};
 use partout_format::{Encoding, StreamEncoders};
 use std::fs::File;
 use std::io::{self, Seek, Write};
@@ -130,19 +129,27 @@ impl BatchSink for ShuffleFile {
         self.append(p, batch.num_rows() as u64)
     }
 
-    fn takes_runs(&self) -> bool {
-        self.encoders.takes_runs()
+    /// Runs where the encoders take them (Arrow IPC streams of flat columns).
+    fn capabilities(&self) -> SinkCapabilities {
+        SinkCapabilities {
+            runs: self.encoders.takes_runs(),
+            ..SinkCapabilities::default()
+        }
     }
 
-    fn write_runs(&mut self, p: usize, runs: &[Run<'_>]) -> Result<u64, WriterError> {
+    /// Runs are encoded straight from the held batches.
+    fn write_flushed(&mut self, flushed: Flushed<'_>) -> Result<u64, WriterError> {
+        let Flushed::Runs { destination, runs } = flushed else {
+            return flushed.write_as_batches(self);
+        };
         let mut parts = Vec::new();
-        self.encoders.encode_runs(p, runs, &mut parts)?;
+        self.encoders.encode_runs(destination, runs, &mut parts)?;
         self.out.clear();
         for part in &parts {
             self.out.extend_from_slice(part);
         }
         drop(parts);
-        self.append(p, runs.iter().map(|(_, r)| r.len() as u64).sum())
+        self.append(destination, runs.iter().map(|(_, r)| r.len() as u64).sum())
     }
 
     /// Ends the IPC stream of every destination that has rows (Presto pages need no end)

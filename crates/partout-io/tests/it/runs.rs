@@ -6,7 +6,7 @@
 use arrow_array::RecordBatch;
 use partout_core::ids::Partitioning;
 use partout_exchange::{
-    BatchSink, Encoded, Flush, MemorySink, PartitionedWriter, WriterMetrics, WriterOptions,
+    BatchSink, Encoded, Flush, Flushed, MemorySink, PartitionedWriter, WriterMetrics, WriterOptions,
 };
 use partout_format::Encoding;
 use partout_format::ipc::Compression;
@@ -168,9 +168,13 @@ fn two_runs(dir: &Path, n: u32) -> Runs {
             .filter(|&(_, &c)| c > 0)
             .map(|(p, &c)| (p, c))
             .collect();
-        runs.write_sorted(&sorted, &spans, &mut vec![0; n as usize])
-            .unwrap();
-        runs.end_run().unwrap();
+        runs.write_flushed(Flushed::Sorted {
+            batch: &sorted,
+            runs: &spans,
+            destination_bytes: &mut vec![0; n as usize],
+        })
+        .unwrap();
+        runs.write_flushed(Flushed::EndOfRound).unwrap();
     }
     assert_eq!(runs.runs(), 2);
     runs
@@ -246,13 +250,21 @@ fn rows_out_of_destination_order_are_refused() {
     assert!(err.contains("destination 1"), "{err}");
     let err = error_chain(
         &runs
-            .write_sorted(&batch, &[(4, 1), (2, 3)], &mut [0; 5])
+            .write_flushed(Flushed::Sorted {
+                batch: &batch,
+                runs: &[(4, 1), (2, 3)],
+                destination_bytes: &mut [0; 5],
+            })
             .unwrap_err(),
     );
     assert!(err.contains("destination 2"), "{err}");
     let err = error_chain(
         &runs
-            .write_sorted(&batch, &[(4, 3)], &mut [0; 5])
+            .write_flushed(Flushed::Sorted {
+                batch: &batch,
+                runs: &[(4, 3)],
+                destination_bytes: &mut [0; 5],
+            })
             .unwrap_err(),
     );
     assert!(err.contains("4 rows"), "{err}");
