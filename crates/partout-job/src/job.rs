@@ -70,7 +70,12 @@ pub struct Job {
     threads: usize,
     budget: Budget,
     pub(crate) frames: Frames,
-    pub(crate) partitioning: Partitioning,
+    /// How rows find their destination; `None` partitioning by value (the ids are the
+    /// values', [`ByValue`]).
+    pub(crate) partitioning: Option<Partitioning>,
+    /// The writers' destinations (partitioning by value: every value's buckets, for as many
+    /// values as allowed).
+    pub(crate) destinations: u32,
     pub(crate) writer: WriterOptions,
     /// Set when workers spill sorted runs.
     pub(crate) runs: Option<RunOptions>,
@@ -208,21 +213,20 @@ impl Job {
         };
         let (partitioning, by_value, out_schema) = match by_value {
             false => (
-                partitioning(&options, &frames, context())?,
+                Some(partitioning(&options, &frames, context())?),
                 None,
                 frames.schema.clone(),
             ),
             true => {
                 let (by_value, out_schema) = ByValue::try_new(&options, &frames, table_bytes)?;
-                (
-                    Partitioning::round_robin(destinations),
-                    Some(by_value),
-                    out_schema,
-                )
+                (None, Some(by_value), out_schema)
             }
         };
-        PartitionedWriter::check(&out_schema, &partitioning, &writer)
-            .map_err(writing(context()))?;
+        match &partitioning {
+            Some(partitioning) => PartitionedWriter::check(&out_schema, partitioning, &writer),
+            None => PartitionedWriter::check_given_ids(&out_schema, &writer),
+        }
+        .map_err(writing(context()))?;
         spec.check_schema(&out_schema).map_err(writing(context()))?;
         Ok(Self {
             options,
@@ -230,6 +234,7 @@ impl Job {
             budget,
             frames,
             partitioning,
+            destinations,
             writer,
             runs,
             spec,
@@ -270,9 +275,10 @@ impl Job {
         }
     }
 
-    /// The partitioning (for range partitioning, with its sampled split points).
-    pub fn partitioning(&self) -> &Partitioning {
-        &self.partitioning
+    /// The partitioning (for range partitioning, with its sampled split points); `None`
+    /// partitioning by value, where each row's destination is its value's.
+    pub fn partitioning(&self) -> Option<&Partitioning> {
+        self.partitioning.as_ref()
     }
 
     /// Runs the workers into a staging directory, writes the manifest, and renames the
@@ -316,7 +322,7 @@ impl Job {
             .map_err(|e| io("starting the worker threads")(std::io::Error::other(e)))?;
         let destinations = Destinations {
             schema: self.out_schema.clone(),
-            count: self.partitioning.num_partitions() as usize,
+            count: self.destinations as usize,
             prefix: self.prefix().to_string(),
             staged: self.spec.is_staged(self.by_value.is_some()),
             row_group_bytes: self.budget.row_group_bytes(self.threads),
@@ -385,7 +391,7 @@ impl Job {
         manifest::from_run(
             self,
             destinations,
-            describe_bounds(&self.partitioning),
+            self.partitioning.as_ref().and_then(describe_bounds),
             written,
             workers,
         )

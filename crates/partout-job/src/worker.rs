@@ -69,7 +69,7 @@ impl Run<'_> {
         match self.job.runs {
             Some(options) => {
                 let schema = self.job.out_schema.clone();
-                let n = self.job.partitioning.num_partitions() as usize;
+                let n = self.job.destinations as usize;
                 let name = format!("w{worker}");
                 let runs = SortedRuns::new(output, schema, n, scratch, &name, options);
                 self.work(worker, runs)
@@ -88,17 +88,17 @@ impl Run<'_> {
             Some(b) => Some(WorkerValues::try_new(b, &schema)?),
             None => None,
         };
-        let mut writer = match &by_value {
-            // Each row's destination is its value's (append_with_ids).
-            Some(_) => PartitionedWriter::with_given_ids(
+        let mut writer = match &self.job.partitioning {
+            Some(partitioning) => PartitionedWriter::with_output(
                 self.job.out_schema.clone(),
-                self.job.partitioning.num_partitions(),
+                partitioning.clone(),
                 options,
                 output,
             ),
-            None => PartitionedWriter::with_output(
+            // Each row's destination is its value's (append_with_ids).
+            None => PartitionedWriter::with_given_ids(
                 self.job.out_schema.clone(),
-                self.job.partitioning.clone(),
+                self.job.destinations,
                 options,
                 output,
             ),

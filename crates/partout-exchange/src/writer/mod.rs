@@ -352,6 +352,23 @@ impl PartitionedWriter<()> {
         PartitionIds::try_new(partitioning.clone(), schema)?;
         check_types(schema)
     }
+
+    /// Checks, without building one, that a writer of `schema` over ids its caller gives
+    /// ([`with_given_ids`](PartitionedWriter::with_given_ids)) with `options` can be made.
+    ///
+    /// # Errors
+    /// As [`with_given_ids`](PartitionedWriter::with_given_ids), but for the destination count.
+    pub fn check_given_ids(schema: &SchemaRef, options: &WriterOptions) -> Result<()> {
+        options.validate()?;
+        if options.replicate_nulls_and_any {
+            return Err(WriterError::InvalidOption(
+                "rows replicated by their keys need the writer's own partitioning, not ids \
+                 given by its caller"
+                    .into(),
+            ));
+        }
+        check_types(schema)
+    }
 }
 
 impl<O: BatchSink> PartitionedWriter<O> {
