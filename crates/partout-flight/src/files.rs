@@ -7,7 +7,7 @@ use crate::message::Message;
 use arrow_flight::FlightData;
 use arrow_schema::SchemaRef;
 use bytes::Bytes;
-use partout_format::ipc::frame::{self, CONTINUATION, Prefix};
+use partout_format::ipc::frame::{Frame, Header, MessageReader, Skip};
 use partout_format::presto::HEADER_SIZE;
 use partout_io::manifest::{Format, Layout, Manifest};
 use partout_io::read_shuffle_index;
@@ -196,21 +196,6 @@ impl RangeReader {
         Ok(true)
     }
 
-    /// Skips `n` bytes.
-    fn skip(&mut self, mut n: u64) -> io::Result<()> {
-        while n > 0 {
-            if !self.next_range()? {
-                return Err(io::ErrorKind::UnexpectedEof.into());
-            }
-            let step = n.min(self.left);
-            self.file.seek_relative(step as i64)?;
-            self.left -= step;
-            self.remaining -= step;
-            n -= step;
-        }
-        Ok(())
-    }
-
     /// `n` bytes, checked against what the ranges hold before anything is allocated.
     fn take(&mut self, n: u64, what: &str) -> Result<Vec<u8>> {
         if n > self.remaining {
@@ -235,6 +220,23 @@ impl RangeReader {
         cause: impl Into<Box<dyn std::error::Error + Send + Sync + 'static>>,
     ) -> ExchangeError {
         ExchangeError::corrupt_because(format!("{}: {what}", self.path.display()), cause)
+    }
+}
+
+/// Seeks over what it skips.
+impl Skip for RangeReader {
+    fn skip(&mut self, mut n: u64) -> io::Result<()> {
+        while n > 0 {
+            if !self.next_range()? {
+                return Err(io::ErrorKind::UnexpectedEof.into());
+            }
+            let step = n.min(self.left);
+            self.file.seek_relative(step as i64)?;
+            self.left -= step;
+            self.remaining -= step;
+            n -= step;
+        }
+        Ok(())
     }
 }
 
@@ -274,7 +276,7 @@ enum IpcRead {
 pub struct FileCursor {
     format: Format,
     segments: std::collections::VecDeque<Segment>,
-    reader: Option<RangeReader>,
+    reader: Option<MessageReader<RangeReader>>,
     /// Dictionary messages in force: per id, the last replacement and its deltas.
     dictionaries: BTreeMap<i64, Vec<FlightData>>,
     schema: Option<SchemaRef>,
@@ -283,14 +285,20 @@ pub struct FileCursor {
 impl FileCursor {
     /// The reader of the current segment, the next one opened when it is done; `None` at the
     /// end.
-    fn reader(&mut self) -> Result<Option<&mut RangeReader>> {
+    fn reader(&mut self) -> Result<Option<&mut MessageReader<RangeReader>>> {
         loop {
-            if self.reader.as_ref().is_some_and(|r| r.remaining > 0) {
+            if self
+                .reader
+                .as_ref()
+                .is_some_and(|r| r.get_ref().remaining > 0)
+            {
                 return Ok(self.reader.as_mut());
             }
             match self.segments.pop_front() {
                 Some(segment) => {
-                    self.reader = Some(RangeReader::open(segment)?);
+                    let reader = RangeReader::open(segment)?;
+                    let len = reader.remaining;
+                    self.reader = Some(MessageReader::new(reader, len));
                     self.dictionaries.clear();
                 }
                 None => return Ok(None),
@@ -305,7 +313,9 @@ impl FileCursor {
         };
         match read_ipc(reader, false)? {
             IpcRead::Schema(schema) => Ok(Some(schema)),
-            _ => Err(reader.corrupt("an IPC stream that does not begin with its schema".into())),
+            _ => Err(reader
+                .get_ref()
+                .corrupt("an IPC stream that does not begin with its schema".into())),
         }
     }
 
@@ -341,6 +351,9 @@ impl FileCursor {
                 return Ok(None);
             };
             if format == Format::Presto {
+                // Pages are framed by their headers: the reader's count of IPC bytes is not
+                // used.
+                let reader = reader.get_mut();
                 let header = reader.take(HEADER_SIZE as u64, "a Presto page header")?;
                 let size = i32::from_le_bytes(header[9..13].try_into().expect("4 bytes"));
                 if size < 0 {
@@ -366,7 +379,9 @@ impl FileCursor {
                         && known.fields() != schema.fields()
                     {
                         let reader = self.reader.as_ref().expect("a message was just read");
-                        return Err(reader.corrupt("a stream of another schema".into()));
+                        return Err(reader
+                            .get_ref()
+                            .corrupt("a stream of another schema".into()));
                     }
                     self.schema = Some(schema);
                 }
@@ -398,73 +413,80 @@ impl FileCursor {
 }
 
 /// Reads one IPC message (its body passed over for a record batch with `skip`).
-fn read_ipc(reader: &mut RangeReader, skip: bool) -> Result<IpcRead> {
-    let mut word = reader.take(4, "an IPC message length")?;
-    if word == CONTINUATION {
-        // The length follows.
-        word.extend(reader.take(4, "an IPC message length")?);
-    }
-    let (prefix, _) = frame::prefix(&word)
-        .map_err(|e| reader.corrupt_because("an IPC message length".into(), e))?
-        .ok_or_else(|| reader.corrupt("an IPC message length cut short".into()))?;
-    let len = match prefix {
-        Prefix::End => return Ok(IpcRead::End),
-        Prefix::Message { header_len } => header_len as u64,
+fn read_ipc(reader: &mut MessageReader<RangeReader>, skip: bool) -> Result<IpcRead> {
+    let framing = |reader: &MessageReader<RangeReader>, e| {
+        reader.get_ref().corrupt_because("an IPC message".into(), e)
     };
-    let header = reader.take(len, "an IPC message header")?;
-    let message = arrow_ipc::root_as_message(&header)
-        .map_err(|e| reader.corrupt_because("an IPC message header".into(), e.to_string()))?;
-    let body_len = u64::try_from(message.bodyLength())
-        .map_err(|_| reader.corrupt(format!("an IPC body of {} bytes", message.bodyLength())))?;
-    match message.header_type() {
+    let header = match reader.next_frame() {
+        Ok(Some(Frame::Message(header))) => header,
+        Ok(None | Some(Frame::End)) => return Ok(IpcRead::End),
+        Err(e) => return Err(framing(reader, e)),
+    };
+    let message = header.message().map_err(|e| framing(reader, e))?;
+    let corrupt = |what: String| reader.get_ref().corrupt(what);
+    // The message without its data, which is read (or passed over) next.
+    let read = match message.header_type() {
         arrow_ipc::MessageHeader::Schema => {
             let schema = message
                 .header_as_schema()
-                .ok_or_else(|| reader.corrupt("a schema message without a schema".into()))?;
+                .ok_or_else(|| corrupt("a schema message without a schema".into()))?;
             // Damaged schemas are refused, not converted (arrow-ipc's conversion panics).
-            let schema = partout_format::ipc::convert_schema(schema)
-                .map_err(|e| reader.corrupt_because("a schema message".into(), e))?;
-            reader
-                .skip(body_len)
-                .map_err(|e| reader.corrupt_because("a schema message's body".into(), e))?;
-            Ok(IpcRead::Schema(Arc::new(schema)))
+            let schema = partout_format::ipc::convert_schema(schema).map_err(|e| {
+                reader
+                    .get_ref()
+                    .corrupt_because("a schema message".into(), e)
+            })?;
+            IpcRead::Schema(Arc::new(schema))
         }
         arrow_ipc::MessageHeader::DictionaryBatch => {
             let dictionary = message
                 .header_as_dictionary_batch()
-                .ok_or_else(|| reader.corrupt("an empty dictionary message".into()))?;
-            let (id, delta) = (dictionary.id(), dictionary.isDelta());
-            let body = reader.take(body_len, "an IPC dictionary body")?;
-            Ok(IpcRead::Dictionary {
-                id,
-                delta,
-                data: flight_data(header, body),
-            })
+                .ok_or_else(|| corrupt("an empty dictionary message".into()))?;
+            IpcRead::Dictionary {
+                id: dictionary.id(),
+                delta: dictionary.isDelta(),
+                data: FlightData::default(),
+            }
         }
         arrow_ipc::MessageHeader::RecordBatch => {
             let rows = message
                 .header_as_record_batch()
                 .map(|b| b.length())
-                .ok_or_else(|| reader.corrupt("an empty record batch message".into()))?;
+                .ok_or_else(|| corrupt("an empty record batch message".into()))?;
             let rows = u64::try_from(rows)
-                .map_err(|_| reader.corrupt(format!("a record batch of {rows} rows")))?;
-            if skip {
-                reader
-                    .skip(body_len)
-                    .map_err(|e| reader.corrupt_because("a record batch's body".into(), e))?;
-                return Ok(IpcRead::Batch {
-                    data: FlightData::default(),
-                    rows,
-                });
-            }
-            let body = reader.take(body_len, "an IPC record batch body")?;
-            Ok(IpcRead::Batch {
-                data: flight_data(header, body),
+                .map_err(|_| corrupt(format!("a record batch of {rows} rows")))?;
+            IpcRead::Batch {
+                data: FlightData::default(),
                 rows,
-            })
+            }
         }
-        other => Err(reader.corrupt(format!("an IPC message of kind {other:?}"))),
+        other => return Err(corrupt(format!("an IPC message of kind {other:?}"))),
+    };
+    // A schema's body is empty; a batch's is passed over when skipped.
+    let wanted = match read {
+        IpcRead::Schema(_) => false,
+        IpcRead::Batch { .. } => !skip,
+        IpcRead::Dictionary { .. } | IpcRead::End => true,
+    };
+    if !wanted {
+        reader.skip_body(&header).map_err(|e| framing(reader, e))?;
+        return Ok(read);
     }
+    let data = read_data(reader, header)?;
+    Ok(match read {
+        IpcRead::Dictionary { id, delta, .. } => IpcRead::Dictionary { id, delta, data },
+        IpcRead::Batch { rows, .. } => IpcRead::Batch { data, rows },
+        other => other,
+    })
+}
+
+/// The message `header` heads, read whole.
+fn read_data(reader: &mut MessageReader<RangeReader>, header: Header) -> Result<FlightData> {
+    let mut body = Vec::new();
+    reader
+        .read_body(&header, &mut body)
+        .map_err(|e| reader.get_ref().corrupt_because("an IPC message".into(), e))?;
+    Ok(flight_data(header.into_bytes(), body))
 }
 
 fn flight_data(header: Vec<u8>, body: Vec<u8>) -> FlightData {

@@ -15,7 +15,7 @@ use arrow_ipc::writer::{DictionaryTracker, IpcDataGenerator, IpcWriteContext, Ip
 use arrow_schema::{DataType, Schema, SchemaRef};
 use bytes::Bytes;
 use partout_format::ipc::MessageCheck;
-use partout_format::ipc::frame::{self, Prefix};
+use partout_format::ipc::frame::{Frame, MessageReader};
 use partout_format::presto::{PageOptions, check_page, decode_page, encode_page};
 use partout_format::{Encoding, Format, StreamEncoders};
 use std::collections::HashMap;
@@ -298,8 +298,8 @@ pub fn encode_ipc(batch: &RecordBatch, options: &IpcWriteOptions) -> Result<Mess
 /// Encodes batches as the messages of one exchange.
 ///
 /// IPC messages of a schema without dictionaries come from partout's stream encoder, whose
-/// parts share the batch's buffers: the body is copied once, into a buffer of its exact size
-/// (arrow-ipc's `IpcDataGenerator` grows its body buffer as it goes, copying it again).
+/// parts share the batch's buffers: the message is copied once, into a buffer of its exact
+/// size (arrow-ipc's `IpcDataGenerator` grows its body buffer as it goes, copying it again).
 #[derive(Debug)]
 pub struct MessageEncoder {
     schema: SchemaRef,
@@ -358,29 +358,34 @@ impl MessageEncoder {
         };
         self.parts.clear();
         stream.encode_parts(0, batch, &mut self.parts)?;
-        let mut reader = Parts::new(&self.parts);
-        loop {
-            let (header, body_len) = reader.message()?;
-            let message = arrow_ipc::root_as_message(&header)
-                .map_err(|e| ExchangeError::corrupt_because("an encoded message", e.to_string()))?;
-            if message.header_type() != arrow_ipc::MessageHeader::RecordBatch {
-                // The stream's schema, before its first batch.
-                reader.skip(body_len)?;
-                continue;
-            }
-            let mut body = Vec::with_capacity(body_len);
-            reader.copy(body_len, &mut body)?;
-            self.parts.clear();
-            return Ok(Message::Ipc {
-                dictionaries: Vec::new(),
-                batch: FlightData {
-                    data_header: header.into(),
-                    data_body: body.into(),
-                    ..Default::default()
-                },
-                rows: batch.num_rows() as u64,
-            });
+        // The parts in one buffer of their exact size (the body's one copy), which the
+        // message's header and body share.
+        let mut bytes = Vec::with_capacity(self.parts.iter().map(|p| p.len()).sum());
+        for part in self.parts.drain(..) {
+            bytes.extend_from_slice(&part);
         }
+        let bytes = Bytes::from(bytes);
+        let mut reader = MessageReader::new(&bytes[..], bytes.len() as u64);
+        while let Some(Frame::Message(header)) = reader.next_frame()? {
+            let at = reader.position() as usize;
+            let body = reader.body_slice(&header)?.len();
+            // The stream's schema comes before its first batch.
+            if header.message()?.header_type() == arrow_ipc::MessageHeader::RecordBatch {
+                let start = header.at() as usize;
+                return Ok(Message::Ipc {
+                    dictionaries: Vec::new(),
+                    batch: FlightData {
+                        data_header: bytes.slice(start..at),
+                        data_body: bytes.slice(at..at + body),
+                        ..Default::default()
+                    },
+                    rows: batch.num_rows() as u64,
+                });
+            }
+        }
+        Err(ExchangeError::corrupt(
+            "an encoded batch without its message",
+        ))
     }
 
     /// The schema.
@@ -479,64 +484,6 @@ fn with_dictionary_ids(schema: &Schema) -> Result<SchemaRef> {
     );
     let numbered = arrow_ipc::convert::try_schema_from_flatbuffer_bytes(&encoded.ipc_message)?;
     Ok(Arc::new(numbered))
-}
-
-/// Reads encoded IPC stream messages across the parts an encoder gave.
-struct Parts<'a> {
-    parts: &'a [Buffer],
-    /// The part being read, and the offset in it.
-    at: (usize, usize),
-}
-
-impl<'a> Parts<'a> {
-    fn new(parts: &'a [Buffer]) -> Self {
-        Self { parts, at: (0, 0) }
-    }
-
-    /// Copies the next `n` bytes to `out`.
-    fn copy(&mut self, mut n: usize, out: &mut Vec<u8>) -> Result<()> {
-        while n > 0 {
-            let Some(part) = self.parts.get(self.at.0) else {
-                return Err(ExchangeError::corrupt(
-                    "an encoded message shorter than its header says",
-                ));
-            };
-            let take = n.min(part.len() - self.at.1);
-            out.extend_from_slice(&part[self.at.1..self.at.1 + take]);
-            self.at.1 += take;
-            n -= take;
-            if self.at.1 == part.len() {
-                self.at = (self.at.0 + 1, 0);
-            }
-        }
-        Ok(())
-    }
-
-    fn skip(&mut self, n: usize) -> Result<()> {
-        let mut scratch = Vec::with_capacity(n);
-        self.copy(n, &mut scratch)
-    }
-
-    /// The next message's header (its flatbuffer, padded) and body length.
-    fn message(&mut self) -> Result<(Vec<u8>, usize)> {
-        let mut word = Vec::with_capacity(8);
-        self.copy(8, &mut word)?;
-        let len = match frame::prefix(&word) {
-            Ok(Some((Prefix::Message { header_len }, 8))) => header_len,
-            _ => {
-                return Err(ExchangeError::corrupt(
-                    "an encoded message without its prefix",
-                ));
-            }
-        };
-        let mut header = Vec::with_capacity(len);
-        self.copy(len, &mut header)?;
-        let message = arrow_ipc::root_as_message(&header)
-            .map_err(|e| ExchangeError::corrupt_because("an encoded message", e.to_string()))?;
-        let body = usize::try_from(message.bodyLength())
-            .map_err(|_| ExchangeError::corrupt("a negative body length"))?;
-        Ok((header, body))
-    }
 }
 
 /// Column names and types, for errors.

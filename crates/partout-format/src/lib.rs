@@ -34,6 +34,8 @@ pub enum FormatError {
     Arrow(ArrowError),
     /// Input that would decode to more than its size allows (what, and the limit).
     TooLarge(String),
+    /// Reading the input failed.
+    Io(std::io::Error),
 }
 
 impl fmt::Display for FormatError {
@@ -43,6 +45,7 @@ impl fmt::Display for FormatError {
             Self::InvalidArgument(what) => write!(f, "invalid argument: {what}"),
             Self::Arrow(e) => write!(f, "arrow error: {e}"),
             Self::TooLarge(what) => write!(f, "input too large to decode: {what}"),
+            Self::Io(e) => write!(f, "reading failed: {e}"),
         }
     }
 }
@@ -53,6 +56,7 @@ impl std::error::Error for FormatError {
             // The Arrow error's text is this error's own (above); its cause, if any, is the
             // next link, so a chain prints each message once.
             Self::Arrow(e) => e.source(),
+            Self::Io(e) => e.source(),
             _ => None,
         }
     }
@@ -61,6 +65,12 @@ impl std::error::Error for FormatError {
 impl From<ArrowError> for FormatError {
     fn from(e: ArrowError) -> Self {
         Self::Arrow(e)
+    }
+}
+
+impl From<std::io::Error> for FormatError {
+    fn from(e: std::io::Error) -> Self {
+        Self::Io(e)
     }
 }
 

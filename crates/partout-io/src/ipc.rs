@@ -4,7 +4,8 @@
 //! arrow-ipc's `FileReader` and `StreamReader` allocate what a message or a footer claims
 //! before reading it (a stream of eight bytes can ask for two gigabytes, a footer block for
 //! any size), and decompress a buffer into room for the length its first eight bytes claim.
-//! So the framing is done here, bounded by the bytes left in the file; each message's buffers
+//! So a stream is framed by partout-format's `MessageReader`, bounded by the bytes left in the
+//! file, and a file's blocks here, bounded by the file's size; each message's buffers
 //! are checked to lie in its body, and each compressed buffer's claimed length against what
 //! its codec can make of its bytes. The messages are then decoded by arrow-ipc (`FileDecoder`,
 //! `read_record_batch`, `read_dictionary`).
@@ -20,7 +21,7 @@ use arrow_ipc::Block;
 use arrow_ipc::reader::{FileDecoder, read_dictionary, read_record_batch};
 use arrow_schema::{ArrowError, SchemaRef};
 use partout_format::ipc::MessageCheck;
-use partout_format::ipc::frame::{self, CONTINUATION, Prefix};
+use partout_format::ipc::frame::{CONTINUATION, Frame, MessageReader};
 use std::collections::HashMap;
 use std::io::{Read, Seek, SeekFrom};
 use std::sync::Arc;
@@ -31,31 +32,31 @@ fn corrupt(what: impl Into<String>) -> ArrowError {
     ArrowError::ParseError(what.into())
 }
 
-/// A refusal of partout-format's checks as the Arrow error these readers give.
+/// A refusal of partout-format's checks (or the file's failure to read) as the Arrow error
+/// these readers give.
 fn refused(e: partout_format::FormatError) -> ArrowError {
-    corrupt(e.to_string())
+    match e {
+        partout_format::FormatError::Io(e) => ArrowError::from(e),
+        other => corrupt(other.to_string()),
+    }
 }
 
-/// One message of a stream: its bytes (prefix, flatbuffer, body), where its flatbuffer and its
-/// body start.
+/// One message of a stream: its flatbuffer and body in one buffer, and where the body starts.
 struct Message {
     bytes: Buffer,
-    flatbuffer: usize,
     body: usize,
 }
 
 impl Message {
     fn parsed(&self) -> Result<arrow_ipc::Message<'_>, ArrowError> {
-        arrow_ipc::root_as_message(&self.bytes[self.flatbuffer..self.body])
+        arrow_ipc::root_as_message(&self.bytes[..self.body])
             .map_err(|e| corrupt(format!("a message that is not one: {e}")))
     }
 }
 
 /// An Arrow IPC stream, read a message at a time.
 pub(crate) struct IpcStream<R> {
-    reader: R,
-    /// Bytes left in the file.
-    left: u64,
+    reader: MessageReader<R>,
     schema: SchemaRef,
     dictionaries: HashMap<i64, ArrayRef>,
     /// Every message passes it before arrow-ipc decodes it.
@@ -67,8 +68,7 @@ impl<R: Read> IpcStream<R> {
     /// A stream of `len` bytes, read up to its schema.
     pub(crate) fn try_new(reader: R, len: u64) -> Result<(SchemaRef, Self), ArrowError> {
         let mut stream = Self {
-            reader,
-            left: len,
+            reader: MessageReader::new(reader, len),
             schema: Arc::new(arrow_schema::Schema::empty()),
             dictionaries: HashMap::new(),
             check: MessageCheck::new(),
@@ -87,60 +87,19 @@ impl<R: Read> IpcStream<R> {
         Ok((stream.schema.clone(), stream))
     }
 
-    fn read(&mut self, buf: &mut Vec<u8>, n: u64) -> Result<(), ArrowError> {
-        if n > self.left {
-            return Err(corrupt(format!(
-                "{n} bytes asked for where {} are left",
-                self.left
-            )));
-        }
-        let read = (&mut self.reader).take(n).read_to_end(buf)?;
-        self.left -= read as u64;
-        if read as u64 != n {
-            return Err(corrupt("a file shorter than it was"));
-        }
-        Ok(())
-    }
-
     /// The next message, whole and checked; `None` at the stream's end.
     fn next_message(&mut self) -> Result<Option<Message>, ArrowError> {
-        if self.left == 0 {
-            return Ok(None);
-        }
-        let mut bytes = Vec::with_capacity(8);
-        self.read(&mut bytes, 4)?;
-        if bytes[..4] == CONTINUATION {
-            self.read(&mut bytes, 4)?;
-        }
-        let (prefix, flatbuffer) = frame::prefix(&bytes)
-            .map_err(refused)?
-            .ok_or_else(|| corrupt("a message length cut short"))?;
-        let meta_len = match prefix {
-            Prefix::End => return Ok(None),
-            Prefix::Message { header_len } => header_len as u64,
+        let header = match self.reader.next_frame().map_err(refused)? {
+            None | Some(Frame::End) => return Ok(None),
+            Some(Frame::Message(header)) => header,
         };
-        self.read(&mut bytes, meta_len)?;
-        let body = bytes.len();
-        let body_len = arrow_ipc::root_as_message(&bytes[flatbuffer..])
-            .map_err(|e| corrupt(format!("a message that is not one: {e}")))?
-            .bodyLength();
-        let body_len = u64::try_from(body_len)
-            .ok()
-            .filter(|&len| len <= self.left)
-            .ok_or_else(|| {
-                corrupt(format!(
-                    "a message body of {body_len} bytes where {} are left",
-                    self.left
-                ))
-            })?;
-        bytes.reserve_exact(body_len as usize);
-        self.read(&mut bytes, body_len)?;
+        let body = header.bytes().len();
+        let bytes = self.reader.read_message(header).map_err(refused)?;
         self.check
-            .check(&bytes[flatbuffer..body], &bytes[body..])
+            .check(&bytes[..body], &bytes[body..])
             .map_err(refused)?;
         Ok(Some(Message {
             bytes: Buffer::from(bytes),
-            flatbuffer,
             body,
         }))
     }

@@ -2,7 +2,7 @@
 //! arrow-ipc's reader trusts is checked first, so that bad bytes are an error naming what is
 //! wrong, never a panic or a huge allocation.
 
-use super::frame::{self, Prefix};
+use super::frame::{self, Frame};
 use crate::{FormatError, Result};
 use arrow_array::{Array, RecordBatch};
 use arrow_ipc::reader::StreamReader;
@@ -50,67 +50,36 @@ const MAX_LENGTH: i64 = i32::MAX as i64;
 ///
 /// Nothing here recurses deeper than the flatbuffer verifier allows (64 tables).
 fn check_stream(bytes: &[u8]) -> Result<()> {
-    let corrupt = |at: usize, what: String| {
-        Err(FormatError::Corrupt(format!(
-            "Arrow IPC stream at byte {at}: {what}"
-        )))
+    let corrupt = |at: u64, what: String| {
+        FormatError::Corrupt(format!("Arrow IPC stream at byte {at}: {what}"))
     };
-    let mut pos = 0usize;
+    // The reader's errors say at which byte.
+    let framing = |e: FormatError| match e {
+        FormatError::Corrupt(what) => FormatError::Corrupt(format!("Arrow IPC stream {what}")),
+        other => other,
+    };
+    let mut reader = frame::MessageReader::new(bytes, bytes.len() as u64);
     let mut checker = MessageCheck::new();
     loop {
-        let len = match frame::prefix(&bytes[pos..]) {
-            Ok(None) => {
-                return corrupt(pos, "truncated before the end-of-stream marker".into());
+        let header = match reader.next_frame().map_err(framing)? {
+            None => {
+                let what = "truncated before the end-of-stream marker".into();
+                return Err(corrupt(reader.position(), what));
             }
-            Err(e) => return corrupt(pos, e.to_string()),
-            Ok(Some((Prefix::End, taken))) => {
-                pos += taken;
-                return if checker.schema.is_none() {
-                    corrupt(pos, "no schema message".into())
-                } else {
-                    Ok(())
-                };
+            Some(Frame::End) if checker.schema.is_none() => {
+                return Err(corrupt(reader.position(), "no schema message".into()));
             }
-            Ok(Some((Prefix::Message { header_len }, taken))) => {
-                pos += taken;
-                header_len
-            }
+            Some(Frame::End) => return Ok(()),
+            Some(Frame::Message(header)) => header,
         };
-        let Some(metadata) = pos.checked_add(len).and_then(|end| bytes.get(pos..end)) else {
-            return corrupt(
-                pos,
-                format!(
-                    "message of {len} bytes past the end ({} bytes)",
-                    bytes.len()
-                ),
-            );
-        };
-        let message = match arrow_ipc::root_as_message(metadata) {
-            Ok(m) => m,
-            Err(e) => return corrupt(pos, format!("invalid message: {e}")),
-        };
-        let message_at = pos;
-        pos += len;
-        let body_len = message.bodyLength();
-        let body_end = usize::try_from(body_len)
-            .ok()
-            .and_then(|b| pos.checked_add(b));
-        let Some(body_end) = body_end.filter(|&end| end <= bytes.len()) else {
-            return corrupt(
-                pos,
-                format!(
-                    "body of {body_len} bytes past the end ({} bytes)",
-                    bytes.len()
-                ),
-            );
-        };
-        let body = &bytes[pos..body_end];
+        let message = header.message().map_err(framing)?;
+        let body_at = reader.position();
+        let body = reader.body_slice(&header).map_err(framing)?;
         match checker.check_parsed(message, body) {
             Ok(()) => {}
-            Err(Fault::Message(what)) => return corrupt(message_at, what),
-            Err(Fault::Body(what)) => return corrupt(pos, what),
+            Err(Fault::Message(what)) => return Err(corrupt(header.at(), what)),
+            Err(Fault::Body(what)) => return Err(corrupt(body_at, what)),
         }
-        pos = body_end;
     }
 }
 
