@@ -45,7 +45,7 @@ mod state;
 #[cfg(test)]
 mod model;
 
-pub use error::ExchangeError;
+pub use error::{Cause, ExchangeError};
 pub use item::{Account, Item};
 pub use options::{BoundedOptions, ExchangeMetrics, Fetched, OutputStatus};
 pub use spill::{SpillMetrics, SpillTarget, spill_batch, unspill_batch};
@@ -517,9 +517,9 @@ impl<T: Item> BoundedExchange<T> {
     }
 
     /// A producer failed: the exchange ends in `error` for every consumer and producer (the
-    /// first error counts).
-    pub fn fail(&self, error: Arc<dyn std::error::Error + Send + Sync>) {
-        self.end_in(ExchangeError::Failed(error));
+    /// first error counts), as [`ExchangeError::producer_failed`] says.
+    pub fn fail(&self, error: Cause) {
+        self.end_in(ExchangeError::producer_failed(error));
     }
 
     /// Cancels the exchange: its queues are freed, and everyone gets
