@@ -88,16 +88,23 @@ pub(crate) fn spill_target(context: &TaskContext, operator: &str) -> Option<Spil
 }
 
 /// DataFusion's error for an exchange error: resources exhausted naming the operator, the
-/// producer's own error as it was, the rest as external errors.
+/// producer's own error as it was, the rest as external errors (whose message DataFusion shows
+/// alone: one with a cause is reported with it).
 pub(crate) fn to_datafusion(e: ExchangeError, operator: &str) -> DataFusionError {
+    if let ExchangeError::Failed {
+        cause: Some(cause), ..
+    } = &e
+        && let Some(Shared(producer)) = cause.downcast_ref::<Shared>()
+    {
+        return DataFusionError::Shared(producer.clone());
+    }
     match e {
         ExchangeError::ResourcesExhausted(why) => {
             DataFusionError::ResourcesExhausted(format!("{operator}: {why}"))
         }
-        ExchangeError::Failed(cause) => match cause.downcast_ref::<Shared>() {
-            Some(Shared(e)) => DataFusionError::Shared(e.clone()),
-            None => DataFusionError::External(Box::new(ExchangeError::Failed(cause))),
-        },
+        other if std::error::Error::source(&other).is_some() => {
+            DataFusionError::External(other.report().into())
+        }
         other => DataFusionError::External(Box::new(other)),
     }
 }

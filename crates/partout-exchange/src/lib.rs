@@ -29,7 +29,7 @@ mod spares;
 mod writer;
 
 pub use bounded::{
-    Account, BoundedExchange, BoundedOptions, ExchangeError, ExchangeMetrics, Fetched, Item,
+    Account, BoundedExchange, BoundedOptions, Cause, ExchangeError, ExchangeMetrics, Fetched, Item,
     OutputStatus, SpillMetrics, SpillTarget, spill_batch, unspill_batch,
 };
 pub use encoded::Encoded;

@@ -212,7 +212,7 @@ fn a_producer_failure_reaches_every_waiting_consumer() {
     ex.fail(Arc::new(std::io::Error::other("input 7 broke")));
     for w in waiting {
         let err = bounded("a waiting consumer", move || w.join().unwrap()).unwrap_err();
-        assert!(err.to_string().contains("input 7 broke"), "{err}");
+        assert!(err.report().contains("input 7 broke"), "{err}");
     }
     assert!(ex.push(0, batch(0, 1)).is_err());
     assert_eq!(ex.metrics().held_bytes, 0);

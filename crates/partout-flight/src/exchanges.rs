@@ -133,7 +133,7 @@ impl Exchanges {
     /// # Errors
     /// [`ExchangeError::InvalidArgument`] for a name taken already, empty, `.` or `..`, longer
     /// than [`MAX_NAME_BYTES`], or holding characters a URL path would change (Presto's
-    /// protocol puts it in one); [`ExchangeError::ResourceExhausted`] past
+    /// protocol puts it in one); [`ExchangeError::ResourcesExhausted`] past
     /// [`Limits::max_exchanges`].
     pub fn add(&self, name: impl Into<String>, exchange: Exchange) -> Result<()> {
         self.add_charged(name.into(), exchange, 0)
@@ -143,7 +143,7 @@ impl Exchanges {
     /// is dropped.
     ///
     /// # Errors
-    /// As [`add`](Self::add), and [`ExchangeError::ResourceExhausted`] past the memory limit.
+    /// As [`add`](Self::add), and [`ExchangeError::ResourcesExhausted`] past the memory limit.
     pub(crate) fn add_charged(&self, name: String, exchange: Exchange, bytes: usize) -> Result<()> {
         let mut registry = self.write();
         room(&registry, &name, bytes)?;
@@ -316,11 +316,11 @@ impl Charge {
     /// the charge grow. (It grows by what it reads after, one page past the limit at most.)
     ///
     /// # Errors
-    /// [`ExchangeError::ResourceExhausted`] naming the limit.
+    /// [`ExchangeError::ResourcesExhausted`] naming the limit.
     pub(crate) fn check_room(&self) -> Result<()> {
         let registry = self.registry.read().unwrap_or_else(|e| e.into_inner());
         if registry.charged >= registry.limits.memory_limit {
-            return Err(ExchangeError::ResourceExhausted(format!(
+            return Err(past_limits(format!(
                 "the server holds {} bytes for exchanges and unacknowledged replies, its limit \
                  is {}; acknowledge what was read, or retry",
                 registry.charged, registry.limits.memory_limit
@@ -362,18 +362,23 @@ fn room(registry: &Registry, name: &str, bytes: usize) -> Result<()> {
     }
     let limits = registry.limits;
     if registry.map.len() >= limits.max_exchanges {
-        return Err(ExchangeError::ResourceExhausted(format!(
+        return Err(past_limits(format!(
             "{} exchanges are served, the server's limit; drop one first",
             registry.map.len()
         )));
     }
     if registry.charged.saturating_add(bytes) > limits.memory_limit {
-        return Err(ExchangeError::ResourceExhausted(format!(
+        return Err(past_limits(format!(
             "exchange {name:?} needs {bytes} bytes; the exchanges made hold {} of the server's {}",
             registry.charged, limits.memory_limit
         )));
     }
     Ok(())
+}
+
+/// Past one of the server's limits: `what`, and the limit.
+fn past_limits(what: String) -> ExchangeError {
+    ExchangeError::ResourcesExhausted(format!("past the server's limits: {what}"))
 }
 
 /// An error unless `name` can name an exchange (see [`Exchanges::add`]).

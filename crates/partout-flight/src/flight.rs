@@ -11,7 +11,7 @@
 //!  ListFlights / GetFlightInfo ─► per destination: rows, bytes, complete, its ticket
 //! ```
 
-use crate::error::{ExchangeError, Result};
+use crate::error::{ExchangeError, Result, status};
 use crate::exchanges::{DESTINATION_BYTES, Exchange, Exchanges, shown};
 use crate::files::{FileCursor, FinishedOutput};
 use crate::live::{LiveExchange, LiveOptions};
@@ -311,7 +311,7 @@ fn stream_finished(
     stream::once(open).flat_map(move |opened| {
         let context = context.clone();
         match opened {
-            Err(e) => stream::iter([Err(Status::from(e.context(context)))]).boxed(),
+            Err(e) => stream::iter([Err(status(e.context(context)))]).boxed(),
             Ok((schema, cursor, from)) => {
                 let batches = stream::unfold(Some((cursor, from)), move |state| {
                     let context = context.clone();
@@ -326,12 +326,12 @@ fn stream_finished(
                             Ok(read) => read,
                             Err(e) => {
                                 let e = ExchangeError::corrupt_because("reading the output", e);
-                                return Some((vec![Err(e.context(context).into())], None));
+                                return Some((vec![Err(status(e.context(context)))], None));
                             }
                         };
                         match message {
                             Ok(None) => None,
-                            Err(e) => Some((vec![Err(e.context(context).into())], None)),
+                            Err(e) => Some((vec![Err(status(e.context(context)))], None)),
                             Ok(Some(Message::Ipc {
                                 dictionaries,
                                 batch,
@@ -348,7 +348,7 @@ fn stream_finished(
                                 let e = ExchangeError::corrupt(
                                     "an IPC output's file gave a message of another format",
                                 );
-                                Some((vec![Err(e.context(context).into())], None))
+                                Some((vec![Err(status(e.context(context)))], None))
                             }
                         }
                     }
@@ -449,19 +449,20 @@ impl FlightService for ExchangeService {
         &self,
         request: Request<Ticket>,
     ) -> Result<Response<Self::DoGetStream>, Status> {
-        let ticket = DestinationTicket::parse(&request.get_ref().ticket)?;
-        let exchange = self.exchanges.get(&ticket.exchange)?;
-        exchange.check(&ticket.exchange, ticket.destination)?;
+        let ticket = DestinationTicket::parse(&request.get_ref().ticket).map_err(status)?;
+        let exchange = self.exchanges.get(&ticket.exchange).map_err(status)?;
+        let p = ticket.destination;
+        exchange.check(&ticket.exchange, p).map_err(status)?;
         let (tx, rx) = mpsc::channel(8);
         match exchange {
             Exchange::Live(live) => {
                 if ticket.from_sequence > 0 {
-                    live.ack(ticket.destination, ticket.from_sequence)?;
+                    live.ack(p, ticket.from_sequence).map_err(status)?;
                 }
                 tokio::spawn(async move {
                     let context = format!("destination {}", ticket.destination);
                     if let Err(e) = stream_live(live, ticket, tx.clone()).await {
-                        let _ = tx.send(Err(e.context(context).into())).await;
+                        let _ = tx.send(Err(status(e.context(context)))).await;
                     }
                 });
             }
@@ -471,7 +472,7 @@ impl FlightService for ExchangeService {
                         "exchange {:?} holds Presto pages, which carry no schema: read it over Presto's protocol",
                         ticket.exchange
                     ))
-                })?;
+                }).map_err(status)?;
                 return Ok(Response::new(
                     stream_finished(finished, ticket, schema).boxed(),
                 ));
@@ -497,7 +498,7 @@ impl FlightService for ExchangeService {
                 ));
             }
         };
-        let live = match self.exchanges.get(&name)? {
+        let live = match self.exchanges.get(&name).map_err(status)? {
             Exchange::Live(live) => live,
             Exchange::Finished(_) => {
                 return Err(Status::invalid_argument(format!(
@@ -505,7 +506,7 @@ impl FlightService for ExchangeService {
                 )));
             }
         };
-        let mut producer = live.producer()?;
+        let mut producer = live.producer().map_err(status)?;
         // Every message is checked before arrow-ipc's decoder sees it (it trusts offsets,
         // counts and sizes, and panics or over-allocates on bad ones).
         let mut check = MessageCheck::new();
@@ -577,7 +578,7 @@ impl FlightService for ExchangeService {
             Ok((rows, batches))
         }
         .await;
-        let summary = summary?;
+        let summary = summary.map_err(status)?;
         let result = PutResult {
             app_metadata: serde_json::json!({"rows": summary.0, "batches": summary.1})
                 .to_string()
@@ -594,7 +595,7 @@ impl FlightService for ExchangeService {
         let mut infos = Vec::new();
         for (name, exchange) in self.exchanges.all() {
             for p in 0..exchange.partitions() {
-                infos.push(self.info(&name, &exchange, p).map_err(Status::from));
+                infos.push(self.info(&name, &exchange, p).map_err(status));
             }
         }
         Ok(Response::new(stream::iter(infos).boxed()))
@@ -604,20 +605,21 @@ impl FlightService for ExchangeService {
         &self,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        let (name, p) = descriptor_path(request.get_ref())?;
-        let exchange = self.exchanges.get(&name)?;
-        Ok(Response::new(self.info(&name, &exchange, p)?))
+        let (name, p) = descriptor_path(request.get_ref()).map_err(status)?;
+        let exchange = self.exchanges.get(&name).map_err(status)?;
+        let info = self.info(&name, &exchange, p).map_err(status)?;
+        Ok(Response::new(info))
     }
 
     async fn get_schema(
         &self,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<SchemaResult>, Status> {
-        let (name, p) = descriptor_path(request.get_ref())?;
-        let exchange = self.exchanges.get(&name)?;
-        exchange.check(&name, p)?;
+        let (name, p) = descriptor_path(request.get_ref()).map_err(status)?;
+        let exchange = self.exchanges.get(&name).map_err(status)?;
+        exchange.check(&name, p).map_err(status)?;
         let schema = match &exchange {
-            Exchange::Live(live) => live.wait_encoder().await?.schema().clone(),
+            Exchange::Live(live) => live.wait_encoder().await.map_err(status)?.schema().clone(),
             Exchange::Finished(finished) => finished.schema().cloned().ok_or_else(|| {
                 Status::invalid_argument(format!(
                     "exchange {name:?} holds Presto pages, which carry no schema"
@@ -634,7 +636,7 @@ impl FlightService for ExchangeService {
         &self,
         request: Request<Action>,
     ) -> Result<Response<Self::DoActionStream>, Status> {
-        let body = self.do_action_sync(request.get_ref())?;
+        let body = self.do_action_sync(request.get_ref()).map_err(status)?;
         let result = arrow_flight::Result { body: body.into() };
         Ok(Response::new(stream::iter([Ok(result)]).boxed()))
     }

@@ -27,7 +27,7 @@ pub mod presto;
 pub mod serve;
 
 pub use conn::ConnectionLimits;
-pub use error::{Cause, ExchangeError, Result};
+pub use error::{Cause, ExchangeError, ProtocolError, Result};
 pub use exchanges::{DESTINATION_BYTES, Exchange, Exchanges, Limits, MAX_NAME_BYTES};
 pub use files::{FileCursor, FinishedOutput};
 pub use flight::{CancelRequest, CreateRequest, DestinationTicket, ExchangeService};

@@ -129,30 +129,25 @@ impl partout_exchange::Item for Message {
         Message::rows(self)
     }
 
-    fn spill(&self, out: &mut Vec<u8>) -> std::result::Result<(), partout_exchange::ExchangeError> {
+    fn spill(&self, out: &mut Vec<u8>) -> Result<()> {
         self.write_to(out);
         Ok(())
     }
 
-    fn unspill(bytes: &[u8]) -> std::result::Result<Self, partout_exchange::ExchangeError> {
-        Message::read_from(bytes).map_err(|e| partout_exchange::ExchangeError::Spill(e.to_string()))
+    fn unspill(bytes: &[u8]) -> Result<Self> {
+        Message::read_from(bytes).map_err(|e| ExchangeError::Spill(e.report()))
     }
 }
 
-/// The exchange's errors as both protocols report them.
-fn from_bounded(e: partout_exchange::ExchangeError) -> ExchangeError {
-    use partout_exchange::ExchangeError as Bounded;
+/// The queues' error as the exchange's clients get it. Their own failures (the budget full
+/// with nothing to spill, the spill file) end the exchange: to a client that is the
+/// exchange's failure, not a server's limit to wait out and retry.
+fn client_error(e: ExchangeError) -> ExchangeError {
     match e {
-        Bounded::NotFound(w) => ExchangeError::NotFound(w),
-        Bounded::InvalidArgument(w) => ExchangeError::InvalidArgument(w),
-        Bounded::Freed(w) => ExchangeError::Freed(w),
-        Bounded::Cancelled(w) => ExchangeError::Cancelled(w),
-        // A failure this crate raised comes back as it was; another is the cause.
-        Bounded::Failed(cause) => match cause.downcast_ref::<ExchangeError>() {
-            Some(e) => e.clone(),
-            None => ExchangeError::failed("a producer failed", Some(cause)),
-        },
-        other => ExchangeError::failed("the exchange's queues", Some(Arc::new(other))),
+        e @ (ExchangeError::ResourcesExhausted(_) | ExchangeError::Spill(_)) => {
+            ExchangeError::failed("the exchange's queues", Some(Arc::new(e)))
+        }
+        other => other,
     }
 }
 
@@ -203,7 +198,7 @@ impl LiveExchange {
             .with_spill(SpillTarget::in_dir(options.spill_dir.clone()))
             .with_patience(options.patience),
         )
-        .map_err(from_bounded)?;
+        .map_err(client_error)?;
         Ok(Arc::new(Self {
             options,
             queues,
@@ -241,7 +236,7 @@ impl LiveExchange {
 
     /// The error for an exchange that ended other than complete.
     fn ended(&self) -> Result<()> {
-        self.queues.check_open().map_err(from_bounded)
+        self.queues.check_open().map_err(client_error)
     }
 
     /// The encoder, once the schema is known.
@@ -330,7 +325,7 @@ impl LiveExchange {
 
     fn push(&self, p: u32, message: Message) -> Result<()> {
         let p = self.check(p)?;
-        self.queues.push(p, message).map_err(from_bounded)
+        self.queues.push(p, message).map_err(client_error)
     }
 
     async fn push_async(&self, p: u32, message: Message) -> Result<()> {
@@ -338,7 +333,7 @@ impl LiveExchange {
         self.queues
             .push_async(p, message)
             .await
-            .map_err(from_bounded)
+            .map_err(client_error)
     }
 
     fn finish_producer(&self) {
@@ -389,10 +384,10 @@ impl LiveExchange {
     pub fn ack(&self, p: u32, next: u64) -> Result<()> {
         let p = self.check(p)?;
         self.queues.ack(p, next).map_err(|e| match e {
-            partout_exchange::ExchangeError::InvalidArgument(w) => {
+            ExchangeError::InvalidArgument(w) => {
                 ExchangeError::InvalidArgument(w.replace("output", "destination"))
             }
-            other => from_bounded(other),
+            other => client_error(other),
         })?;
         self.check_drained();
         Ok(())
@@ -405,7 +400,7 @@ impl LiveExchange {
     /// [`ExchangeError::NotFound`] for a destination out of range.
     pub fn close(&self, p: u32) -> Result<()> {
         let p = self.check(p)?;
-        self.queues.close(p).map_err(from_bounded)?;
+        self.queues.close(p).map_err(client_error)?;
         self.check_drained();
         Ok(())
     }
@@ -440,10 +435,10 @@ impl LiveExchange {
             },
         }
         .map_err(|e| match e {
-            partout_exchange::ExchangeError::Freed(_) => ExchangeError::Freed(format!(
+            ExchangeError::Freed(_) => ExchangeError::Freed(format!(
                 "destination {p} from sequence {from}: messages before it were acknowledged"
             )),
-            other => from_bounded(other),
+            other => client_error(other),
         })?;
         Ok(Fetched {
             messages: fetched.items,
@@ -458,7 +453,7 @@ impl LiveExchange {
     /// [`ExchangeError::NotFound`] for a destination out of range.
     pub fn remaining_bytes(&self, p: u32, from: u64) -> Result<u64> {
         let p = self.check(p)?;
-        self.queues.remaining_bytes(p, from).map_err(from_bounded)
+        self.queues.remaining_bytes(p, from).map_err(client_error)
     }
 
     /// Destination `p`'s rows and bytes so far.
@@ -467,7 +462,7 @@ impl LiveExchange {
     /// [`ExchangeError::NotFound`] for a destination out of range.
     pub fn status(&self, p: u32) -> Result<DestinationStatus> {
         let p = self.check(p)?;
-        let status = self.queues.status(p).map_err(from_bounded)?;
+        let status = self.queues.status(p).map_err(client_error)?;
         Ok(DestinationStatus {
             rows: status.rows,
             bytes: status.bytes,

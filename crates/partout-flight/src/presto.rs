@@ -17,7 +17,7 @@
 //! started does; a destination out of range, a freed token, or an exchange that failed or was
 //! cancelled answers an error status with the reason, which Presto's client reports at once.
 
-use crate::error::{ExchangeError, Result};
+use crate::error::{ExchangeError, ProtocolError, Result};
 use crate::exchanges::{Charge, Exchange, Exchanges, RemoveHook};
 use crate::files::{FileCursor, FinishedOutput};
 use crate::message::{Message, MessageEncoder};

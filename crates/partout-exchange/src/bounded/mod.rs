@@ -33,29 +33,31 @@
 //!   exchange's steps).
 //!
 //! The state and every decision are in `state.rs`, with no locks or IO; this file adds the
-//! lock, the waits (blocking and async alike, through `event-listener`) and the spill IO,
-//! which runs outside the lock.
+//! lock, the one push loop and the spill IO, which runs outside the lock. How that loop waits
+//! for room, blocking the thread or as a task (both through `event-listener`), is `wait.rs`.
 
 mod error;
 mod item;
 mod options;
 mod spill;
 mod state;
+mod wait;
 
 #[cfg(test)]
 mod model;
 
-pub use error::ExchangeError;
+pub use error::{Cause, ExchangeError};
 pub use item::{Account, Item};
 pub use options::{BoundedOptions, ExchangeMetrics, Fetched, OutputStatus};
 pub use spill::{SpillMetrics, SpillTarget, spill_batch, unspill_batch};
 
-use event_listener::{Event, EventListener, Listener};
+use event_listener::{Event, EventListener};
 use spill::SpillFile;
 use state::{Found, Offer, Patience, State, Stored, Wake};
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
+use wait::Waiter;
 
 /// N producers to M outputs within one byte budget: see the [module](self) docs.
 pub struct BoundedExchange<T> {
@@ -99,26 +101,6 @@ enum Step<T> {
     /// Wait for room, as long as the patience says, on the listener (taken before the
     /// state was looked at: see [`BoundedExchange::attempt`]).
     Wait(Option<EventListener>, Patience),
-}
-
-/// Lets the other tasks of the executor run once: pending the first time it is polled
-/// (waking itself at once), ready the second.
-struct YieldNow(bool);
-
-impl std::future::Future for YieldNow {
-    type Output = ();
-
-    fn poll(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<()> {
-        if self.0 {
-            return std::task::Poll::Ready(());
-        }
-        self.0 = true;
-        cx.waker().wake_by_ref();
-        std::task::Poll::Pending
-    }
 }
 
 impl<T: Item> BoundedExchange<T> {
@@ -308,25 +290,8 @@ impl<T: Item> BoundedExchange<T> {
     /// # Errors
     /// [`ExchangeError::NotFound`] for no such output; the exchange's end; the spill file's.
     pub fn push(&self, p: usize, item: T) -> Result<(), ExchangeError> {
-        let p = self.check(p)?;
-        let mut item = Some(item);
-        let mut expired = false;
-        loop {
-            match self.attempt(p, &mut item, expired)? {
-                Step::Done => return Ok(()),
-                Step::Spill => return self.spill_item(p, item.take().expect("an item")),
-                Step::Evict(output, sequence, victim) => self.evict(output, sequence, &victim)?,
-                Step::Wait(_, Patience::Yield) => {
-                    std::thread::yield_now();
-                    expired = true;
-                }
-                Step::Wait(None, _) => {}
-                Step::Wait(Some(listener), Patience::Endless) => listener.wait(),
-                Step::Wait(Some(listener), Patience::Bounded) => {
-                    expired = listener.wait_timeout(self.patience).is_none();
-                }
-            }
-        }
+        // Each wait blocks the thread inside the poll: the push is done when first polled.
+        wait::block_on(self.push_waiting(p, item, Waiter::Thread))
     }
 
     /// As [`push`](Self::push), waiting asynchronously.
@@ -334,6 +299,11 @@ impl<T: Item> BoundedExchange<T> {
     /// # Errors
     /// As [`push`](Self::push).
     pub async fn push_async(&self, p: usize, item: T) -> Result<(), ExchangeError> {
+        self.push_waiting(p, item, Waiter::Task).await
+    }
+
+    /// The push, waiting for room as `waiter` does.
+    async fn push_waiting(&self, p: usize, item: T, waiter: Waiter) -> Result<(), ExchangeError> {
         let p = self.check(p)?;
         let mut item = Some(item);
         let mut expired = false;
@@ -343,17 +313,13 @@ impl<T: Item> BoundedExchange<T> {
                 Step::Spill => return self.spill_item(p, item.take().expect("an item")),
                 Step::Evict(output, sequence, victim) => self.evict(output, sequence, &victim)?,
                 Step::Wait(_, Patience::Yield) => {
-                    YieldNow(false).await;
+                    waiter.yield_now().await;
                     expired = true;
                 }
                 Step::Wait(None, _) => {}
-                Step::Wait(Some(listener), Patience::Endless) => listener.await,
+                Step::Wait(Some(listener), Patience::Endless) => waiter.wait(listener).await,
                 Step::Wait(Some(listener), Patience::Bounded) => {
-                    let timer = futures_timer::Delay::new(self.patience);
-                    expired = matches!(
-                        futures::future::select(listener, timer).await,
-                        futures::future::Either::Right(_)
-                    );
+                    expired = waiter.wait_at_most(listener, self.patience).await;
                 }
             }
         }
@@ -517,9 +483,9 @@ impl<T: Item> BoundedExchange<T> {
     }
 
     /// A producer failed: the exchange ends in `error` for every consumer and producer (the
-    /// first error counts).
-    pub fn fail(&self, error: Arc<dyn std::error::Error + Send + Sync>) {
-        self.end_in(ExchangeError::Failed(error));
+    /// first error counts), as [`ExchangeError::producer_failed`] says.
+    pub fn fail(&self, error: Cause) {
+        self.end_in(ExchangeError::producer_failed(error));
     }
 
     /// Cancels the exchange: its queues are freed, and everyone gets
