@@ -10,6 +10,7 @@ use bytes::Bytes;
 use partout_format::ipc::frame::{Frame, Header, MessageReader, Skip};
 use partout_format::presto::HEADER_SIZE;
 use partout_io::manifest::{Format, Layout, Manifest};
+use partout_io::output::Location;
 use partout_io::read_shuffle_index;
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -43,7 +44,12 @@ impl FinishedOutput {
         let dir = dir.as_ref().to_path_buf();
         let manifest = Manifest::read(&dir)
             .map_err(|e| ExchangeError::NotFound(format!("{}: {e}", dir.display())))?;
-        if manifest.format == Format::Parquet {
+        // The output is what its manifest records, as the output layer reads it back: a spec
+        // no run writes (Parquet in the shuffle layout, Snappy streams) is a damaged manifest.
+        let spec = manifest
+            .output_spec(Location::local(&dir))
+            .map_err(|e| ExchangeError::corrupt(format!("{}: {e}", dir.display())))?;
+        if spec.format() == Format::Parquet {
             return Err(ExchangeError::InvalidArgument(format!(
                 "{}: a Parquet output; the exchange serves Arrow IPC and Presto outputs",
                 dir.display()

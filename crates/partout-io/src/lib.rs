@@ -20,9 +20,8 @@
 //! contained (see `contain`).
 //!
 //! The [`manifest`] module: what a run wrote, [`manifest::Manifest`] (`_manifest.json`
-//! beside the outputs, read back by [`manifest::Manifest::read`]), and the options of the
-//! outputs it names (output [`manifest::Format`], [`manifest::Compression`],
-//! [`manifest::Layout`]).
+//! beside the outputs, read back by [`manifest::Manifest::read`], its output's spec by
+//! [`manifest::Manifest::output_spec`]).
 
 #![forbid(unsafe_code)]
 

@@ -1,6 +1,7 @@
-//! [`Manifest`]: what a repartition run wrote, as `_manifest.json` beside its outputs, and
-//! the outputs' options it names: [`Format`], [`Compression`], [`Layout`], and the memory
-//! limit's shares, [`Budget`].
+//! [`Manifest`]: what a repartition run wrote, as `_manifest.json` beside its outputs: its
+//! output's spec as is ([`Format`], [`Compression`] and [`Layout`], by the names the
+//! workspace's one vocabulary gives them; [`Manifest::output_spec`] reads it back), and the
+//! memory limit's shares, [`Budget`].
 //!
 //! A public module of its own: the output [`Format`] is not [`crate::Format`], the format of
 //! an input file. The job that writes a manifest, and how it shares its memory limit, are
