@@ -436,14 +436,7 @@ impl<O: BatchSink> PartitionedWriter<O> {
         options: WriterOptions,
         output: O,
     ) -> Result<Self> {
-        options.validate()?;
-        if options.replicate_nulls_and_any {
-            return Err(WriterError::InvalidOption(
-                "rows replicated by their keys need the writer's own partitioning, not ids \
-                 given by its caller"
-                    .into(),
-            ));
-        }
+        PartitionedWriter::check_given_ids(&schema, &options)?;
         check_partition_count(destinations)?;
         Self::build(schema, destinations, None, options, output)
     }
