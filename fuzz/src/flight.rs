@@ -348,14 +348,15 @@ const PRESTO_ROUTES: [(&str, &str); 4] = [
 struct PrestoMessages {
     schema: arrow_schema::SchemaRef,
     /// Two Presto pages of the batch (`done`'s destination 0).
-    done: [partout_flight::Message; 2],
+    done: [partout_format::Message; 2],
     /// The batch as Arrow IPC (`open`'s destination 1).
-    open: partout_flight::Message,
+    open: partout_format::Message,
 }
 
 fn presto_messages() -> &'static PrestoMessages {
     use arrow_array::{Int64Array, StringArray};
-    use partout_flight::{LiveOptions, MessageEncoder};
+    use partout_flight::LiveOptions;
+    use partout_format::MessageEncoder;
     use std::sync::{Arc, OnceLock};
 
     static MESSAGES: OnceLock<PrestoMessages> = OnceLock::new();

@@ -11,6 +11,7 @@ macro_rules! outln {
     }};
 }
 
+mod inspect;
 mod repartition;
 
 use anyhow::Result;
@@ -48,12 +49,15 @@ enum Command {
     /// Repartition Parquet, Arrow IPC or CSV files by key into one file per destination (or a
     /// shuffle file and index per worker), in parallel, within a memory limit.
     Repartition(repartition::RepartitionArgs),
-    /// Describe a file of Presto pages (pages, rows, columns and their encodings, sizes,
-    /// checksums; every checksum is verified, a bad one is an error) or a shuffle index
-    /// (`repartition --layout shuffle`: each destination's ranges, rows and bytes, checked
+    /// Describe what partout wrote: a finished output directory (each destination read back
+    /// through its manifest and index, its rows checked against the manifest's), a file of
+    /// Presto pages (pages, rows, columns and their encodings, sizes, checksums; every
+    /// checksum is verified, a bad one is an error), an Arrow IPC stream (messages, rows,
+    /// schema), or a shuffle index (each destination's ranges, rows and bytes, checked
     /// against its data file).
     Inspect {
-        /// The file: Presto pages back to back, or a `.index` file.
+        /// The output directory, or the file: Presto pages back to back, an Arrow IPC stream,
+        /// or a `.index` file.
         file: std::path::PathBuf,
     },
     /// Serve finished output directories (Arrow IPC or Presto pages) over Arrow Flight and
@@ -209,7 +213,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Demo(options) => demo::run(&options),
         #[cfg(not(feature = "bench"))]
         Command::Demo(_) => Err(not_built("demo")),
-        Command::Inspect { file } => inspect(&file),
+        Command::Inspect { file } => inspect::run(&file),
         Command::Repartition(options) => repartition::run(&options),
         Command::Serve(options) => partout_flight::serve::run(options).map_err(anyhow::Error::msg),
         #[cfg(not(feature = "bench"))]
@@ -225,83 +229,4 @@ fn run(cli: Cli) -> Result<()> {
             Suite::Exchange(options) => exchange::run(&options),
         },
     }
-}
-
-/// `partout inspect FILE`.
-fn inspect(file: &std::path::Path) -> Result<()> {
-    use anyhow::Context;
-    use partout_format::presto::{BlockInfo, inspect_pages};
-    let bytes = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
-    if bytes.starts_with(partout_io::SHUFFLE_INDEX_MAGIC) {
-        return inspect_shuffle_index(file);
-    }
-    let pages = inspect_pages(&bytes).with_context(|| format!("{}", file.display()))?;
-    fn describe(block: &BlockInfo) -> String {
-        if block.children.is_empty() {
-            block.encoding.clone()
-        } else {
-            let children: Vec<String> = block.children.iter().map(describe).collect();
-            format!("{}({})", block.encoding, children.join(", "))
-        }
-    }
-    let rows: usize = pages.iter().map(|p| p.rows).sum();
-    outln!(
-        "{}: {} Presto pages, {rows} rows, {} bytes",
-        file.display(),
-        pages.len(),
-        bytes.len()
-    );
-    for (i, page) in pages.iter().enumerate() {
-        let checksum = if page.checksummed {
-            "checksum ok"
-        } else {
-            "no checksum"
-        };
-        let compression = if page.compressed {
-            "lz4"
-        } else {
-            "uncompressed"
-        };
-        outln!(
-            "page {i} at byte {}: {} rows, {} columns, {} bytes ({compression}, {} before), {checksum}",
-            page.offset,
-            page.rows,
-            page.columns.len(),
-            page.size,
-            page.uncompressed_size
-        );
-        for (c, block) in page.columns.iter().enumerate() {
-            outln!("  column {c}: {} ({} bytes)", describe(block), block.bytes);
-        }
-    }
-    Ok(())
-}
-
-/// `partout inspect FILE.index`: a shuffle index, checked against its data file.
-fn inspect_shuffle_index(index: &std::path::Path) -> Result<()> {
-    use anyhow::Context;
-    let data = index.with_extension("data");
-    let data_len = std::fs::metadata(&data)
-        .with_context(|| format!("the data file of {}: {}", index.display(), data.display()))?
-        .len();
-    let (destinations, ranges) = partout_io::read_shuffle_index(index, data_len)?;
-    let mut per_destination = vec![(0u64, 0u64, 0u64); destinations as usize];
-    for range in &ranges {
-        let entry = &mut per_destination[range.destination as usize];
-        *entry = (entry.0 + 1, entry.1 + range.rows, entry.2 + range.len);
-    }
-    let rows: u64 = ranges.iter().map(|r| r.rows).sum();
-    let with_rows = per_destination.iter().filter(|d| d.1 > 0).count();
-    outln!(
-        "{}: shuffle index of {} ({data_len} bytes): {} ranges, {rows} rows, {with_rows} of {destinations} destinations with rows",
-        index.display(),
-        data.display(),
-        ranges.len()
-    );
-    for (p, (count, rows, bytes)) in per_destination.iter().enumerate() {
-        if *count > 0 {
-            outln!("destination {p}: {count} ranges, {rows} rows, {bytes} bytes");
-        }
-    }
-    Ok(())
 }

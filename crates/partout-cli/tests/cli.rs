@@ -691,6 +691,92 @@ mod repartition {
     }
 
     #[test]
+    fn inspect_reads_back_an_output_directory_and_an_ipc_stream() {
+        let dir = tempfile::tempdir().unwrap();
+        let input = inputs(dir.path());
+        for layout in ["shuffle", "files"] {
+            let out = dir.path().join(layout);
+            let result = run(&[
+                input.to_str().unwrap(),
+                "--by",
+                "k",
+                "-n",
+                "4",
+                "--format",
+                "ipc",
+                "--layout",
+                layout,
+                "-o",
+                out.to_str().unwrap(),
+            ]);
+            assert_success(&result);
+            let shown = partout(&["inspect", out.to_str().unwrap()]);
+            assert_success(&shown);
+            let text = String::from_utf8(shown.stdout).unwrap();
+            assert!(
+                text.contains(&format!("{layout} layout, 4 destinations")),
+                "{text}"
+            );
+            assert!(
+                text.contains(&format!("{TOTAL} rows read back, as recorded")),
+                "{text}"
+            );
+            let manifest = manifest(&out);
+            for p in 0..4 {
+                let rows = &manifest["destinations"][p]["rows"];
+                let line = format!("destination {p}: ");
+                assert!(
+                    text.lines()
+                        .any(|l| l.starts_with(&line) && l.contains(&format!(" {rows} rows"))),
+                    "{p}: {text}"
+                );
+            }
+            // A manifest that records other rows than the files hold.
+            let path = out.join("_manifest.json");
+            let mut edited = manifest.clone();
+            let rows = edited["destinations"][2]["rows"].as_u64().unwrap();
+            edited["destinations"][2]["rows"] = (rows + 1).into();
+            std::fs::write(&path, serde_json::to_vec(&edited).unwrap()).unwrap();
+            let shown = partout(&["inspect", out.to_str().unwrap()]);
+            assert_eq!(shown.status.code(), Some(2));
+            let err = String::from_utf8_lossy(&shown.stderr);
+            assert!(
+                err.contains(&format!(
+                    "destination 2: its files hold {rows} rows, the manifest records {}",
+                    rows + 1
+                )),
+                "{err}"
+            );
+        }
+        // One destination's file, an Arrow IPC stream.
+        let manifest = manifest(&dir.path().join("files"));
+        let entry = &manifest["destinations"][1];
+        let file = dir
+            .path()
+            .join("files")
+            .join(entry["file"].as_str().unwrap());
+        let shown = partout(&["inspect", file.to_str().unwrap()]);
+        assert_success(&shown);
+        let text = String::from_utf8(shown.stdout).unwrap();
+        assert!(
+            text.contains("Arrow IPC stream, ")
+                && text.contains(&format!(" {} rows", entry["rows"])),
+            "{text}"
+        );
+        assert!(text.contains("  k: Int64"), "{text}");
+        // Cut short: named.
+        let bytes = std::fs::read(&file).unwrap();
+        std::fs::write(&file, &bytes[..bytes.len() - 20]).unwrap();
+        let shown = partout(&["inspect", file.to_str().unwrap()]);
+        assert_eq!(shown.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&shown.stderr);
+        assert!(
+            err.contains(file.file_name().unwrap().to_str().unwrap()),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn an_output_inside_the_input_directory_is_not_read_again() {
         let dir = tempfile::tempdir().unwrap();
         let input = inputs(dir.path());

@@ -2,8 +2,8 @@
 //! service and the Presto HTTP server.
 
 use crate::error::{ExchangeError, Result};
-use crate::files::FinishedOutput;
 use crate::live::LiveExchange;
+use partout_io::output::FinishedOutput;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, RwLock, Weak};

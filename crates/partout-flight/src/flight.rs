@@ -13,9 +13,7 @@
 
 use crate::error::{ExchangeError, Result, status};
 use crate::exchanges::{DESTINATION_BYTES, Exchange, Exchanges, shown};
-use crate::files::{FileCursor, FinishedOutput};
 use crate::live::{LiveExchange, LiveOptions};
-use crate::message::Message;
 use arrow_flight::decode::{DecodedPayload, FlightDataDecoder};
 use arrow_flight::error::FlightError;
 use arrow_flight::flight_service_server::{FlightService, FlightServiceServer};
@@ -25,8 +23,9 @@ use arrow_flight::{
 };
 use arrow_ipc::writer::IpcWriteOptions;
 use futures::stream::{self, BoxStream, StreamExt};
-use partout_format::Encoding;
 use partout_format::ipc::MessageCheck;
+use partout_format::{Encoding, IpcMessage, Message};
+use partout_io::output::{FileCursor, FinishedOutput};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use tokio::sync::mpsc;
@@ -339,6 +338,7 @@ fn stream_finished(
                             })) => {
                                 let data = dictionaries
                                     .into_iter()
+                                    .map(flight_data)
                                     .chain([numbered(batch, sequence)])
                                     .map(Ok)
                                     .collect();
@@ -377,9 +377,16 @@ fn descriptor_path(descriptor: &FlightDescriptor) -> Result<(String, u32)> {
     }
 }
 
-/// `data` numbered as batch `sequence`.
-fn numbered(data: FlightData, sequence: u64) -> FlightData {
-    data.with_app_metadata(sequence.to_string().into_bytes())
+/// An IPC message as Flight carries it.
+fn flight_data(message: IpcMessage) -> FlightData {
+    FlightData::new()
+        .with_data_header(message.header)
+        .with_data_body(message.body)
+}
+
+/// Batch `message`, numbered as batch `sequence`.
+fn numbered(message: IpcMessage, sequence: u64) -> FlightData {
+    flight_data(message).with_app_metadata(sequence.to_string().into_bytes())
 }
 
 /// Sends `message`'s dictionaries and its batch, numbered `sequence`; false when the
@@ -398,7 +405,7 @@ async fn send(
         unreachable!("converted to IPC before sending");
     };
     for dictionary in dictionaries {
-        if tx.send(Ok(dictionary)).await.is_err() {
+        if tx.send(Ok(flight_data(dictionary))).await.is_err() {
             return false;
         }
     }
@@ -413,7 +420,8 @@ async fn stream_live(
 ) -> Result<()> {
     let p = ticket.destination;
     let encoder = live.wait_encoder().await?;
-    if tx.send(Ok(encoder.schema_message())).await.is_err() {
+    let schema = SchemaAsIpc::new(encoder.schema(), encoder.ipc_options()).into();
+    if tx.send(Ok(schema)).await.is_err() {
         return Ok(());
     }
     let mut next = ticket.from_sequence;

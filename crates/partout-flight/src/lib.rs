@@ -4,7 +4,7 @@
 //! ```text
 //!  producers ─► LiveExchange: per-destination queues, one byte budget ─┐
 //!  (PartitionedWriters in this process, or Flight DoPut)               ├─► Exchanges ─► Flight: DoGet, ack, cancel, ListFlights
-//!  finished repartition output ─► FinishedOutput: files, via the index ┘             └─► Presto HTTP: GET /v1/task/{exchange}/results/{destination}/{token}
+//!  finished repartition output ─► partout-io's FinishedOutput ────────┘             └─► Presto HTTP: GET /v1/task/{exchange}/results/{destination}/{token}
 //! ```
 //!
 //! A destination's output is a sequence of messages (Arrow IPC record batches, or Presto
@@ -19,17 +19,13 @@
 mod conn;
 mod error;
 mod exchanges;
-mod files;
 mod flight;
 mod live;
-mod message;
 pub mod presto;
 pub mod serve;
 
 pub use conn::ConnectionLimits;
 pub use error::{Cause, ExchangeError, ProtocolError, Result};
 pub use exchanges::{DESTINATION_BYTES, Exchange, Exchanges, Limits, MAX_NAME_BYTES};
-pub use files::{FileCursor, FinishedOutput};
 pub use flight::{CancelRequest, CreateRequest, DestinationTicket, ExchangeService};
 pub use live::{DestinationStatus, ExchangeOutput, Fetched, LiveExchange, LiveOptions, Producer};
-pub use message::{Message, MessageEncoder, encode_ipc};

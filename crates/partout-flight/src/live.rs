@@ -19,7 +19,6 @@
 //! larger than the budget passes alone, when the queues are empty.
 
 use crate::error::{ExchangeError, Result};
-use crate::message::{Message, MessageEncoder};
 use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
 use partout_core::ids::Partitioning;
@@ -28,6 +27,7 @@ use partout_exchange::{
     WriterError, WriterOptions,
 };
 use partout_format::Encoding;
+use partout_format::message::{Message, MessageEncoder, describe};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -118,25 +118,6 @@ pub struct DestinationStatus {
     pub bytes: u64,
     /// Whether every producer finished.
     pub complete: bool,
-}
-
-impl partout_exchange::Item for Message {
-    fn bytes(&self) -> usize {
-        self.size()
-    }
-
-    fn rows(&self) -> u64 {
-        Message::rows(self)
-    }
-
-    fn spill(&self, out: &mut Vec<u8>) -> Result<()> {
-        self.write_to(out);
-        Ok(())
-    }
-
-    fn unspill(bytes: &[u8]) -> Result<Self> {
-        Message::read_from(bytes).map_err(|e| ExchangeError::Spill(e.report()))
-    }
 }
 
 /// The queues' error as the exchange's clients get it. Their own failures (the budget full
@@ -307,8 +288,8 @@ impl LiveExchange {
                 if misfit {
                     return Err(ExchangeError::InvalidArgument(format!(
                         "a producer's columns ({}) do not fit the exchange's ({})",
-                        crate::message::describe(theirs),
-                        crate::message::describe(ours)
+                        describe(theirs),
+                        describe(ours)
                     )));
                 }
                 Ok(encoder.clone())
@@ -566,7 +547,7 @@ impl Producer {
             Some(encoder) => encoder,
             slot => slot.insert(self.exchange.set_schema(batch.schema())?),
         };
-        encoder.encode(batch)
+        Ok(encoder.encode(batch)?)
     }
 
     /// As [`push_batch`](Self::push_batch), waiting asynchronously for room: no thread is
@@ -624,7 +605,7 @@ impl BatchSink for ExchangeOutput {
         let message = self
             .encoder
             .encode(batch)
-            .map_err(|e| sink_error(destination, e))?;
+            .map_err(|e| sink_error(destination, e.into()))?;
         let bytes = message.size() as u64;
         self.producer
             .push(destination as u32, message)

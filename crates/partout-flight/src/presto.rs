@@ -19,8 +19,6 @@
 
 use crate::error::{ExchangeError, ProtocolError, Result};
 use crate::exchanges::{Charge, Exchange, Exchanges, RemoveHook};
-use crate::files::{FileCursor, FinishedOutput};
-use crate::message::{Message, MessageEncoder};
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{Path, State};
@@ -28,7 +26,9 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use bytes::Bytes;
+use partout_format::message::{Message, MessageEncoder};
 use partout_io::manifest::Compression;
+use partout_io::output::{FileCursor, FinishedOutput};
 use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex, Weak};

@@ -17,7 +17,8 @@ use common::{batch, channel, fetch, sequence, serve};
 use futures::{StreamExt, TryStreamExt};
 use partout_core::ids::{PartitionIds, Partitioning};
 use partout_exchange::WriterOptions;
-use partout_flight::{DestinationTicket, Exchanges, LiveExchange, LiveOptions, Message};
+use partout_flight::{DestinationTicket, Exchanges, LiveExchange, LiveOptions};
+use partout_format::message::{IpcMessage, Message, MessageEncoder, encode_ipc};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -415,12 +416,19 @@ fn put_stream(
             dictionaries,
             batch,
             ..
-        } = partout_flight::encode_ipc(&batch, &options).unwrap()
+        } = encode_ipc(&batch, &options).unwrap()
         else {
             unreachable!()
         };
-        messages.extend(dictionaries.into_iter().map(Ok));
-        messages.push(Ok(batch.with_app_metadata(p.to_string().into_bytes())));
+        let flight = |m: IpcMessage| {
+            FlightData::new()
+                .with_data_header(m.header)
+                .with_data_body(m.body)
+        };
+        messages.extend(dictionaries.into_iter().map(flight).map(Ok));
+        messages.push(Ok(
+            flight(batch).with_app_metadata(p.to_string().into_bytes())
+        ));
     }
     futures::stream::iter(messages)
 }
@@ -558,8 +566,7 @@ fn spilled_messages_read_back_equal_and_damaged_ones_are_errors() {
     let plain = batch(300, 11);
     for original in [plain.clone(), plain.slice(10, 200)] {
         let schema = original.schema();
-        let mut encoder =
-            partout_flight::MessageEncoder::try_new(schema.clone(), Default::default()).unwrap();
+        let mut encoder = MessageEncoder::try_new(schema.clone(), Default::default()).unwrap();
         let message = encoder.encode(&original).unwrap();
         let mut bytes = Vec::new();
         message.write_to(&mut bytes);
@@ -935,8 +942,7 @@ async fn a_consumer_resuming_at_any_sequence_decodes_the_dictionary_columns() {
 #[test]
 fn dictionary_messages_decode_alone_and_read_back_from_spill() {
     let schema = dictionary_batch(1, 500).schema();
-    let mut encoder =
-        partout_flight::MessageEncoder::try_new(schema.clone(), Default::default()).unwrap();
+    let mut encoder = MessageEncoder::try_new(schema.clone(), Default::default()).unwrap();
     for (seed, rows) in [(500, 300), (501, 1), (502, 0)] {
         let whole = dictionary_batch(rows, seed);
         for original in [whole.clone(), whole.slice(rows / 3, rows - rows / 3)] {

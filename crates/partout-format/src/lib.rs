@@ -5,6 +5,8 @@
 //!   bytes into errors.
 //! * [`presto`]: Presto's SerializedPage (the Presto and Velox exchange format), encoder and
 //!   decoder, byte-compatible with Presto's own serde.
+//! * [`message`]: one unit of a destination's output ([`Message`]: an IPC record batch with
+//!   its dictionaries, or a Presto page) as it is held, spilled, sent and read back.
 //! * [`stream`]: what a destination of a partitioned output receives ([`Encoding`]: a format
 //!   and its compression, checked together and against the schema) and the per-destination
 //!   [`StreamEncoder`]s that make its bytes.
@@ -12,10 +14,12 @@
 #![forbid(unsafe_code)]
 
 pub mod ipc;
+pub mod message;
 pub mod presto;
 pub mod spec;
 pub mod stream;
 
+pub use message::{IpcMessage, Message, MessageEncoder};
 pub use spec::{Compression, Format, ZstdLevel};
 pub use stream::{Encoding, StreamEncoder, StreamEncoders};
 

@@ -24,6 +24,27 @@ pub trait Item: Clone + Send + Sync + 'static {
     fn unspill(bytes: &[u8]) -> Result<Self, ExchangeError>;
 }
 
+/// A message of a destination's output ([`partout_format::Message`]: an IPC batch or a
+/// Presto page), charged its bytes and spilled in the message's own framing.
+impl Item for partout_format::Message {
+    fn bytes(&self) -> usize {
+        self.size()
+    }
+
+    fn rows(&self) -> u64 {
+        partout_format::Message::rows(self)
+    }
+
+    fn spill(&self, out: &mut Vec<u8>) -> Result<(), ExchangeError> {
+        self.write_to(out);
+        Ok(())
+    }
+
+    fn unspill(bytes: &[u8]) -> Result<Self, ExchangeError> {
+        Self::read_from(bytes).map_err(|e| ExchangeError::Spill(e.to_string()))
+    }
+}
+
 /// Memory outside the exchange's own count that must grant what it holds: a memory pool.
 pub trait Account: Send + Sync + fmt::Debug {
     /// Takes `bytes` more, or says why not.

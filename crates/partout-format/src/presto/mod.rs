@@ -77,6 +77,17 @@ pub fn check_page(bytes: &[u8]) -> crate::Result<usize> {
     Ok(header.rows)
 }
 
+/// The bytes of body that follow a page's `header`, as its size field gives them: how a
+/// reader of concatenated pages finds where the next one starts. The rest of the header is
+/// checked with the page ([`check_page`]).
+///
+/// # Errors
+/// [`FormatError::Corrupt`] for a negative size.
+pub fn body_size(header: &[u8; HEADER_SIZE]) -> crate::Result<usize> {
+    let size = i32::from_le_bytes([header[9], header[10], header[11], header[12]]);
+    usize::try_from(size).map_err(|_| corrupt(format!("a page header claiming {size} body bytes")))
+}
+
 /// Bytes before a page's body.
 pub const HEADER_SIZE: usize = 21;
 

@@ -14,7 +14,15 @@
 //!                                      (Parquet, or Arrow IPC files partitioning by value)
 //!        worker w ─► sink(w): a BatchSink ─► … ─► finish(Finish) ─► Written ─► manifest
 //!  Location ─► Place::stage ─► Pending::dir (the writers' directory) ─► Pending::commit
+//!
+//!  FinishedOutput::open(dir) ── the manifest's spec ─► cursor(p): FileCursor
+//!        ─► next_message: Message (IPC batch with its dictionaries, or a Presto page)
 //! ```
+//!
+//! How it is read back ([`finished`]): [`FinishedOutput`] opens a committed output through
+//! its manifest and reads each destination's messages with a [`FileCursor`], through the
+//! shuffle indexes or from the destination's file; the network servers, Python's `read` and
+//! `partout inspect` all read this way.
 //!
 //! Why a module tree in partout-io and not a crate of its own: an output is files (or
 //! objects) in a format, and partout-io already holds the file-level knowledge every layout
@@ -28,17 +36,18 @@
 //! variant of [`Location`] and one file under [`location`] implementing [`Place`].
 
 mod files;
+pub mod finished;
 pub mod location;
 mod shuffle;
 mod spec;
 mod staged;
 
 pub use files::{DestinationFiles, FilesHandle};
+pub use finished::{FileCursor, FinishedOutput};
 pub use location::{LocalDir, Location, Pending, Place};
 pub(crate) use shuffle::for_each_shuffle_range;
 pub use shuffle::{
-    SHUFFLE_INDEX_MAGIC, ShuffleFile, ShuffleRange, parse_shuffle_index, read_shuffle_destination,
-    read_shuffle_index,
+    SHUFFLE_INDEX_MAGIC, ShuffleFile, ShuffleRange, parse_shuffle_index, read_shuffle_index,
 };
 pub use spec::{Layout, OutputSpec};
 pub use staged::{ParquetOptions, StagedParquet};

@@ -1,6 +1,7 @@
 //! The shuffle layout: [`ShuffleFile`], one worker's data file and index of byte ranges, and
-//! the index read back ([`read_shuffle_index`], [`parse_shuffle_index`],
-//! [`read_shuffle_destination`]), every index through one checked path (`IndexCheck`).
+//! the index read back ([`read_shuffle_index`], [`parse_shuffle_index`]; a destination's
+//! messages through it by [`super::FileCursor`]), every index through one checked path
+//! (`IndexCheck`).
 
 use super::{io_error, sink_error};
 use arrow_array::RecordBatch;
@@ -189,34 +190,6 @@ pub fn read_shuffle_index(index: &Path, data_len: u64) -> crate::Result<(u32, Ve
     let bytes =
         std::fs::read(index).map_err(|e| crate::file_io_error(index, "cannot be read", e))?;
     parse_shuffle_index(index, &bytes, data_len)
-}
-
-/// Destination `destination`'s bytes in one worker's shuffle files (`data` and its `index`):
-/// its ranges, in index order, concatenated (an Arrow IPC stream, or Presto pages; empty when
-/// the worker wrote it nothing).
-///
-/// # Errors
-/// [`crate::IoError::File`] naming the file that cannot be read, an index
-/// [`parse_shuffle_index`] refuses, or a destination the index does not have.
-pub fn read_shuffle_destination(
-    data: &Path,
-    index: &Path,
-    destination: u32,
-) -> crate::Result<Vec<u8>> {
-    let bytes = std::fs::read(data).map_err(|e| crate::file_io_error(data, "cannot be read", e))?;
-    let (destinations, ranges) = read_shuffle_index(index, bytes.len() as u64)?;
-    if destination >= destinations {
-        return Err(crate::file_error(
-            index,
-            format!("no destination {destination} in a shuffle of {destinations} destinations"),
-        ));
-    }
-    let mut out = Vec::new();
-    for range in ranges.iter().filter(|r| r.destination == destination) {
-        // The index was checked against the data file's length.
-        out.extend_from_slice(&bytes[range.offset as usize..(range.offset + range.len) as usize]);
-    }
-    Ok(out)
 }
 
 /// Parses the bytes of the shuffle index `index` (the file named in errors): the destination

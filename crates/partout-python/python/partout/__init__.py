@@ -206,7 +206,8 @@ def read(
     """One of partout's outputs as a table: an Arrow IPC stream file (``.arrows``); a file of
     Presto pages (``.presto``) given the ``schema`` it was written with (anything exporting
     ``__arrow_c_schema__``, such as a ``pyarrow.Schema``); or, given ``destination``, that
-    destination's rows of a ``layout="shuffle"`` output directory."""
+    destination's rows of a finished ``repartition`` output directory of Arrow IPC or Presto
+    pages, in either layout (read through its manifest; Presto pages need ``schema``)."""
     return _partout.read(path, schema=schema, destination=destination)
 
 

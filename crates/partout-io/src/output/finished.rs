@@ -1,22 +1,32 @@
-//! [`FinishedOutput`]: a `repartition` output directory served straight from its files. A
-//! destination's messages are read one at a time through the shuffle index (or from its own
-//! file), never the whole destination at once.
+//! Reading a finished output back: [`FinishedOutput`] opens an output through its manifest
+//! (the spec it records, its files, its shuffle indexes) and a [`FileCursor`] reads one
+//! destination's [`Message`]s in order, one at a time, through the shuffle index or from the
+//! destination's own file — never the whole destination at once. Every reader of an output
+//! reads through here: the Flight and Presto servers, Python's `read` and `partout inspect`.
+//!
+//! Bytes are framed by one reader per format — IPC messages by
+//! [`MessageReader`], Presto pages by their header's size ([`body_size`]) — and every length
+//! is checked against the bytes the ranges hold before anything is allocated; each message is
+//! checked again when it is decoded ([`Message::to_batch`]).
 
-use crate::error::{ExchangeError, Result};
-use crate::message::Message;
-use arrow_flight::FlightData;
+use super::Location;
+use crate::manifest::{Layout, Manifest};
+use crate::read_shuffle_index;
 use arrow_schema::SchemaRef;
 use bytes::Bytes;
+use partout_exchange::ExchangeError;
 use partout_format::ipc::frame::{Frame, Header, MessageReader, Skip};
-use partout_format::presto::HEADER_SIZE;
-use partout_io::manifest::{Format, Layout, Manifest};
-use partout_io::output::Location;
-use partout_io::read_shuffle_index;
+use partout_format::presto::{HEADER_SIZE, body_size};
+use partout_format::{Format, IpcMessage, Message};
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{self, BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+/// Reading an output back fails as serving it does: [`ExchangeError::NotFound`],
+/// [`ExchangeError::InvalidArgument`] or [`ExchangeError::Corrupt`] naming the file.
+type Result<T, E = ExchangeError> = std::result::Result<T, E>;
 
 /// One stream of a destination: byte ranges of one file, concatenated.
 #[derive(Debug, Clone)]
@@ -51,7 +61,7 @@ impl FinishedOutput {
             .map_err(|e| ExchangeError::corrupt(format!("{}: {e}", dir.display())))?;
         if spec.format() == Format::Parquet {
             return Err(ExchangeError::InvalidArgument(format!(
-                "{}: a Parquet output; the exchange serves Arrow IPC and Presto outputs",
+                "{}: a Parquet output, whose files are read by a Parquet reader, not as messages",
                 dir.display()
             )));
         }
@@ -268,10 +278,10 @@ enum IpcRead {
     Dictionary {
         id: i64,
         delta: bool,
-        data: FlightData,
+        data: IpcMessage,
     },
     Batch {
-        data: FlightData,
+        data: IpcMessage,
         rows: u64,
     },
     End,
@@ -284,11 +294,90 @@ pub struct FileCursor {
     segments: std::collections::VecDeque<Segment>,
     reader: Option<MessageReader<RangeReader>>,
     /// Dictionary messages in force: per id, the last replacement and its deltas.
-    dictionaries: BTreeMap<i64, Vec<FlightData>>,
+    dictionaries: BTreeMap<i64, Vec<IpcMessage>>,
     schema: Option<SchemaRef>,
 }
 
+impl std::fmt::Debug for FileCursor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FileCursor")
+            .field("format", &self.format)
+            .field("segments_left", &self.segments.len())
+            .field("reading", &self.reader.as_ref().map(|r| &r.get_ref().path))
+            .finish_non_exhaustive()
+    }
+}
+
 impl FileCursor {
+    /// The messages of one stream file, an Arrow IPC stream or Presto pages (as `format`
+    /// says), read as a destination's are.
+    ///
+    /// # Errors
+    /// [`ExchangeError::NotFound`] for a file that cannot be opened;
+    /// [`ExchangeError::InvalidArgument`] for Parquet (a file, not a stream of messages).
+    pub fn file(path: impl AsRef<Path>, format: Format) -> Result<Self> {
+        let path = path.as_ref().to_path_buf();
+        if !format.is_stream() {
+            return Err(ExchangeError::InvalidArgument(format!(
+                "{}: {} files are not read as a stream of messages",
+                path.display(),
+                format.title()
+            )));
+        }
+        let len = std::fs::metadata(&path)
+            .map_err(|e| ExchangeError::NotFound(format!("{}: {e}", path.display())))?
+            .len();
+        Ok(Self {
+            format,
+            segments: [Segment {
+                path,
+                ranges: vec![(0, len)],
+            }]
+            .into(),
+            reader: None,
+            dictionaries: BTreeMap::new(),
+            schema: None,
+        })
+    }
+
+    /// The schema of the IPC stream being read, once its first message has been (Presto
+    /// pages do not carry theirs).
+    pub fn schema(&self) -> Option<&SchemaRef> {
+        self.schema.as_ref()
+    }
+
+    /// The next message decoded: an IPC batch as its stream's schema says, a page as
+    /// `pages_schema` (the schema the pages were written with) says; `None` after the last.
+    ///
+    /// # Errors
+    /// As [`next_message`](Self::next_message), naming the file for a message that does not
+    /// decode; [`ExchangeError::InvalidArgument`] for pages without `pages_schema`.
+    pub fn next_batch(
+        &mut self,
+        pages_schema: Option<&SchemaRef>,
+    ) -> Result<Option<arrow_array::RecordBatch>> {
+        let Some(message) = self.next_message()? else {
+            return Ok(None);
+        };
+        let schema = match self.format {
+            Format::Presto => pages_schema.ok_or_else(|| {
+                ExchangeError::InvalidArgument(
+                    "Presto pages carry no schema: give the one they were written with".into(),
+                )
+            })?,
+            _ => self.schema.as_ref().ok_or_else(|| {
+                ExchangeError::corrupt("an IPC record batch before its stream's schema")
+            })?,
+        };
+        message.to_batch(schema).map(Some).map_err(|e| {
+            let file = self.reader.as_ref().map(|r| r.get_ref().path.display());
+            match file {
+                Some(file) => ExchangeError::corrupt_because(file.to_string(), e),
+                None => e.into(),
+            }
+        })
+    }
+
     /// The reader of the current segment, the next one opened when it is done; `None` at the
     /// end.
     fn reader(&mut self) -> Result<Option<&mut MessageReader<RangeReader>>> {
@@ -361,22 +450,21 @@ impl FileCursor {
                 // used.
                 let reader = reader.get_mut();
                 let header = reader.take(HEADER_SIZE as u64, "a Presto page header")?;
-                let size = i32::from_le_bytes(header[9..13].try_into().expect("4 bytes"));
-                if size < 0 {
-                    return Err(reader.corrupt(format!("a Presto page of {size} bytes")));
-                }
+                let size = body_size(header.as_slice().try_into().expect("a whole header"))
+                    .map_err(|e| reader.corrupt_because("a Presto page header".into(), e))?
+                    as u64;
                 if skip {
                     reader
-                        .skip(size as u64)
+                        .skip(size)
                         .map_err(|e| reader.corrupt_because("a Presto page body".into(), e))?;
                     return Ok(None);
                 }
                 let mut page = header;
-                page.extend(reader.take(size as u64, "a Presto page body")?);
+                page.extend(reader.take(size, "a Presto page body")?);
                 let path = reader.path.clone();
                 return Message::page(Bytes::from(page))
                     .map(Some)
-                    .map_err(|e| e.context(path.display()));
+                    .map_err(|e| ExchangeError::from(e).context(path.display()));
             }
             let read = read_ipc(reader, skip)?;
             match read {
@@ -451,7 +539,7 @@ fn read_ipc(reader: &mut MessageReader<RangeReader>, skip: bool) -> Result<IpcRe
             IpcRead::Dictionary {
                 id: dictionary.id(),
                 delta: dictionary.isDelta(),
-                data: FlightData::default(),
+                data: IpcMessage::default(),
             }
         }
         arrow_ipc::MessageHeader::RecordBatch => {
@@ -462,7 +550,7 @@ fn read_ipc(reader: &mut MessageReader<RangeReader>, skip: bool) -> Result<IpcRe
             let rows = u64::try_from(rows)
                 .map_err(|_| corrupt(format!("a record batch of {rows} rows")))?;
             IpcRead::Batch {
-                data: FlightData::default(),
+                data: IpcMessage::default(),
                 rows,
             }
         }
@@ -487,18 +575,13 @@ fn read_ipc(reader: &mut MessageReader<RangeReader>, skip: bool) -> Result<IpcRe
 }
 
 /// The message `header` heads, read whole.
-fn read_data(reader: &mut MessageReader<RangeReader>, header: Header) -> Result<FlightData> {
+fn read_data(reader: &mut MessageReader<RangeReader>, header: Header) -> Result<IpcMessage> {
     let mut body = Vec::new();
     reader
         .read_body(&header, &mut body)
         .map_err(|e| reader.get_ref().corrupt_because("an IPC message".into(), e))?;
-    Ok(flight_data(header.into_bytes(), body))
-}
-
-fn flight_data(header: Vec<u8>, body: Vec<u8>) -> FlightData {
-    FlightData {
-        data_header: header.into(),
-        data_body: body.into(),
-        ..Default::default()
-    }
+    Ok(IpcMessage {
+        header: header.into_bytes().into(),
+        body: body.into(),
+    })
 }
