@@ -274,7 +274,7 @@ impl Manifest {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -325,7 +325,7 @@ mod tests {
     }
 
     /// A manifest of Presto pages, files layout; `json`, its JSON (serde_json's compact).
-    fn presto_files() -> (Manifest, &'static str) {
+    pub(crate) fn presto_files() -> (Manifest, &'static str) {
         let manifest = Manifest {
             scheme: Scheme::RoundRobin,
             keys: Vec::new(),

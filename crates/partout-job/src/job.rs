@@ -132,7 +132,10 @@ impl Job {
             false => options.partitions,
             true => by_value::check(&options)?,
         };
-        let location = Location::local(&options.output);
+        let location = match options.output.to_str() {
+            Some(text) => Location::parse(text, &options.storage_options)?,
+            None => Location::local(&options.output),
+        };
         location.place().check(options.overwrite)?;
         let threads = match options.threads {
             Some(0) => {
@@ -293,7 +296,7 @@ impl Job {
         let stage = self.spec.location().place().stage()?;
         progress.start(self.input_rows());
         let manifest = self.write_all(progress, stage.dir())?;
-        stage.commit()?;
+        let manifest = stage.commit(manifest)?;
         Ok(Report {
             manifest,
             seconds: self.started.elapsed().as_secs_f64(),
@@ -369,9 +372,7 @@ impl Job {
         };
         let mut workers = run.timings.into_inner().unwrap_or_default();
         workers.sort_by_key(|t| t.worker);
-        let manifest = self.manifest(written, workers);
-        manifest.write(dir)?;
-        Ok(manifest)
+        Ok(self.manifest(written, workers))
     }
 
     /// The file name prefix of each destination's file: Spark's buckets, or parts.

@@ -55,7 +55,9 @@ mod worker;
 pub use budget::BudgetExt;
 pub use error::{JobError, Result};
 pub use job::{Job, Progress, Report, repartition};
-pub use options::{DEFAULT_MAX_PARTITIONS, DEFAULT_MEMORY_LIMIT, JobOptions, Scheme, parse_bytes};
+pub use options::{
+    DEFAULT_MAX_PARTITIONS, DEFAULT_MEMORY_LIMIT, JobOptions, Scheme, StorageOptions, parse_bytes,
+};
 // The manifest and the options of the outputs it names are partout-io's; here as ever.
 pub use partout_io::manifest::{
     Budget, Compression, DestinationEntry, FileName, Format, Layout, MANIFEST_FILE, Manifest,

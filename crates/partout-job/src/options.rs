@@ -2,6 +2,7 @@
 //! [`Job::try_new`](crate::Job::try_new).
 
 use partout_io::manifest::{Compression, Format, Layout};
+pub use partout_io::output::StorageOptions;
 use std::path::PathBuf;
 
 /// How rows find their destination: partout-core's scheme, named and parsed there
@@ -68,8 +69,12 @@ pub struct JobOptions {
     /// Keep the [`partition_by`](Self::partition_by) columns in the files (default off: their
     /// values are in the directory names, as Hive, Spark, DuckDB and pyarrow write them).
     pub keep_partition_columns: bool,
-    /// The output directory.
+    /// The output: a directory, or an object store's prefix (`s3://bucket/prefix`, `gs://…`,
+    /// `az://…`, `abfss://…`, `file://…`).
     pub output: PathBuf,
+    /// Options of the output's object store client, after the environment's (none by
+    /// default; refused with a local output).
+    pub storage_options: StorageOptions,
 }
 
 impl JobOptions {
@@ -94,6 +99,7 @@ impl JobOptions {
             max_partitions: DEFAULT_MAX_PARTITIONS,
             keep_partition_columns: false,
             output: output.into(),
+            storage_options: StorageOptions::default(),
         }
     }
 
@@ -163,6 +169,12 @@ impl JobOptions {
     /// Sets [`memory_limit`](Self::memory_limit).
     pub fn with_memory_limit(mut self, bytes: u64) -> Self {
         self.memory_limit = bytes;
+        self
+    }
+
+    /// Sets [`storage_options`](Self::storage_options).
+    pub fn with_storage_options(mut self, options: StorageOptions) -> Self {
+        self.storage_options = options;
         self
     }
 

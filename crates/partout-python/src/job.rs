@@ -4,8 +4,9 @@
 use crate::errors::{Error, Result, job_error};
 use crate::partition::{key_names, partition_count};
 use partout_core::ids::Scheme;
-use partout_job::{Job, JobOptions, Progress, parse_bytes};
+use partout_job::{Job, JobOptions, Progress, StorageOptions, parse_bytes};
 use pyo3::prelude::*;
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -42,8 +43,8 @@ impl Progress for Watched {
 
 /// repartition(inputs, output, n=None, *, by=None, scheme="hash", format="parquet",
 /// compression=None, layout="files", threads=None, memory_limit=None, overwrite=False,
-/// progress=None, partition_by=None, max_partitions=None, keep_partition_columns=False)
-/// -> dict
+/// progress=None, partition_by=None, max_partitions=None, keep_partition_columns=False,
+/// storage_options=None) -> dict
 ///
 /// The `partout repartition` job: every Parquet, Arrow IPC and CSV file of `inputs` into `n`
 /// destinations under `output`; with `partition_by` (a column name or several), a directory
@@ -56,7 +57,8 @@ impl Progress for Watched {
 #[pyfunction]
 #[pyo3(signature = (inputs, output, n=None, *, by=None, scheme="hash", format="parquet",
     compression=None, layout="files", threads=None, memory_limit=None, overwrite=false,
-    progress=None, partition_by=None, max_partitions=None, keep_partition_columns=false))]
+    progress=None, partition_by=None, max_partitions=None, keep_partition_columns=false,
+    storage_options=None))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn repartition<'py>(
     py: Python<'py>,
@@ -75,6 +77,7 @@ pub(crate) fn repartition<'py>(
     partition_by: Option<&Bound<'py, PyAny>>,
     max_partitions: Option<u32>,
     keep_partition_columns: bool,
+    storage_options: Option<BTreeMap<String, String>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let inputs: Vec<PathBuf> = match inputs.extract::<PathBuf>() {
         Ok(one) => vec![one],
@@ -93,6 +96,7 @@ pub(crate) fn repartition<'py>(
         partition_by,
         max_partitions,
         keep_partition_columns,
+        storage_options,
     }
     .job_options(py, inputs, output)?;
     run_job(py, options, progress, Job::try_new)
@@ -100,7 +104,8 @@ pub(crate) fn repartition<'py>(
 
 /// write_dataset(data, output, n=None, *, partition_by=None, by=None, scheme="hash",
 /// format="parquet", compression=None, threads=None, memory_limit=None, overwrite=False,
-/// progress=None, max_partitions=None, keep_partition_columns=False) -> dict
+/// progress=None, max_partitions=None, keep_partition_columns=False, storage_options=None)
+/// -> dict
 ///
 /// The job of `repartition` with `data` as its input instead of files: anything exporting
 /// the Arrow PyCapsule interface, read batch by batch by the job's workers (never collected
@@ -108,7 +113,7 @@ pub(crate) fn repartition<'py>(
 #[pyfunction]
 #[pyo3(signature = (data, output, n=None, *, partition_by=None, by=None, scheme="hash",
     format="parquet", compression=None, threads=None, memory_limit=None, overwrite=false,
-    progress=None, max_partitions=None, keep_partition_columns=false))]
+    progress=None, max_partitions=None, keep_partition_columns=false, storage_options=None))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn write_dataset<'py>(
     py: Python<'py>,
@@ -126,6 +131,7 @@ pub(crate) fn write_dataset<'py>(
     progress: Option<&Bound<'py, PyAny>>,
     max_partitions: Option<u32>,
     keep_partition_columns: bool,
+    storage_options: Option<BTreeMap<String, String>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let reader = crate::partition::arrow_data(py, data)?
         .into_reader()
@@ -143,6 +149,7 @@ pub(crate) fn write_dataset<'py>(
         partition_by,
         max_partitions,
         keep_partition_columns,
+        storage_options,
     }
     .job_options(py, Vec::new(), output)?;
     run_job(py, options, progress, move |options| {
@@ -164,6 +171,7 @@ struct Options<'a, 'py> {
     partition_by: Option<&'a Bound<'py, PyAny>>,
     max_partitions: Option<u32>,
     keep_partition_columns: bool,
+    storage_options: Option<BTreeMap<String, String>>,
 }
 
 impl Options<'_, '_> {
@@ -187,6 +195,7 @@ impl Options<'_, '_> {
             partition_by,
             max_partitions,
             keep_partition_columns,
+            storage_options,
         } = self;
         let partition_by = key_names(partition_by)?;
         let n = match (n, partition_by.is_empty()) {
@@ -230,7 +239,8 @@ impl Options<'_, '_> {
                 .with_layout(layout.parse().map_err(|e| parse("layout", layout, e))?)
                 .with_overwrite(overwrite)
                 .with_partition_by(partition_by)
-                .with_keep_partition_columns(keep_partition_columns);
+                .with_keep_partition_columns(keep_partition_columns)
+                .with_storage_options(StorageOptions::new(storage_options.unwrap_or_default()));
             if let Some(max) = max_partitions {
                 options = options.with_max_partitions(max);
             }

@@ -44,7 +44,7 @@ mod staged;
 
 pub use files::{DestinationFiles, FilesHandle};
 pub use finished::{FileCursor, FinishedOutput};
-pub use location::{LocalDir, Location, Pending, Place};
+pub use location::{LocalDir, Location, Pending, Place, StorageOptions};
 pub(crate) use shuffle::for_each_shuffle_range;
 pub use shuffle::{
     SHUFFLE_INDEX_MAGIC, ShuffleFile, ShuffleRange, parse_shuffle_index, read_shuffle_index,

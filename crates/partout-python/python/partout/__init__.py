@@ -15,7 +15,7 @@ never collected first, and the GIL is released while partout works.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, Callable, Literal, Sequence, overload
+from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping, Sequence, overload
 
 from . import _partout, errors
 from .errors import (
@@ -106,6 +106,7 @@ def repartition(
     partition_by: str | Sequence[str] | None = None,
     max_partitions: int | None = None,
     keep_partition_columns: bool = False,
+    storage_options: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The ``partout repartition`` job: every Parquet, Arrow IPC and CSV file of ``inputs``
     (files or directories) into ``n`` destinations under ``output``, in parallel, within
@@ -127,6 +128,13 @@ def repartition(
     left out of the files unless ``keep_partition_columns``; ``n`` (default 1) is then the
     buckets per value, by ``by``, and ``max_partitions`` (default 1000) the most values, past
     which the job fails and leaves no output.
+
+    ``output`` may be an object store's prefix (``"s3://bucket/prefix"``, ``"gs://…"``,
+    ``"az://…"``, ``"abfss://…"``): the output is staged on local disk, then uploaded, the
+    manifest last, then ``_SUCCESS``. The client reads the environment as the cloud's own
+    tools do (``AWS_ACCESS_KEY_ID``, ``AWS_REGION``, ``AWS_ENDPOINT_URL``, …) and then
+    ``storage_options`` (object_store's keys: ``{"aws_endpoint": …, "aws_allow_http":
+    "true"}``, as Polars spells them).
     """
     return _partout.repartition(
         inputs,
@@ -144,6 +152,7 @@ def repartition(
         partition_by=partition_by,
         max_partitions=max_partitions,
         keep_partition_columns=keep_partition_columns,
+        storage_options=storage_options,
     )
 
 
@@ -163,6 +172,7 @@ def write_dataset(
     progress: Callable[[int, int | None], object] | None = None,
     max_partitions: int | None = None,
     keep_partition_columns: bool = False,
+    storage_options: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """Writes ``data`` (anything exporting the Arrow PyCapsule interface: a pyarrow Table or
     RecordBatchReader, a polars DataFrame, a DuckDB relation) as a dataset under ``output``:
@@ -194,6 +204,7 @@ def write_dataset(
         progress=progress,
         max_partitions=max_partitions,
         keep_partition_columns=keep_partition_columns,
+        storage_options=storage_options,
     )
 
 

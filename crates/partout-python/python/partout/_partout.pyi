@@ -1,5 +1,5 @@
 import os
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import pyarrow
 
@@ -28,6 +28,7 @@ def repartition(
     partition_by: str | Sequence[str] | None = None,
     max_partitions: int | None = None,
     keep_partition_columns: bool = False,
+    storage_options: Mapping[str, str] | None = None,
 ) -> dict[str, Any]: ...
 def write_dataset(
     data: Any,
@@ -45,6 +46,7 @@ def write_dataset(
     progress: Callable[[int, int | None], object] | None = None,
     max_partitions: int | None = None,
     keep_partition_columns: bool = False,
+    storage_options: Mapping[str, str] | None = None,
 ) -> dict[str, Any]: ...
 def read(
     path: str | os.PathLike[str], *, schema: Any = None, destination: int | None = None

@@ -4,6 +4,7 @@
 //! complete. Leftovers of runs whose process is gone are removed.
 
 use super::{Pending, Place};
+use crate::manifest::Manifest;
 use crate::output::{OutputError, Result, io};
 use std::path::{Path, PathBuf};
 
@@ -112,8 +113,13 @@ impl Pending for Staging {
         &self.path
     }
 
-    /// Moves the staged output to the output directory, replacing what is there.
-    fn commit(mut self: Box<Self>) -> Result<()> {
+    /// Writes the manifest into the staged output, then moves it to the output directory,
+    /// replacing what is there.
+    fn commit(mut self: Box<Self>, manifest: Manifest) -> Result<Manifest> {
+        manifest.write(&self.path).map_err(|e| OutputError::Io {
+            context: e.context,
+            source: e.source,
+        })?;
         let out = self.out.clone();
         let out = out.as_path();
         if out.exists() {
@@ -122,7 +128,7 @@ impl Pending for Staging {
         std::fs::rename(&self.path, out)
             .map_err(io(format!("moving the output into {}", out.display())))?;
         self.published = true;
-        Ok(())
+        Ok(manifest)
     }
 }
 
@@ -180,8 +186,15 @@ mod tests {
         check_output(&out, true).unwrap();
         let staging = Box::new(Staging::try_new(&out).unwrap());
         std::fs::write(staging.dir().join("new"), "y").unwrap();
-        staging.commit().unwrap();
+        let (manifest, _) = crate::manifest::tests::presto_files();
+        let committed = staging.commit(manifest.clone()).unwrap();
+        assert_eq!(committed, manifest);
         assert!(out.join("new").exists() && !out.join("old").exists());
+        assert_eq!(
+            Manifest::read(&out).unwrap(),
+            manifest,
+            "the manifest is written"
+        );
         let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().flatten().collect();
         assert_eq!(names.len(), 1, "{names:?}");
     }

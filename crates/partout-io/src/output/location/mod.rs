@@ -1,5 +1,6 @@
 //! Where an output's bytes go: a [`Location`], one variant per kind of place, each a file of
-//! this module implementing [`Place`]. Today the local file system ([`LocalDir`]).
+//! this module implementing [`Place`]: the local file system ([`LocalDir`]) and a prefix of
+//! an object store ([`StorePrefix`]: S3, GCS, Azure).
 //!
 //! ```text
 //!  Location ─► Place::check (usable? empty unless overwriting)
@@ -14,10 +15,13 @@
 //! [`Location`], not a second path through the writers.
 
 mod local;
+mod store;
 
 pub use local::LocalDir;
+pub use store::{SUCCESS_FILE, StorePrefix};
 
-use super::Result;
+use super::{OutputError, Result};
+use crate::manifest::Manifest;
 use std::path::Path;
 
 /// What a kind of place does for an output: check that it may be written, give the writers a
@@ -49,11 +53,61 @@ pub trait Pending: std::fmt::Debug + Send + Sync {
     /// The directory to write into.
     fn dir(&self) -> &Path;
 
-    /// Makes everything written visible at the location at once, replacing what was there.
+    /// Makes everything written visible at the location at once, replacing what was there,
+    /// with `manifest` (what the writers wrote, its files named as in [`dir`](Self::dir))
+    /// written last; the manifest as committed (a place may rename the files).
     ///
     /// # Errors
     /// [`OutputError::Io`](super::OutputError::Io); nothing is left behind then.
-    fn commit(self: Box<Self>) -> Result<()>;
+    fn commit(self: Box<Self>, manifest: Manifest) -> Result<Manifest>;
+}
+
+/// Options of an object store's client (`aws_endpoint`, `aws_region`, credentials, …), by
+/// `object_store`'s key names. Shown by key only: a value may be a secret.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct StorageOptions(Vec<(String, String)>);
+
+impl StorageOptions {
+    /// The options `pairs`, in order (a later key wins).
+    pub fn new<K: Into<String>, V: Into<String>>(pairs: impl IntoIterator<Item = (K, V)>) -> Self {
+        Self(
+            pairs
+                .into_iter()
+                .map(|(k, v)| (k.into(), v.into()))
+                .collect(),
+        )
+    }
+
+    /// `KEY=VALUE`, as the command line gives one.
+    ///
+    /// # Errors
+    /// A message for text without `=` or with an empty key (never showing the value).
+    pub fn parse_pair(text: &str) -> std::result::Result<(String, String), String> {
+        match text.split_once('=') {
+            Some((key, value)) if !key.trim().is_empty() => {
+                Ok((key.trim().to_string(), value.to_string()))
+            }
+            _ => Err("a storage option is KEY=VALUE".into()),
+        }
+    }
+
+    /// The pairs.
+    pub fn pairs(&self) -> &[(String, String)] {
+        &self.0
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl std::fmt::Debug for StorageOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.0.iter().map(|(key, _)| format!("{key}=…")))
+            .finish()
+    }
 }
 
 /// Where an output goes.
@@ -62,6 +116,8 @@ pub trait Pending: std::fmt::Debug + Send + Sync {
 pub enum Location {
     /// A directory of the local file system.
     Local(LocalDir),
+    /// A prefix of an object store.
+    Store(StorePrefix),
 }
 
 impl Location {
@@ -70,10 +126,43 @@ impl Location {
         Self::Local(LocalDir::new(path))
     }
 
+    /// The location `text` names: a URL of an object store (`s3://bucket/prefix`, `gs://…`,
+    /// `az://…`, `abfss://…`, its client configured by `options` after the environment), a
+    /// `file://` URL, or a local path.
+    ///
+    /// # Errors
+    /// [`OutputError::Invalid`] for a URL of no place partout writes to, options its store
+    /// does not take, or options given with a local path.
+    pub fn parse(text: &str, options: &StorageOptions) -> Result<Self> {
+        let url = text
+            .split_once("://")
+            .filter(|(scheme, _)| scheme.len() > 1)
+            .map(|_| url::Url::parse(text))
+            .transpose()
+            .map_err(|e| OutputError::Invalid(format!("{text:?} is not a URL: {e}")))?;
+        let local = match &url {
+            None => Some(std::path::PathBuf::from(text)),
+            Some(url) if url.scheme() == "file" => Some(
+                url.to_file_path()
+                    .map_err(|()| OutputError::Invalid(format!("{text:?} names no local path")))?,
+            ),
+            Some(_) => None,
+        };
+        match (local, url) {
+            (Some(_), _) if !options.is_empty() => Err(OutputError::Invalid(format!(
+                "storage options are for object stores; {text:?} is a local path"
+            ))),
+            (Some(path), _) => Ok(Self::local(path)),
+            (None, Some(url)) => Ok(Self::Store(StorePrefix::try_new(&url, options.pairs())?)),
+            (None, None) => unreachable!("no URL is a local path"),
+        }
+    }
+
     /// What this kind of place does.
     pub fn place(&self) -> &dyn Place {
         match self {
             Self::Local(dir) => dir,
+            Self::Store(prefix) => prefix,
         }
     }
 }
@@ -83,6 +172,7 @@ impl std::fmt::Display for Location {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Self::Local(dir) => write!(f, "{}", dir.path().display()),
+            Self::Store(prefix) => f.write_str(prefix.url()),
         }
     }
 }

@@ -1,0 +1,486 @@
+//! A prefix of an object store (`s3://bucket/prefix`, `gs://…`, `az://…`, `abfss://…`) as an
+//! output's location, over the `object_store` crate: its S3, GCS and Azure clients, their
+//! credentials and endpoints read from the environment variables their builders read, plus
+//! the options given (`aws_endpoint`, `aws_allow_http`, …, as Polars and deltalake spell
+//! them). A secret never appears in an error or in the location's text.
+//!
+//! An object store has no rename, so the commit is ordered instead:
+//!
+//! ```text
+//!  writers fill a local staging directory (Pending::dir), as for a local output
+//!  commit: every data object uploaded under PREFIX/ with the run's id in its name
+//!          (part-00003-RUN.parquet; multipart past one part, parts bounded in flight)
+//!       ─► _manifest.json (naming those objects) ─► _SUCCESS
+//!       ─► objects of an output replaced (--overwrite) deleted, only now
+//!  any failure: multipart uploads aborted, objects of this run deleted, nothing committed
+//! ```
+//!
+//! Readers that honour the manifest or `_SUCCESS` see all of a run or none of it, and an
+//! overwrite never changes an object a reader of the old manifest reads.
+
+use super::{Pending, Place};
+use crate::manifest::{FileName, MANIFEST_FILE, Manifest};
+use crate::output::{OutputError, Result, io};
+use futures::{StreamExt, TryStreamExt};
+use object_store::path::Path as ObjectPath;
+use object_store::{ObjectStore, ObjectStoreExt, ObjectStoreScheme, PutPayload, WriteMultipart};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use tokio::io::AsyncReadExt;
+
+/// The object written after the manifest: the run is complete.
+pub const SUCCESS_FILE: &str = "_SUCCESS";
+/// Bytes of one part of a multipart upload, at least (S3 takes no smaller part but the last).
+const PART_BYTES: usize = 8 << 20;
+/// Parts S3 takes in one upload, at most: past `PART_BYTES × MAX_PARTS` parts grow.
+const MAX_PARTS: u64 = 10_000;
+/// Parts of one upload in flight at once.
+const PARTS_IN_FLIGHT: usize = 2;
+/// Objects uploaded at once: with `PARTS_IN_FLIGHT`, what bounds the commit's memory
+/// (about `UPLOADS × (PARTS_IN_FLIGHT + 1) × PART_BYTES`, 96 MiB).
+const UPLOADS: usize = 4;
+
+/// A prefix of an object store.
+#[derive(Clone)]
+pub struct StorePrefix {
+    /// The location as given, without credentials or query.
+    url: String,
+    store: Arc<dyn ObjectStore>,
+    prefix: ObjectPath,
+}
+
+impl std::fmt::Debug for StorePrefix {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StorePrefix")
+            .field("url", &self.url)
+            .finish()
+    }
+}
+
+impl PartialEq for StorePrefix {
+    fn eq(&self, other: &Self) -> bool {
+        self.url == other.url
+    }
+}
+
+impl Eq for StorePrefix {}
+
+impl StorePrefix {
+    /// The prefix `url` names (`s3://bucket/prefix`, `gs://…`, `az://…`, `abfss://…`), its
+    /// client configured from the environment and then `options` (keys as `object_store`
+    /// names them: `aws_endpoint`, `aws_allow_http`, `google_service_account`, …).
+    ///
+    /// # Errors
+    /// [`OutputError::Invalid`] for a URL of no object store, an option its store does not
+    /// know (naming the key, never the value), or a client that cannot be configured.
+    pub fn try_new(url: &url::Url, options: &[(String, String)]) -> Result<Self> {
+        let unknown = || {
+            OutputError::Invalid(format!(
+                "{}: not an object store partout writes to (s3://, gs://, az://, abfss://)",
+                shown(url)
+            ))
+        };
+        let (scheme, prefix) = ObjectStoreScheme::parse(url).map_err(|_| unknown())?;
+        let invalid = |e: object_store::Error| OutputError::Invalid(format!("{}: {e}", shown(url)));
+        let store: Arc<dyn ObjectStore> = match scheme {
+            ObjectStoreScheme::AmazonS3 => {
+                use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
+                let mut builder = AmazonS3Builder::from_env().with_url(url.as_str());
+                for (key, value) in options {
+                    builder = builder.with_config(key_of::<AmazonS3ConfigKey>(key, "S3")?, value);
+                }
+                Arc::new(builder.build().map_err(invalid)?)
+            }
+            ObjectStoreScheme::GoogleCloudStorage => {
+                use object_store::gcp::{GoogleCloudStorageBuilder, GoogleConfigKey};
+                let mut builder = GoogleCloudStorageBuilder::from_env().with_url(url.as_str());
+                for (key, value) in options {
+                    builder = builder.with_config(key_of::<GoogleConfigKey>(key, "GCS")?, value);
+                }
+                Arc::new(builder.build().map_err(invalid)?)
+            }
+            ObjectStoreScheme::MicrosoftAzure => {
+                use object_store::azure::{AzureConfigKey, MicrosoftAzureBuilder};
+                let mut builder = MicrosoftAzureBuilder::from_env().with_url(url.as_str());
+                for (key, value) in options {
+                    builder = builder.with_config(key_of::<AzureConfigKey>(key, "Azure")?, value);
+                }
+                Arc::new(builder.build().map_err(invalid)?)
+            }
+            _ => return Err(unknown()),
+        };
+        Ok(Self {
+            url: shown(url),
+            store,
+            prefix,
+        })
+    }
+
+    /// The prefix, as `scheme://bucket/prefix`.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The store's client.
+    pub fn store(&self) -> &Arc<dyn ObjectStore> {
+        &self.store
+    }
+
+    /// The prefix in the store.
+    pub fn prefix(&self) -> &ObjectPath {
+        &self.prefix
+    }
+
+    /// The object of the output's file `name` (a relative path).
+    fn object(&self, name: &str) -> ObjectPath {
+        name.split('/')
+            .fold(self.prefix.clone(), |path, part| path.join(part))
+    }
+
+    /// Every object under the prefix.
+    fn list(&self) -> Result<Vec<ObjectPath>> {
+        let store = self.store.clone();
+        let prefix = self.prefix.clone();
+        let listed = block_on(async move {
+            store
+                .list(Some(&prefix))
+                .map_ok(|meta| meta.location)
+                .try_collect::<Vec<_>>()
+                .await
+        })?;
+        listed.map_err(|e| store_error(format!("listing {}", self.url), e))
+    }
+}
+
+/// `url` as it may be shown: scheme, host and path, never a user, password or query.
+fn shown(url: &url::Url) -> String {
+    let mut shown = url.clone();
+    let _ = shown.set_username("");
+    let _ = shown.set_password(None);
+    shown.set_query(None);
+    shown.set_fragment(None);
+    shown.to_string()
+}
+
+/// The configuration key `key` of a store, or an error naming it (never its value).
+fn key_of<K: std::str::FromStr>(key: &str, store: &str) -> Result<K> {
+    key.parse().map_err(|_| {
+        OutputError::Invalid(format!(
+            "{key:?} is not an option of {store} (object_store's configuration keys, e.g. \
+             aws_endpoint, aws_region, aws_allow_http)"
+        ))
+    })
+}
+
+/// An object store's error while `doing`.
+fn store_error(doing: String, e: object_store::Error) -> OutputError {
+    OutputError::Io {
+        context: doing,
+        source: std::io::Error::other(e.to_string()),
+    }
+}
+
+/// Runs `future` to its end on a runtime of its own, on a thread of its own: callers may be
+/// inside another runtime (Python's, a server's), where blocking on one is refused.
+fn block_on<F>(future: F) -> Result<F::Output>
+where
+    F: std::future::Future + Send,
+    F::Output: Send,
+{
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                let runtime = tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(2)
+                    .enable_all()
+                    .build()
+                    .map_err(io("starting the object store's client"))?;
+                Ok(runtime.block_on(future))
+            })
+            .join()
+            .unwrap_or_else(|_| {
+                Err(OutputError::Invalid(
+                    "the object store's client panicked".into(),
+                ))
+            })
+    })
+}
+
+impl Place for StorePrefix {
+    fn check(&self, overwrite: bool) -> Result<()> {
+        let objects = self.list()?;
+        if !objects.is_empty() && !overwrite {
+            return Err(OutputError::NotEmpty(self.url.clone()));
+        }
+        Ok(())
+    }
+
+    fn stage(&self) -> Result<Box<dyn Pending>> {
+        let dir = tempfile_dir()?;
+        Ok(Box::new(StoreStaging {
+            target: self.clone(),
+            dir,
+            run: run_id(),
+        }))
+    }
+
+    fn local_path(&self) -> Option<&Path> {
+        None
+    }
+}
+
+/// A fresh local directory for the writers: under `TMPDIR`, named for the process.
+fn tempfile_dir() -> Result<PathBuf> {
+    let base = std::env::temp_dir();
+    for attempt in 0..100u32 {
+        let dir = base.join(format!(
+            ".partout-upload-{}-{}-{attempt}",
+            std::process::id(),
+            run_id()
+        ));
+        match std::fs::create_dir(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(io(format!("creating {}", dir.display()))(e)),
+        }
+    }
+    Err(OutputError::Invalid(format!(
+        "no fresh staging directory in {}",
+        base.display()
+    )))
+}
+
+/// An id for one run, in its objects' names: the time in nanoseconds and the process, in hex.
+fn run_id() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!("{:x}{:x}", nanos & 0xffff_ffff_ffff, std::process::id())
+}
+
+/// `name` with the run's id before its extension: `k=1/part-00000.parquet` →
+/// `k=1/part-00000-RUN.parquet`.
+fn tagged(name: &str, run: &str) -> String {
+    let (dir, file) = name.rsplit_once('/').map_or(("", name), |(d, f)| (d, f));
+    let file = match file.split_once('.') {
+        Some((stem, extension)) => format!("{stem}-{run}.{extension}"),
+        None => format!("{file}-{run}"),
+    };
+    match dir {
+        "" => file,
+        dir => format!("{dir}/{file}"),
+    }
+}
+
+/// An output staged locally for a store prefix.
+#[derive(Debug)]
+struct StoreStaging {
+    target: StorePrefix,
+    dir: PathBuf,
+    run: String,
+}
+
+impl Drop for StoreStaging {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+impl Pending for StoreStaging {
+    fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn commit(self: Box<Self>, mut manifest: Manifest) -> Result<Manifest> {
+        // Each file the manifest names, uploaded under its tagged name.
+        let mut files = Vec::new();
+        let mut rename = |name: &mut String| {
+            let object = tagged(name, &self.run);
+            files.push((self.dir.join(&*name), object.clone()));
+            *name = object;
+        };
+        for entry in &mut manifest.destinations {
+            if let FileName::Name(name) = &mut entry.file {
+                rename(name);
+            }
+        }
+        for worker in manifest.shuffle_files.iter_mut().flatten() {
+            rename(&mut worker.data);
+            rename(&mut worker.index);
+        }
+        let before = self.target.list()?;
+        let target = &self.target;
+        block_on(upload_all(target, &files))??;
+        // The manifest last, naming the objects just written; then `_SUCCESS`.
+        manifest.write(&self.dir).map_err(|e| OutputError::Io {
+            context: format!("committing to {}: the manifest", target.url),
+            source: e.source,
+        })?;
+        let manifest_bytes = std::fs::read(self.dir.join(MANIFEST_FILE))
+            .map_err(io(format!("reading the staged {MANIFEST_FILE}")))?;
+        let store = target.store.clone();
+        let written: Vec<ObjectPath> = files.iter().map(|(_, o)| target.object(o)).collect();
+        let (manifest_object, success) =
+            (target.object(MANIFEST_FILE), target.object(SUCCESS_FILE));
+        // A failure after the manifest takes it back too: no manifest is left naming objects
+        // that are deleted (with --overwrite, the old output's manifest is gone by then).
+        let committed = block_on(async {
+            let manifest = PutPayload::from(manifest_bytes);
+            if let Err(e) = store.put(&manifest_object, manifest).await {
+                return Err((manifest_object.clone(), e));
+            }
+            match store.put(&success, PutPayload::default()).await {
+                Ok(_) => Ok(()),
+                Err(e) => {
+                    let _ = store.delete(&manifest_object).await;
+                    Err((success.clone(), e))
+                }
+            }
+        })?;
+        if let Err((object, e)) = committed {
+            block_on(delete_all(store.clone(), written))?;
+            return Err(store_error(format!("writing {object}"), e));
+        }
+        // The objects of the output replaced: no manifest names them any more.
+        let keep: std::collections::HashSet<&ObjectPath> =
+            written.iter().chain([&manifest_object, &success]).collect();
+        let stale: Vec<ObjectPath> = before.into_iter().filter(|o| !keep.contains(o)).collect();
+        block_on(delete_all(store, stale))?;
+        Ok(manifest)
+    }
+}
+
+/// Uploads each `(local file, object name)`, a few at a time; on the first failure, deletes
+/// what was uploaded and says which object failed and why.
+async fn upload_all(target: &StorePrefix, files: &[(PathBuf, String)]) -> Result<()> {
+    let jobs: Vec<(PathBuf, ObjectPath)> = files
+        .iter()
+        .map(|(file, name)| (file.clone(), target.object(name)))
+        .collect();
+    let results: Vec<(ObjectPath, Result<()>)> = futures::stream::iter(jobs)
+        .map(|(file, object)| {
+            let store = target.store.clone();
+            async move {
+                let result = upload(&store, &file, &object).await;
+                (object, result)
+            }
+        })
+        .buffer_unordered(UPLOADS)
+        .collect()
+        .await;
+    let mut failure = None;
+    let mut written = Vec::new();
+    for (object, result) in results {
+        match result {
+            Ok(()) => written.push(object),
+            Err(e) => failure = failure.or(Some(e)),
+        }
+    }
+    match failure {
+        None => Ok(()),
+        Some(e) => {
+            delete_all(target.store.clone(), written).await;
+            Err(e)
+        }
+    }
+}
+
+/// Uploads `file` as `object`: in one request when it fits a part, else in parts (aborted
+/// on failure).
+async fn upload(store: &Arc<dyn ObjectStore>, file: &Path, object: &ObjectPath) -> Result<()> {
+    let failed = |e: object_store::Error| store_error(format!("uploading {object}"), e);
+    let mut reader = tokio::fs::File::open(file)
+        .await
+        .map_err(io(format!("opening {}", file.display())))?;
+    let len = reader
+        .metadata()
+        .await
+        .map_err(io(format!("reading {}", file.display())))?
+        .len();
+    let part = (PART_BYTES as u64).max(len.div_ceil(MAX_PARTS)) as usize;
+    if len <= part as u64 {
+        let mut bytes = Vec::with_capacity(len as usize);
+        reader
+            .read_to_end(&mut bytes)
+            .await
+            .map_err(io(format!("reading {}", file.display())))?;
+        store
+            .put(object, PutPayload::from(bytes))
+            .await
+            .map_err(failed)?;
+        return Ok(());
+    }
+    let upload = store.put_multipart(object).await.map_err(failed)?;
+    let mut writer = WriteMultipart::new_with_chunk_size(upload, part);
+    let mut buffer = vec![0u8; part];
+    loop {
+        let read = match reader.read(&mut buffer).await {
+            Ok(0) => break,
+            Ok(read) => read,
+            Err(e) => {
+                let _ = writer.abort().await;
+                return Err(io(format!("reading {}", file.display()))(e));
+            }
+        };
+        if let Err(e) = writer.wait_for_capacity(PARTS_IN_FLIGHT).await {
+            let _ = writer.abort().await;
+            return Err(failed(e));
+        }
+        writer.write(&buffer[..read]);
+    }
+    writer.finish().await.map_err(failed)?;
+    Ok(())
+}
+
+/// Deletes `objects`, as far as the store lets it (what is left is named by no manifest).
+async fn delete_all(store: Arc<dyn ObjectStore>, objects: Vec<ObjectPath>) {
+    futures::stream::iter(objects)
+        .for_each_concurrent(UPLOADS, |object| {
+            let store = store.clone();
+            async move {
+                let _ = store.delete(&object).await;
+            }
+        })
+        .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tagged_name_keeps_its_directory_and_extension() {
+        assert_eq!(tagged("part-00003.parquet", "r1"), "part-00003-r1.parquet");
+        assert_eq!(
+            tagged("k=a.b/part-00000.arrow", "r1"),
+            "k=a.b/part-00000-r1.arrow"
+        );
+        assert_eq!(tagged("shuffle-000.index", "r1"), "shuffle-000-r1.index");
+        assert_eq!(tagged("noext", "r1"), "noext-r1");
+    }
+
+    #[test]
+    fn a_url_is_shown_without_its_secrets() {
+        let url = url::Url::parse("s3://key:secret@bucket/out?token=abc").unwrap();
+        let text = shown(&url);
+        assert!(!text.contains("secret") && !text.contains("abc") && !text.contains("key"));
+        assert!(text.starts_with("s3://bucket/out"), "{text}");
+    }
+
+    #[test]
+    fn an_unknown_option_is_named_without_its_value() {
+        let url = url::Url::parse("s3://bucket/out").unwrap();
+        let options = [("aws_secret_acess_key".to_string(), "hunter2".to_string())];
+        let e = StorePrefix::try_new(&url, &options)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("aws_secret_acess_key") && !e.contains("hunter2"),
+            "{e}"
+        );
+        let url = url::Url::parse("ftp://host/out").unwrap();
+        let e = StorePrefix::try_new(&url, &[]).unwrap_err().to_string();
+        assert!(e.contains("not an object store"), "{e}");
+    }
+}
