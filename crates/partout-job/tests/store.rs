@@ -3,7 +3,9 @@
 //! reads directly): every format and layout equal to the same run on local disk, read back
 //! through the output layer's reader; a destination past one part uploaded in parts; exactly
 //! the objects the manifest names, then `_SUCCESS`; a prefix holding data refused, and
-//! replaced with overwrite; a wrong secret refused without showing it, nothing committed.
+//! replaced with overwrite; a wrong secret refused without showing it, nothing committed;
+//! transient failures retried to the same output; a server failing for good ends the run
+//! with an error naming what failed, nothing committed, no upload left pending.
 
 use arrow_array::{ArrayRef, Int64Array, RecordBatch, RecordBatchIterator, StringArray};
 use partout_format::Format;
@@ -11,9 +13,74 @@ use partout_io::output::FinishedOutput;
 use partout_job::{Job, JobError, JobOptions, Layout, Manifest, StorageOptions};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 const KEY: &str = "test-access-key";
 const SECRET: &str = "test-secret-never-shown";
+
+/// Failures the server answers with instead of doing a write (a PUT or POST): the writes
+/// from the `from`-th on (counting from 1) fail, `times` of them (`usize::MAX`: every one),
+/// with `status`.
+#[derive(Debug)]
+struct Faults {
+    from: usize,
+    times: usize,
+    status: u16,
+    writes: AtomicUsize,
+    failed: AtomicUsize,
+}
+
+impl Faults {
+    fn none() -> Arc<Self> {
+        Self::new(usize::MAX, 0, 503)
+    }
+
+    fn new(from: usize, times: usize, status: u16) -> Arc<Self> {
+        Arc::new(Self {
+            from,
+            times,
+            status,
+            writes: AtomicUsize::new(0),
+            failed: AtomicUsize::new(0),
+        })
+    }
+
+    /// Whether this request fails.
+    fn fails(&self, method: &http::Method) -> bool {
+        if method != http::Method::PUT && method != http::Method::POST {
+            return false;
+        }
+        let n = self.writes.fetch_add(1, Ordering::SeqCst) + 1;
+        n >= self.from && self.failed.fetch_add(1, Ordering::SeqCst) < self.times
+    }
+}
+
+/// The S3 service behind [`Faults`].
+#[derive(Clone)]
+struct Faulty {
+    inner: s3s::service::S3Service,
+    faults: Arc<Faults>,
+}
+
+impl hyper::service::Service<http::Request<hyper::body::Incoming>> for Faulty {
+    type Response = http::Response<s3s::Body>;
+    type Error = s3s::HttpError;
+    type Future = std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<Self::Response, Self::Error>> + Send>,
+    >;
+
+    fn call(&self, request: http::Request<hyper::body::Incoming>) -> Self::Future {
+        if self.faults.fails(request.method()) {
+            let body = "<Error><Code>SlowDown</Code><Message>injected</Message></Error>";
+            let response = http::Response::builder()
+                .status(self.faults.status)
+                .body(s3s::Body::from(body.to_string()))
+                .expect("a response");
+            return Box::pin(async move { Ok(response) });
+        }
+        hyper::service::Service::call(&self.inner, request)
+    }
+}
 
 /// An S3 server on 127.0.0.1 whose buckets are directories of `root`; runs while held.
 struct Server {
@@ -24,6 +91,10 @@ struct Server {
 
 impl Server {
     fn start() -> Self {
+        Self::with_faults(Faults::none())
+    }
+
+    fn with_faults(faults: Arc<Faults>) -> Self {
         use hyper_util::rt::{TokioExecutor, TokioIo};
         use hyper_util::server::conn::auto::Builder;
         use s3s::auth::SimpleAuth;
@@ -38,7 +109,10 @@ impl Server {
         let fs = s3s_fs::FileSystem::new(root.path()).unwrap();
         let mut builder = S3ServiceBuilder::new(fs);
         builder.set_auth(SimpleAuth::from_single(KEY, SECRET));
-        let service = builder.build();
+        let service = Faulty {
+            inner: builder.build(),
+            faults,
+        };
         let listener = runtime
             .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
             .unwrap();
@@ -68,6 +142,18 @@ impl Server {
             ("aws_secret_access_key", secret.into()),
             ("aws_region", "us-east-1".into()),
         ])
+    }
+
+    /// Multipart uploads begun and neither completed nor aborted.
+    fn pending_uploads(&self) -> usize {
+        std::fs::read_dir(self.root.path())
+            .unwrap()
+            .flatten()
+            .filter(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                name.starts_with(".upload-") && name.ends_with(".json")
+            })
+            .count()
     }
 
     /// Where the objects under `prefix` of bucket `lake` are.
@@ -300,4 +386,65 @@ fn a_wrong_secret_is_refused_without_showing_it_and_commits_nothing() {
         StorageOptions::new([("aws_secret_access_key", SECRET)])
     );
     assert!(!debug.contains(SECRET), "{debug}");
+}
+
+#[test]
+fn transient_failures_are_retried_to_the_same_output() {
+    // Writes 3 to 6 answered 503 SlowDown once each: object_store retries them.
+    let faults = Faults::new(3, 4, 503);
+    let server = Server::with_faults(faults.clone());
+    let options = JobOptions::new(Vec::<PathBuf>::new(), "s3://lake/retried", 3)
+        .with_keys(["k"])
+        .with_format(Format::Ipc)
+        .with_storage_options(server.options(SECRET));
+    let manifest = run(options, 30_000, 0).unwrap();
+    assert_eq!(server.objects("retried"), named(&manifest));
+    assert_eq!(
+        ids_by_destination(&server.dir("retried")).concat().len(),
+        30_000
+    );
+    assert!(
+        faults.failed.load(Ordering::SeqCst) >= 4,
+        "no failure was injected"
+    );
+}
+
+#[test]
+fn a_server_failing_for_good_ends_the_run_with_nothing_committed_or_pending() {
+    // From the 3rd write on, every write fails: the first parts of the 30 MB destination
+    // are taken, the rest refused; the upload must be aborted.
+    let server = Server::with_faults(Faults::new(3, usize::MAX, 500));
+    let mut options = server.options(SECRET).pairs().to_vec();
+    options.extend([
+        ("max_retries".into(), "2".into()),
+        ("retry_timeout".into(), "5s".into()),
+    ]);
+    let options = JobOptions::new(Vec::<PathBuf>::new(), "s3://lake/broken", 2)
+        .with_keys(["k"])
+        .with_format(Format::Ipc)
+        .with_storage_options(StorageOptions::new(options));
+    let started = std::time::Instant::now();
+    let error = run(options, 400_000, 60).unwrap_err();
+    let report = partout_core::error::report(&error);
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(60),
+        "{report}"
+    );
+    assert!(report.contains("broken/"), "{report}");
+    assert!(
+        !server
+            .objects("broken")
+            .iter()
+            .any(|o| o == "_manifest.json" || o == "_SUCCESS")
+    );
+    assert!(
+        server.objects("broken").is_empty(),
+        "{:?}",
+        server.objects("broken")
+    );
+    assert_eq!(
+        server.pending_uploads(),
+        0,
+        "a multipart upload was left pending"
+    );
 }

@@ -23,7 +23,7 @@ use crate::manifest::{FileName, MANIFEST_FILE, Manifest};
 use crate::output::{OutputError, Result, io};
 use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path as ObjectPath;
-use object_store::{ObjectStore, ObjectStoreExt, ObjectStoreScheme, PutPayload, WriteMultipart};
+use object_store::{ObjectStore, ObjectStoreExt, ObjectStoreScheme, PutPayload};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tokio::io::AsyncReadExt;
@@ -82,10 +82,13 @@ impl StorePrefix {
         };
         let (scheme, prefix) = ObjectStoreScheme::parse(url).map_err(|_| unknown())?;
         let invalid = |e: object_store::Error| OutputError::Invalid(format!("{}: {e}", shown(url)));
+        let (retry, options) = retry_config(options)?;
         let store: Arc<dyn ObjectStore> = match scheme {
             ObjectStoreScheme::AmazonS3 => {
                 use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
-                let mut builder = AmazonS3Builder::from_env().with_url(url.as_str());
+                let mut builder = AmazonS3Builder::from_env()
+                    .with_url(url.as_str())
+                    .with_retry(retry);
                 for (key, value) in options {
                     builder = builder.with_config(key_of::<AmazonS3ConfigKey>(key, "S3")?, value);
                 }
@@ -93,7 +96,9 @@ impl StorePrefix {
             }
             ObjectStoreScheme::GoogleCloudStorage => {
                 use object_store::gcp::{GoogleCloudStorageBuilder, GoogleConfigKey};
-                let mut builder = GoogleCloudStorageBuilder::from_env().with_url(url.as_str());
+                let mut builder = GoogleCloudStorageBuilder::from_env()
+                    .with_url(url.as_str())
+                    .with_retry(retry);
                 for (key, value) in options {
                     builder = builder.with_config(key_of::<GoogleConfigKey>(key, "GCS")?, value);
                 }
@@ -101,7 +106,9 @@ impl StorePrefix {
             }
             ObjectStoreScheme::MicrosoftAzure => {
                 use object_store::azure::{AzureConfigKey, MicrosoftAzureBuilder};
-                let mut builder = MicrosoftAzureBuilder::from_env().with_url(url.as_str());
+                let mut builder = MicrosoftAzureBuilder::from_env()
+                    .with_url(url.as_str())
+                    .with_retry(retry);
                 for (key, value) in options {
                     builder = builder.with_config(key_of::<AzureConfigKey>(key, "Azure")?, value);
                 }
@@ -160,6 +167,36 @@ fn shown(url: &url::Url) -> String {
     shown.set_query(None);
     shown.set_fragment(None);
     shown.to_string()
+}
+
+/// How failed requests are retried (object_store's `RetryConfig`: transient errors — 5xx,
+/// `SlowDown`, connection resets, timeouts — retried with exponential backoff), as the options
+/// `max_retries` (default 10) and `retry_timeout` (seconds from a request's first try after
+/// which it is not tried again, `30` or `30s`; default 180), which Polars' storage options
+/// also take; and the options left for the store's client.
+fn retry_config(
+    options: &[(String, String)],
+) -> Result<(object_store::RetryConfig, Vec<&(String, String)>)> {
+    let mut retry = object_store::RetryConfig::default();
+    let mut rest = Vec::new();
+    for pair in options {
+        let (key, value) = pair;
+        let number = |unit: &str| {
+            value
+                .trim()
+                .trim_end_matches(unit)
+                .parse::<u64>()
+                .map_err(|_| {
+                    OutputError::Invalid(format!("{key} takes a whole number, not {value:?}"))
+                })
+        };
+        match key.as_str() {
+            "max_retries" => retry.max_retries = number("")? as usize,
+            "retry_timeout" => retry.retry_timeout = std::time::Duration::from_secs(number("s")?),
+            _ => rest.push(pair),
+        }
+    }
+    Ok((retry, rest))
 }
 
 /// The configuration key `key` of a store, or an error naming it (never its value).
@@ -387,7 +424,7 @@ async fn upload_all(target: &StorePrefix, files: &[(PathBuf, String)]) -> Result
 }
 
 /// Uploads `file` as `object`: in one request when it fits a part, else in parts (aborted
-/// on failure).
+/// on failure); about `(PARTS_IN_FLIGHT + 1) × part` bytes held at once.
 async fn upload(store: &Arc<dyn ObjectStore>, file: &Path, object: &ObjectPath) -> Result<()> {
     let failed = |e: object_store::Error| store_error(format!("uploading {object}"), e);
     let mut reader = tokio::fs::File::open(file)
@@ -411,26 +448,50 @@ async fn upload(store: &Arc<dyn ObjectStore>, file: &Path, object: &ObjectPath) 
             .map_err(failed)?;
         return Ok(());
     }
-    let upload = store.put_multipart(object).await.map_err(failed)?;
-    let mut writer = WriteMultipart::new_with_chunk_size(upload, part);
-    let mut buffer = vec![0u8; part];
-    loop {
-        let read = match reader.read(&mut buffer).await {
-            Ok(0) => break,
-            Ok(read) => read,
-            Err(e) => {
-                let _ = writer.abort().await;
-                return Err(io(format!("reading {}", file.display()))(e));
+    let mut upload = store.put_multipart(object).await.map_err(failed)?;
+    // Parts of `part` bytes (the last one shorter), at most PARTS_IN_FLIGHT at once; on any
+    // failure the upload is aborted, so the store keeps no part of it.
+    let sent: Result<()> = async {
+        let mut in_flight: futures::stream::FuturesUnordered<object_store::UploadPart> =
+            futures::stream::FuturesUnordered::new();
+        loop {
+            let mut chunk = vec![0u8; part];
+            let mut filled = 0;
+            while filled < part {
+                let read = reader
+                    .read(&mut chunk[filled..])
+                    .await
+                    .map_err(io(format!("reading {}", file.display())))?;
+                if read == 0 {
+                    break;
+                }
+                filled += read;
             }
-        };
-        if let Err(e) = writer.wait_for_capacity(PARTS_IN_FLIGHT).await {
-            let _ = writer.abort().await;
-            return Err(failed(e));
+            if filled == 0 {
+                break;
+            }
+            chunk.truncate(filled);
+            while in_flight.len() >= PARTS_IN_FLIGHT {
+                if let Some(done) = in_flight.next().await {
+                    done.map_err(failed)?;
+                }
+            }
+            in_flight.push(upload.put_part(PutPayload::from(chunk)));
+            if filled < part {
+                break;
+            }
         }
-        writer.write(&buffer[..read]);
+        while let Some(done) = in_flight.next().await {
+            done.map_err(failed)?;
+        }
+        upload.complete().await.map_err(failed)?;
+        Ok(())
     }
-    writer.finish().await.map_err(failed)?;
-    Ok(())
+    .await;
+    if sent.is_err() {
+        let _ = upload.abort().await;
+    }
+    sent
 }
 
 /// Deletes `objects`, as far as the store lets it (what is left is named by no manifest).
