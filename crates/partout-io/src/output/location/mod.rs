@@ -31,9 +31,9 @@ pub trait Place: std::fmt::Debug + Send + Sync {
     /// unless `overwrite`.
     ///
     /// # Errors
-    /// [`OutputError::NotEmpty`](super::OutputError::NotEmpty);
-    /// [`OutputError::Invalid`](super::OutputError::Invalid) for a place that cannot hold an
-    /// output; [`OutputError::Io`](super::OutputError::Io).
+    /// [`OutputError::NotEmpty`];
+    /// [`OutputError::Invalid`] for a place that cannot hold an
+    /// output; [`OutputError::Io`].
     fn check(&self, overwrite: bool) -> Result<()>;
 
     /// A fresh local directory for the writers, committed by [`Pending::commit`] and removed
@@ -58,7 +58,7 @@ pub trait Pending: std::fmt::Debug + Send + Sync {
     /// written last; the manifest as committed (a place may rename the files).
     ///
     /// # Errors
-    /// [`OutputError::Io`](super::OutputError::Io); nothing is left behind then.
+    /// [`OutputError::Io`]; nothing is left behind then.
     fn commit(self: Box<Self>, manifest: Manifest) -> Result<Manifest>;
 }
 
