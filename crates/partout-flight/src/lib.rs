@@ -17,6 +17,7 @@
 #![forbid(unsafe_code)]
 
 mod conn;
+mod do_get;
 mod error;
 mod exchanges;
 mod flight;
