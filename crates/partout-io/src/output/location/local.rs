@@ -142,7 +142,7 @@ impl Drop for Staging {
 
 /// Removes `parent/{prefix}PID` directories whose process is gone, where the system can tell
 /// (Linux's `/proc`).
-fn remove_stale(parent: &Path, prefix: &str) {
+pub(super) fn remove_stale(parent: &Path, prefix: &str) {
     if !Path::new("/proc/self").exists() {
         return;
     }

@@ -266,15 +266,18 @@ impl Place for StorePrefix {
     }
 }
 
-/// A fresh local directory for the writers: under `TMPDIR`, named for the process.
+/// The name of this process's staging directory under `TMPDIR`, before its id.
+const STAGING_PREFIX: &str = ".partout-upload-";
+
+/// A fresh local directory for the writers: `TMPDIR/.partout-upload-PID/RUN`. Those of
+/// processes that are gone (killed mid-run) are removed first, as a local output's are.
 fn tempfile_dir() -> Result<PathBuf> {
     let base = std::env::temp_dir();
+    super::local::remove_stale(&base, STAGING_PREFIX);
+    let process = base.join(format!("{STAGING_PREFIX}{}", std::process::id()));
+    std::fs::create_dir_all(&process).map_err(io(format!("creating {}", process.display())))?;
     for attempt in 0..100u32 {
-        let dir = base.join(format!(
-            ".partout-upload-{}-{}-{attempt}",
-            std::process::id(),
-            run_id()
-        ));
+        let dir = process.join(format!("{}-{attempt}", run_id()));
         match std::fs::create_dir(&dir) {
             Ok(()) => return Ok(dir),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
@@ -283,7 +286,7 @@ fn tempfile_dir() -> Result<PathBuf> {
     }
     Err(OutputError::Invalid(format!(
         "no fresh staging directory in {}",
-        base.display()
+        process.display()
     )))
 }
 
@@ -321,6 +324,10 @@ struct StoreStaging {
 impl Drop for StoreStaging {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.dir);
+        // The process's directory too, once no other run of it stages there.
+        if let Some(process) = self.dir.parent() {
+            let _ = std::fs::remove_dir(process);
+        }
     }
 }
 
@@ -519,6 +526,25 @@ mod tests {
         );
         assert_eq!(tagged("shuffle-000.index", "r1"), "shuffle-000-r1.index");
         assert_eq!(tagged("noext", "r1"), "noext-r1");
+    }
+
+    #[test]
+    fn staging_leaves_nothing_and_leftovers_of_dead_processes_are_removed() {
+        if !Path::new("/proc/self").exists() {
+            return;
+        }
+        // No process has a pid this large (Linux caps them at 2^22).
+        let dead = std::env::temp_dir().join(format!("{STAGING_PREFIX}4294967295"));
+        std::fs::create_dir_all(dead.join("run-0")).unwrap();
+        let url = url::Url::parse("s3://bucket/out").unwrap();
+        let prefix = StorePrefix::try_new(&url, &[("aws_region".into(), "us-east-1".into())]);
+        let staged = prefix.unwrap().stage().unwrap();
+        assert!(!dead.exists(), "a dead process's staging directory is left");
+        let dir = staged.dir().to_path_buf();
+        std::fs::write(dir.join("part-00000.parquet"), b"x").unwrap();
+        assert!(dir.starts_with(std::env::temp_dir()));
+        drop(staged);
+        assert!(!dir.exists());
     }
 
     #[test]
