@@ -59,12 +59,10 @@ fn output(dir: &Path) -> Result<()> {
         }
         return Ok(());
     }
-    let finished = FinishedOutput::open(dir).map_err(|e| anyhow::anyhow!(e.report()))?;
+    let finished = FinishedOutput::open(dir).map_err(reported)?;
     let mut total = 0u64;
     for p in 0..finished.partitions() {
-        let mut cursor = finished
-            .cursor(p)
-            .map_err(|e| anyhow::anyhow!(e.report()))?;
+        let mut cursor = finished.cursor(p).map_err(reported)?;
         let (mut messages, mut rows, mut bytes) = (0u64, 0u64, 0u64);
         while let Some(message) = cursor
             .next_message()
@@ -88,16 +86,17 @@ fn output(dir: &Path) -> Result<()> {
     Ok(())
 }
 
+/// A reader's error with its causes, as one message.
+fn reported(e: partout_flight::ExchangeError) -> anyhow::Error {
+    anyhow::anyhow!(e.report())
+}
+
 /// An Arrow IPC stream: its schema, messages and rows (every message checked as it is
 /// read).
 fn ipc_stream(path: &Path) -> Result<()> {
-    let mut cursor =
-        FileCursor::file(path, Format::Ipc).map_err(|e| anyhow::anyhow!(e.report()))?;
+    let mut cursor = FileCursor::file(path, Format::Ipc).map_err(reported)?;
     let (mut batches, mut rows, mut bytes) = (0u64, 0u64, 0u64);
-    while let Some(message) = cursor
-        .next_message()
-        .map_err(|e| anyhow::anyhow!(e.report()))?
-    {
+    while let Some(message) = cursor.next_message().map_err(reported)? {
         batches += 1;
         rows += message.rows();
         bytes += message.size() as u64;

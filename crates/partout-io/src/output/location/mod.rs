@@ -140,22 +140,19 @@ impl Location {
             .map(|_| url::Url::parse(text))
             .transpose()
             .map_err(|e| OutputError::Invalid(format!("{text:?} is not a URL: {e}")))?;
-        let local = match &url {
-            None => Some(std::path::PathBuf::from(text)),
-            Some(url) if url.scheme() == "file" => Some(
-                url.to_file_path()
-                    .map_err(|()| OutputError::Invalid(format!("{text:?} names no local path")))?,
-            ),
-            Some(_) => None,
+        let path = match url {
+            None => std::path::PathBuf::from(text),
+            Some(url) if url.scheme() == "file" => url
+                .to_file_path()
+                .map_err(|()| OutputError::Invalid(format!("{text:?} names no local path")))?,
+            Some(url) => return Ok(Self::Store(StorePrefix::try_new(&url, options.pairs())?)),
         };
-        match (local, url) {
-            (Some(_), _) if !options.is_empty() => Err(OutputError::Invalid(format!(
+        if !options.is_empty() {
+            return Err(OutputError::Invalid(format!(
                 "storage options are for object stores; {text:?} is a local path"
-            ))),
-            (Some(path), _) => Ok(Self::local(path)),
-            (None, Some(url)) => Ok(Self::Store(StorePrefix::try_new(&url, options.pairs())?)),
-            (None, None) => unreachable!("no URL is a local path"),
+            )));
         }
+        Ok(Self::local(path))
     }
 
     /// What this kind of place does.

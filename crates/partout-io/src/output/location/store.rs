@@ -361,30 +361,24 @@ impl Pending for StoreStaging {
             context: format!("committing to {}: the manifest", target.url),
             source: e.source,
         })?;
-        let manifest_bytes = std::fs::read(self.dir.join(MANIFEST_FILE))
-            .map_err(io(format!("reading the staged {MANIFEST_FILE}")))?;
         let store = target.store.clone();
         let written: Vec<ObjectPath> = files.iter().map(|(_, o)| target.object(o)).collect();
         let (manifest_object, success) =
             (target.object(MANIFEST_FILE), target.object(SUCCESS_FILE));
         // A failure after the manifest takes it back too: no manifest is left naming objects
         // that are deleted (with --overwrite, the old output's manifest is gone by then).
+        let staged_manifest = self.dir.join(MANIFEST_FILE);
         let committed = block_on(async {
-            let manifest = PutPayload::from(manifest_bytes);
-            if let Err(e) = store.put(&manifest_object, manifest).await {
-                return Err((manifest_object.clone(), e));
+            upload(&store, &staged_manifest, &manifest_object).await?;
+            if let Err(e) = store.put(&success, PutPayload::default()).await {
+                let _ = store.delete(&manifest_object).await;
+                return Err(store_error(format!("writing {success}"), e));
             }
-            match store.put(&success, PutPayload::default()).await {
-                Ok(_) => Ok(()),
-                Err(e) => {
-                    let _ = store.delete(&manifest_object).await;
-                    Err((success.clone(), e))
-                }
-            }
+            Ok(())
         })?;
-        if let Err((object, e)) = committed {
+        if let Err(e) = committed {
             block_on(delete_all(store.clone(), written))?;
-            return Err(store_error(format!("writing {object}"), e));
+            return Err(e);
         }
         // The objects of the output replaced: no manifest names them any more.
         let keep: std::collections::HashSet<&ObjectPath> =
