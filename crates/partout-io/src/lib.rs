@@ -34,8 +34,9 @@ mod runs;
 
 pub use frames::{Frame, FrameReader, Frames, plan_frames, plan_frames_by};
 pub use output::{
-    DestinationFile, DestinationFiles, FilesHandle, ParquetOptions, SHUFFLE_INDEX_MAGIC,
-    ShuffleFile, ShuffleRange, StagedParquet, parse_shuffle_index, read_shuffle_index,
+    DestinationFile, DestinationFiles, DirectParquet, DirectSink, FilesHandle, PAGE_ROWS,
+    ParquetOptions, SHUFFLE_INDEX_MAGIC, ShuffleFile, ShuffleRange, StagedParquet,
+    parse_shuffle_index, read_shuffle_index,
 };
 pub use runs::{RunOptions, SortedRuns};
 

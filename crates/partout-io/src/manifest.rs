@@ -194,6 +194,18 @@ pub struct Budget {
     /// destination's share of a worker's buffers would be under 32 KiB).
     #[serde(default)]
     pub sorted_runs: bool,
+    /// Parquet writers open while the workers run, all together: files written as they are
+    /// flushed, not staged first (zero, and left out of the JSON: every row staged).
+    #[serde(
+        rename = "parquet_writers_open",
+        default,
+        skip_serializing_if = "is_zero"
+    )]
+    pub direct_writers: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// A manifest that could not be read or written: what was being done, naming the file, and
@@ -342,6 +354,7 @@ pub(crate) mod tests {
             memory_flushes: 1,
             memory_limit: 256 << 20,
             memory_budget: Budget {
+                direct_writers: 0,
                 fixed: 4096,
                 row_groups: 0,
                 per_worker: 1024,

@@ -54,6 +54,15 @@ const ROW_GROUP_OVERHEAD: u64 = 2;
 /// The least each worker's buffers are given.
 const MIN_WORKER_BYTES: u64 = 256 << 10;
 
+/// The share of what is left for buffers and writers that Parquet writers open while the
+/// workers run may take, at most (two thirds): the rest is the workers' buffers.
+const DIRECT_WRITERS_SHARE: (u64, u64) = (2, 3);
+
+/// The least a worker's buffers give each destination when files are written as flushed:
+/// smaller flushes reach the Parquet writer as batches of a few hundred rows, each write a
+/// cost per column.
+const DIRECT_MIN_FLUSH_BYTES: u64 = 64 << 10;
+
 /// How a job shares its memory limit: [`Budget`]'s shares, worked out for a job (the
 /// [`Budget`] itself, as the manifest records it, is partout-io's).
 ///
@@ -88,6 +97,19 @@ pub trait BudgetExt: Sized {
     /// The encoded size at which each of `threads` Parquet writers ends its open row group
     /// (between 1 MiB and 256 MiB).
     fn row_group_bytes(&self, threads: usize) -> usize;
+
+    /// Shares `memory_limit` for `partitions` Parquet files written as they are flushed by
+    /// `workers` workers, each file's writer open from its first flush and planned at
+    /// `writer_bytes`: the writers together ([`direct_writers`](Budget::direct_writers)) and
+    /// the workers' buffers share the three fifths that [`try_new`](Self::try_new) gives the
+    /// buffers alone. `None` when the writers would take more than two thirds of it, or
+    /// leave each destination under 64 KiB of a worker's buffers: then rows are staged.
+    fn direct(
+        memory_limit: u64,
+        partitions: u32,
+        workers: usize,
+        writer_bytes: u64,
+    ) -> Option<Self>;
 }
 
 impl BudgetExt for Budget {
@@ -112,6 +134,37 @@ impl BudgetExt for Budget {
     fn row_group_bytes(&self, threads: usize) -> usize {
         (self.row_groups / threads.max(1) as u64 / ROW_GROUP_OVERHEAD)
             .clamp(MIN_ROW_GROUP_BYTES, MAX_ROW_GROUP_BYTES) as usize
+    }
+
+    fn direct(
+        memory_limit: u64,
+        partitions: u32,
+        workers: usize,
+        writer_bytes: u64,
+    ) -> Option<Self> {
+        let n = u64::from(partitions.max(1));
+        let threads = workers.max(1) as u64;
+        // The workers' bookkeeping, and what the files cost once written (as staged).
+        let fixed = (n * threads * DESTINATION_BYTES)
+            .max(n * (PARQUET_DESTINATION_BYTES + threads * PARQUET_WORKER_DESTINATION_BYTES));
+        let share = memory_limit.checked_sub(fixed)? * 3 / 5;
+        let writers = n.checked_mul(writer_bytes)?;
+        if writers * DIRECT_WRITERS_SHARE.1 > share * DIRECT_WRITERS_SHARE.0 {
+            return None;
+        }
+        let per_worker = (share - writers) / threads;
+        if per_worker / (2 * n) < DIRECT_MIN_FLUSH_BYTES {
+            return None;
+        }
+        Some(Budget {
+            fixed,
+            // Destinations met past the writers are staged, and written once the writers
+            // are closed.
+            row_groups: share,
+            per_worker,
+            sorted_runs: false,
+            direct_writers: writers,
+        })
     }
 }
 
@@ -158,6 +211,7 @@ fn share(
     let share = (memory_limit - fixed) * 3 / 5;
     Ok(Budget {
         fixed,
+        direct_writers: 0,
         row_groups: if parquet_files { share } else { 0 },
         per_worker: share / threads,
         sorted_runs,
@@ -230,6 +284,27 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("row group"), "{text}");
+    }
+
+    #[test]
+    fn few_parquet_files_are_written_as_flushed_within_the_limit_and_many_are_staged() {
+        // lineitem's 16 columns: about 2.25 MiB a writer.
+        let writer = (256 << 10) + 16 * (128 << 10);
+        for (n, limit) in [(16u32, 256u64 << 20), (32, 256 << 20), (4, 64 << 20)] {
+            let budget = Budget::direct(limit, n, 2, writer).unwrap();
+            let running = budget.fixed + budget.direct_writers + 2 * budget.per_worker;
+            assert!(running <= limit, "{budget:?} over {limit}");
+            assert!(budget.fixed + budget.row_groups <= limit, "{budget:?}");
+            assert_eq!(budget.direct_writers, u64::from(n) * writer);
+            assert!(!budget.sorted_runs);
+            assert!(budget.per_worker / (2 * u64::from(n)) >= DIRECT_MIN_FLUSH_BYTES);
+        }
+        // Too many writers for the limit: staged.
+        assert!(Budget::direct(256 << 20, 64, 2, writer).is_none());
+        assert!(Budget::direct(64 << 20, 16, 2, writer).is_none());
+        assert!(Budget::direct(1 << 20, 1, 2, writer).is_none());
+        // Writers that fit but would leave the workers flushes of a few rows: staged.
+        assert!(Budget::direct(256 << 20, 1000, 2, 1).is_none());
     }
 
     #[test]

@@ -159,23 +159,7 @@ impl Job {
             threads,
             spec.is_staged(by_value),
         )?;
-        let per_worker = budget.per_worker as usize;
-        let target = WriterOptions::default().target_bytes.min(per_worker);
-        // Workers spilling sorted runs hold whole batches. A stream's batches are another
-        // library's memory, whose buffers can be twice the bytes their arrays show (builders
-        // grow by doubling; the C data interface tells lengths, not capacities): such
-        // workers hold half as many.
-        let held = match (stream.is_some(), budget.sorted_runs) {
-            (true, true) => per_worker / 2,
-            _ => per_worker,
-        };
-        let mut writer = WriterOptions::default()
-            .with_memory_limit(held)
-            .with_target_bytes(target);
-        let runs = budget.sorted_runs.then(|| RunOptions::within(per_worker));
-        if runs.is_some() {
-            writer = writer.with_flush(Flush::AllAtLimit);
-        }
+        let (mut writer, mut runs) = writer_options(&budget, stream.is_some());
 
         // Frames: about sixteen per worker, of 64K rows at least: the workers' last frames
         // end within a small frame of each other, and frames do not shrink to nothing.
@@ -224,6 +208,24 @@ impl Job {
                 let (by_value, out_schema) = ByValue::try_new(&options, &frames, table_bytes)?;
                 (None, Some(by_value), out_schema)
             }
+        };
+        // Few enough Parquet files that their writers fit beside the workers' buffers: each
+        // file written as it is flushed, no row staged.
+        let direct = match (&by_value, spec.is_staged(false)) {
+            (None, true) if spec.format() == partout_format::Format::Parquet => Budget::direct(
+                options.memory_limit,
+                destinations,
+                threads,
+                partout_io::DirectParquet::writer_bytes(&out_schema),
+            ),
+            _ => None,
+        };
+        let budget = match direct {
+            Some(direct) => {
+                (writer, runs) = writer_options(&direct, stream.is_some());
+                direct
+            }
+            None => budget,
         };
         match &partitioning {
             Some(partitioning) => PartitionedWriter::check(&out_schema, partitioning, &writer),
@@ -329,6 +331,7 @@ impl Job {
             prefix: self.prefix().to_string(),
             staged: self.spec.is_staged(self.by_value.is_some()),
             row_group_bytes: self.budget.row_group_bytes(self.threads),
+            direct_writers: self.budget.direct_writers as usize,
         };
         let staged = destinations.staged;
         let output = self
@@ -426,4 +429,27 @@ fn inputs_outside(files: Vec<InputFile>, out: &Path) -> Result<Vec<InputFile>> {
         )));
     }
     Ok(kept)
+}
+
+/// The workers' writer options under `budget` (reading a `stream` of another library's
+/// batches or files), and how they spill sorted runs when the budget says so.
+fn writer_options(budget: &Budget, stream: bool) -> (WriterOptions, Option<RunOptions>) {
+    let per_worker = budget.per_worker as usize;
+    let target = WriterOptions::default().target_bytes.min(per_worker);
+    // Workers spilling sorted runs hold whole batches. A stream's batches are another
+    // library's memory, whose buffers can be twice the bytes their arrays show (builders
+    // grow by doubling; the C data interface tells lengths, not capacities): such workers
+    // hold half as many.
+    let held = match (stream, budget.sorted_runs) {
+        (true, true) => per_worker / 2,
+        _ => per_worker,
+    };
+    let mut writer = WriterOptions::default()
+        .with_memory_limit(held)
+        .with_target_bytes(target);
+    let runs = budget.sorted_runs.then(|| RunOptions::within(per_worker));
+    if runs.is_some() {
+        writer = writer.with_flush(Flush::AllAtLimit);
+    }
+    (writer, runs)
 }

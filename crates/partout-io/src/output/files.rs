@@ -96,13 +96,7 @@ impl DestinationFiles {
     }
 
     fn lock(&self, p: usize) -> Result<MutexGuard<'_, Slot>, WriterError> {
-        let slot = self.slots.get(p).ok_or(WriterError::NoSuchDestination {
-            destination: p,
-            destinations: self.slots.len(),
-        })?;
-        // A writer that panicked holding the lock left the file unusable.
-        slot.lock()
-            .map_err(|_| sink_error(Some(p), "a writer of this destination panicked"))
+        super::lock_destination(&self.slots, p)
     }
 
     fn open(&self, p: usize) -> Result<Slot, WriterError> {

@@ -12,6 +12,8 @@
 //!           shuffle  ShuffleOutput     one data file + index per worker
 //!           staged   StagedParquet     rows staged per worker, then each file written whole
 //!                                      (Parquet, or Arrow IPC files partitioning by value)
+//!           direct   DirectParquet     Parquet files written as flushed, when their writers
+//!                                      fit the budget (the rest staged)
 //!        worker w ─► sink(w): a BatchSink ─► … ─► finish(Finish) ─► Written ─► manifest
 //!  Location ─► Place::stage ─► Pending::dir (the writers' directory) ─► Pending::commit
 //!
@@ -35,6 +37,7 @@
 //! stream encoding in partout-format, or a staged file writer here); a new location is a
 //! variant of [`Location`] and one file under [`location`] implementing [`Place`].
 
+mod direct;
 mod files;
 pub mod finished;
 pub mod location;
@@ -42,6 +45,7 @@ mod shuffle;
 mod spec;
 mod staged;
 
+pub use direct::{DirectParquet, DirectSink, PAGE_ROWS};
 pub use files::{DestinationFiles, FilesHandle};
 pub use finished::{FileCursor, FinishedOutput};
 pub use location::{LocalDir, Location, Pending, Place, StorageOptions};
@@ -122,6 +126,21 @@ pub(crate) fn io_error(destination: Option<usize>) -> impl FnOnce(io::Error) -> 
     move |source| WriterError::sink(destination, source)
 }
 
+/// Destination `p`'s slot among `slots`, locked: the files of every layout that shares a
+/// destination's file between workers keep one lock per destination.
+pub(crate) fn lock_destination<T>(
+    slots: &[Mutex<T>],
+    p: usize,
+) -> Result<std::sync::MutexGuard<'_, T>, WriterError> {
+    let slot = slots.get(p).ok_or(WriterError::NoSuchDestination {
+        destination: p,
+        destinations: slots.len(),
+    })?;
+    // A writer that panicked holding the lock left the file unusable.
+    slot.lock()
+        .map_err(|_| sink_error(Some(p), "a writer of this destination panicked"))
+}
+
 /// The extension of a destination's file written as `format` is flushed (or, for Parquet,
 /// whole): `parquet`, `arrows` (an Arrow IPC stream), `presto`.
 pub fn extension(format: Format) -> &'static str {
@@ -169,6 +188,10 @@ pub struct Destinations {
     /// The most a Parquet writer's open row group may hold, in bytes (from the memory
     /// budget; see [`ParquetOptions::row_group_bytes`]).
     pub row_group_bytes: usize,
+    /// The most Parquet writers open while the workers run may hold together: then files are
+    /// written as they are flushed ([`DirectParquet`]), as many as it holds. Zero: every
+    /// staged file is written from its staged rows.
+    pub direct_writers: usize,
 }
 
 /// How a writer finishes.
@@ -225,6 +248,7 @@ impl OutputSpec {
             prefix,
             staged,
             row_group_bytes,
+            direct_writers,
         } = destinations;
         if self.layout() == Layout::Shuffle {
             return Ok(Box::new(ShuffleOutput {
@@ -253,6 +277,8 @@ impl OutputSpec {
         let mut files = StagedParquet::try_new(dir, &prefix, schema, count, options)?;
         if self.format() != Format::Parquet {
             files = files.with_ipc_output(self.encoding()?)?;
+        } else if direct_writers > 0 {
+            return Ok(Box::new(DirectParquet::new(files, direct_writers)));
         }
         Ok(Box::new(files))
     }
@@ -281,6 +307,17 @@ impl OutputWriter for StagedParquet {
             None => (*self).finish(finish.threads, finish.cancelled)?,
             Some(names) => (*self).finish_named(names, finish.threads, finish.cancelled)?,
         };
+        Ok(Written::Files(files))
+    }
+}
+
+impl OutputWriter for DirectParquet {
+    fn sink(&self, worker: usize) -> Result<Box<dyn BatchSink + Send + '_>, WriterError> {
+        Ok(Box::new(DirectParquet::sink(self, worker)?))
+    }
+
+    fn finish(self: Box<Self>, finish: Finish<'_>) -> Result<Written, WriterError> {
+        let files = (*self).finish(finish.names, finish.threads, finish.cancelled)?;
         Ok(Written::Files(files))
     }
 }

@@ -7,6 +7,7 @@
 //! damaged file claims.
 
 mod damaged;
+mod direct;
 mod fuzz_corpus;
 mod inputs;
 mod runs;

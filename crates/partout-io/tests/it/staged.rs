@@ -13,7 +13,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 /// Rows `start..start + len`: `id = i`, `name = "n{i}"` (null for every seventh).
-fn rows(start: i64, len: i64) -> RecordBatch {
+pub(crate) fn rows(start: i64, len: i64) -> RecordBatch {
     let ids = start..start + len;
     RecordBatch::try_from_iter([
         (

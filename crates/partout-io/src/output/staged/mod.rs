@@ -186,7 +186,23 @@ impl StagedParquet {
         format!("{}-{p:05}.{extension}", self.prefix)
     }
 
-    fn partial(&self, p: usize) -> PathBuf {
+    /// The batches' schema.
+    pub(crate) fn schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+
+    /// How many destinations.
+    pub(crate) fn destinations(&self) -> usize {
+        self.destinations
+    }
+
+    /// The directory the files are written in.
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Where destination `p`'s file is written before it is whole.
+    pub(crate) fn partial(&self, p: usize) -> PathBuf {
         self.dir.join(format!(".{}.partial", self.name(p)))
     }
 
@@ -246,11 +262,31 @@ impl StagedParquet {
         threads: usize,
         cancelled: &(dyn Fn() -> bool + Sync),
     ) -> Result<Vec<DestinationFile>, WriterError> {
+        let written = vec![None; names.len()];
+        self.finish_rest(names, threads, cancelled, written, None)
+    }
+
+    /// As [`finish_named`](Self::finish_named), for the destinations whose file is not
+    /// `written` already (one entry per name; a destination written elsewhere has no staged
+    /// rows), with `properties` when given (else chosen on a sample of the largest
+    /// destination: [`dictionaries_from`](Self::dictionaries_from)).
+    pub(crate) fn finish_rest(
+        self,
+        names: Vec<String>,
+        threads: usize,
+        cancelled: &(dyn Fn() -> bool + Sync),
+        written: Vec<Option<DestinationFile>>,
+        properties: Option<WriterProperties>,
+    ) -> Result<Vec<DestinationFile>, WriterError> {
         let used = names.len();
-        if used > self.destinations {
+        if used > self.destinations || written.len() != used {
             return Err(sink_error(
                 None,
-                format!("{used} names for {} destinations", self.destinations),
+                format!(
+                    "{used} names and {} files for {} destinations",
+                    written.len(),
+                    self.destinations
+                ),
             ));
         }
         let mut workers = self
@@ -261,22 +297,31 @@ impl StagedParquet {
         workers.sort_unstable();
         // Each destination's runs: the index, not the rows, is held in memory.
         let (runs, data_paths) = RunIndex::read(&self.dir, &workers, self.destinations, used)?;
-        let mut order: Vec<usize> = (0..used).collect();
+        if let Some(p) =
+            (0..used).find(|&p| written[p].is_some() && runs.of(p).iter().any(|r| r.rows > 0))
+        {
+            return Err(sink_error(
+                Some(p),
+                "its file was written as it was flushed, and rows of it were staged too",
+            ));
+        }
+        let mut order: Vec<usize> = (0..used).filter(|&p| written[p].is_none()).collect();
         order.sort_by_key(|&p| std::cmp::Reverse(runs.bytes(p)));
-        let properties = match order.first().filter(|_| self.ipc.is_none()) {
-            Some(&p) => contained(p, || {
+        let properties = match (properties, order.first().filter(|_| self.ipc.is_none())) {
+            (Some(properties), _) => properties,
+            (None, Some(&p)) => contained(p, || {
                 self.with_dictionaries_that_pay(
                     p,
                     runs.of(p),
                     &mut ScratchReaders::new(&data_paths),
                 )
             })?,
-            None => self.options.properties.clone(),
+            (None, None) => self.options.properties.clone(),
         };
 
         let next = AtomicUsize::new(0);
         let stop = AtomicBool::new(false);
-        let files: Mutex<Vec<Option<DestinationFile>>> = Mutex::new(vec![None; used]);
+        let files: Mutex<Vec<Option<DestinationFile>>> = Mutex::new(written);
         let errors: Mutex<Vec<WriterError>> = Mutex::new(Vec::new());
         std::thread::scope(|scope| {
             for _ in 0..threads.clamp(1, used.max(1)) {
@@ -472,15 +517,28 @@ impl StagedParquet {
             sample.push(batch);
             Ok(rows < DICTIONARY_SAMPLE_ROWS)
         })?;
+        Ok(self.dictionaries_from(&sample))
+    }
+
+    /// The properties with dictionaries only for the columns where they pay, judged on
+    /// `sample`: see [`dictionary_pays`].
+    pub(crate) fn dictionaries_from<'a>(
+        &self,
+        sample: impl IntoIterator<Item = &'a RecordBatch> + Clone,
+    ) -> WriterProperties {
         let mut properties = self.options.properties.clone().into_builder();
         for (c, field) in self.schema.fields().iter().enumerate() {
-            let columns: Vec<&dyn Array> = sample.iter().map(|b| b.column(c).as_ref()).collect();
+            let columns: Vec<&dyn Array> = sample
+                .clone()
+                .into_iter()
+                .map(|b| b.column(c).as_ref())
+                .collect();
             if dictionary_pays(&columns) == Some(false) {
                 let path = ColumnPath::new(vec![field.name().clone()]);
                 properties = properties.set_column_dictionary_enabled(path, false);
             }
         }
-        Ok(properties.build())
+        properties.build()
     }
 }
 
