@@ -819,3 +819,45 @@ fn what_a_sink_offers_reaches_its_writer() {
     writer.append(&batch).unwrap();
     assert!(spares.held_bytes() < kept, "no spare taken of {given}");
 }
+
+/// Destinations that never hold a row take no share of the memory limit: a writer over 150
+/// possible destinations of which 4 are met (values not seen yet) flushes in pieces of its
+/// target as a writer over those 4 does, not in slivers of `limit / 300` (150: below the
+/// count from which an IPC output takes runs of held batches instead).
+#[test]
+fn flush_targets_are_shared_among_the_destinations_met() {
+    let flushes = |n: u32| {
+        let batch = RecordBatch::try_from_iter([(
+            "k",
+            Arc::new(Int64Array::from_iter_values(0..8192)) as ArrayRef,
+        )])
+        .unwrap();
+        let ids: Vec<u32> = (0..8192).map(|i| i % 4).collect();
+        let options = WriterOptions::default()
+            .with_target_bytes(64 << 10)
+            .with_memory_limit(8 << 20)
+            .with_seed(5);
+        let output = partout_exchange::Encoded::try_new(
+            batch.schema(),
+            n as usize,
+            Encoding::default(),
+            MemorySink::new(n as usize),
+        )
+        .unwrap();
+        let mut writer =
+            PartitionedWriter::with_given_ids(batch.schema(), n, options, output).unwrap();
+        for _ in 0..100 {
+            writer.append_with_ids(&batch, &ids).unwrap();
+        }
+        let (_, metrics) = writer.finish().unwrap();
+        assert_eq!(metrics.destination_rows.iter().sum::<u64>(), 819_200);
+        metrics.flushes
+    };
+    let (few, many) = (flushes(4), flushes(150));
+    // 6.4 MiB in 64 KiB pieces: about 100 flushes either way (in 27 KiB pieces: 185).
+    assert!(few <= 150, "{few}");
+    assert!(
+        many <= few + few / 4,
+        "{many} flushes over 150 destinations, {few} over 4"
+    );
+}

@@ -104,11 +104,18 @@ pub trait BudgetExt: Sized {
     /// the workers' buffers share the three fifths that [`try_new`](Self::try_new) gives the
     /// buffers alone. `None` when the writers would take more than two thirds of it, or
     /// leave each destination under 64 KiB of a worker's buffers: then rows are staged.
+    ///
+    /// With `discovered` destinations (partitioning by value: `partitions` is how many may
+    /// be met, not how many will), the writers take at most a third of it, as many as fit,
+    /// for the first destinations met; those met past them are staged. `None` when that
+    /// leaves each possible destination under 16 KiB of a worker's buffers (the workers
+    /// would spill sorted runs) or room for fewer than two writers.
     fn direct(
         memory_limit: u64,
         partitions: u32,
         workers: usize,
         writer_bytes: u64,
+        discovered: bool,
     ) -> Option<Self>;
 }
 
@@ -141,6 +148,7 @@ impl BudgetExt for Budget {
         partitions: u32,
         workers: usize,
         writer_bytes: u64,
+        discovered: bool,
     ) -> Option<Self> {
         let n = u64::from(partitions.max(1));
         let threads = workers.max(1) as u64;
@@ -148,12 +156,17 @@ impl BudgetExt for Budget {
         let fixed = (n * threads * DESTINATION_BYTES)
             .max(n * (PARQUET_DESTINATION_BYTES + threads * PARQUET_WORKER_DESTINATION_BYTES));
         let share = memory_limit.checked_sub(fixed)? * 3 / 5;
-        let writers = n.checked_mul(writer_bytes)?;
-        if writers * DIRECT_WRITERS_SHARE.1 > share * DIRECT_WRITERS_SHARE.0 {
+        let all = n.saturating_mul(writer_bytes);
+        let (writers, least_flush) = match discovered {
+            false if all * DIRECT_WRITERS_SHARE.1 > share * DIRECT_WRITERS_SHARE.0 => return None,
+            false => (all, DIRECT_MIN_FLUSH_BYTES),
+            true => (all.min(share / 3), 2 * STAGED_SORTED_RUNS_BELOW),
+        };
+        if writers < 2 * writer_bytes.min(all) {
             return None;
         }
         let per_worker = (share - writers) / threads;
-        if per_worker / (2 * n) < DIRECT_MIN_FLUSH_BYTES {
+        if per_worker / (2 * n) < least_flush {
             return None;
         }
         Some(Budget {
@@ -291,7 +304,7 @@ mod tests {
         // lineitem's 16 columns: about 2.25 MiB a writer.
         let writer = (256 << 10) + 16 * (128 << 10);
         for (n, limit) in [(16u32, 256u64 << 20), (32, 256 << 20), (4, 64 << 20)] {
-            let budget = Budget::direct(limit, n, 2, writer).unwrap();
+            let budget = Budget::direct(limit, n, 2, writer, false).unwrap();
             let running = budget.fixed + budget.direct_writers + 2 * budget.per_worker;
             assert!(running <= limit, "{budget:?} over {limit}");
             assert!(budget.fixed + budget.row_groups <= limit, "{budget:?}");
@@ -300,11 +313,35 @@ mod tests {
             assert!(budget.per_worker / (2 * u64::from(n)) >= DIRECT_MIN_FLUSH_BYTES);
         }
         // Too many writers for the limit: staged.
-        assert!(Budget::direct(256 << 20, 64, 2, writer).is_none());
-        assert!(Budget::direct(64 << 20, 16, 2, writer).is_none());
-        assert!(Budget::direct(1 << 20, 1, 2, writer).is_none());
+        assert!(Budget::direct(256 << 20, 64, 2, writer, false).is_none());
+        assert!(Budget::direct(64 << 20, 16, 2, writer, false).is_none());
+        assert!(Budget::direct(1 << 20, 1, 2, writer, false).is_none());
         // Writers that fit but would leave the workers flushes of a few rows: staged.
-        assert!(Budget::direct(256 << 20, 1000, 2, 1).is_none());
+        assert!(Budget::direct(256 << 20, 1000, 2, 1, false).is_none());
+    }
+
+    #[test]
+    fn values_met_first_get_writers_within_a_third_and_the_rest_are_staged() {
+        let writer = (256 << 10) + 16 * (128 << 10);
+        // 1,000 values allowed (the default) in 256 MiB: writers for about twenty.
+        let budget = Budget::direct(256 << 20, 1000, 2, writer, true).unwrap();
+        let running = budget.fixed + budget.direct_writers + 2 * budget.per_worker;
+        assert!(running <= 256 << 20, "{budget:?}");
+        let writers = budget.direct_writers / writer;
+        assert!(
+            (16..=24).contains(&writers),
+            "{writers} writers: {budget:?}"
+        );
+        assert!(
+            budget.per_worker / 2000 >= 2 * STAGED_SORTED_RUNS_BELOW,
+            "{budget:?}"
+        );
+        // Four values allowed: a writer each.
+        let four = Budget::direct(256 << 20, 4, 2, writer, true).unwrap();
+        assert_eq!(four.direct_writers, 4 * writer);
+        // 3,000 or 100,000 values allowed: too little buffer for each, staged.
+        assert!(Budget::direct(256 << 20, 3000, 2, writer, true).is_none());
+        assert!(Budget::direct(256 << 20, 100_000, 2, writer, true).is_none());
     }
 
     #[test]

@@ -209,15 +209,18 @@ impl Job {
                 (None, Some(by_value), out_schema)
             }
         };
-        // Few enough Parquet files that their writers fit beside the workers' buffers: each
-        // file written as it is flushed, no row staged.
-        let direct = match (&by_value, spec.is_staged(false)) {
-            (None, true) if spec.format() == partout_format::Format::Parquet => Budget::direct(
-                options.memory_limit,
-                destinations,
-                threads,
-                partout_io::DirectParquet::writer_bytes(&out_schema),
-            ),
+        // Parquet files whose writers fit beside the workers' buffers (partitioning by value:
+        // those of the first values met): each file written as it is flushed, not staged.
+        let direct = match spec.format() {
+            partout_format::Format::Parquet if spec.is_staged(by_value.is_some()) => {
+                Budget::direct(
+                    options.memory_limit - table_bytes,
+                    destinations,
+                    threads,
+                    partout_io::DirectParquet::writer_bytes(&out_schema),
+                    by_value.is_some(),
+                )
+            }
             _ => None,
         };
         let budget = match direct {

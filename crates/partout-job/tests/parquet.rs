@@ -1,5 +1,6 @@
-//! Parquet output, written from staged rows: every row once and intact in its destination's
-//! file for many types, row groups as large as the destination up to 1Mi rows, 10,000
+//! Parquet output, written from staged rows or as flushed (few files, or the first values
+//! met partitioning by value): every row once and intact in its destination's file for many
+//! types, row groups as large as the destination up to 1Mi rows, 10,000
 //! destinations within 256 MiB, Snappy unless asked otherwise, and no scratch file left after
 //! a run, whether it succeeded or failed.
 
@@ -392,4 +393,112 @@ fn no_scratch_file_is_left_after_a_failure_while_writing() {
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .collect();
     assert_eq!(names, ["in.parquet"], "the run left more than its input");
+}
+
+/// Partitioning by value into Parquet: the files of the first values met are written as they
+/// are flushed (pages of about `PAGE_ROWS` rows), those met past the writers the budget holds
+/// are staged (pages of 64 KiB), and every row is in its value's file once, intact.
+#[test]
+fn values_met_past_the_open_writers_are_staged_and_every_row_lands_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let (values, total) = (60i64, 1_200_000i64);
+    let path = dir.path().join("in.parquet");
+    let batch = |start: i64| {
+        let ids = start..start + 20_000;
+        RecordBatch::try_from_iter([
+            (
+                "id",
+                Arc::new(Int64Array::from_iter_values(ids.clone())) as ArrayRef,
+            ),
+            (
+                "v",
+                Arc::new(Int64Array::from_iter_values(
+                    ids.clone().map(|i| i % values),
+                )),
+            ),
+            (
+                "s",
+                Arc::new(StringArray::from_iter_values(ids.map(|i| format!("s{i}")))),
+            ),
+        ])
+        .unwrap()
+    };
+    let mut writer = ArrowWriter::try_new(
+        std::fs::File::create(&path).unwrap(),
+        batch(0).schema(),
+        None,
+    )
+    .unwrap();
+    for start in (0..total).step_by(20_000) {
+        writer.write(&batch(start)).unwrap();
+        writer.flush().unwrap();
+    }
+    writer.close().unwrap();
+    let out = dir.path().join("out");
+    let report = repartition(
+        JobOptions::new([&path], &out, 1)
+            .with_partition_by(["v"])
+            .with_max_partitions(100)
+            .with_threads(2)
+            // Writers for about 25 of the 100 values allowed.
+            .with_memory_limit(64 << 20),
+    )
+    .unwrap();
+    let manifest = &report.manifest;
+    assert!(manifest.memory_budget.direct_writers > 0, "{manifest:?}");
+    let mut seen = vec![false; total as usize];
+    let mut direct = 0;
+    for (p, entry) in manifest.destinations.iter().enumerate() {
+        let name = entry.file.name().unwrap().to_string();
+        let value: i64 = name
+            .strip_prefix("v=")
+            .and_then(|n| n.split('/').next())
+            .unwrap()
+            .parse()
+            .unwrap();
+        let (_, batches) = read(&out, manifest, p);
+        for batch in &batches {
+            let ids = batch
+                .column(0)
+                .as_any()
+                .downcast_ref::<Int64Array>()
+                .unwrap();
+            let s = batch
+                .column(1)
+                .as_any()
+                .downcast_ref::<StringArray>()
+                .unwrap();
+            for r in 0..batch.num_rows() {
+                let i = ids.value(r);
+                assert_eq!(i % values, value, "row {i} in {name}");
+                assert_eq!(s.value(r), format!("s{i}"));
+                assert!(
+                    !std::mem::replace(&mut seen[i as usize], true),
+                    "row {i} twice"
+                );
+            }
+        }
+        let file = std::fs::File::open(out.join(&name)).unwrap();
+        let metadata = parquet::file::metadata::ParquetMetaDataReader::new()
+            .with_page_index_policy(parquet::file::metadata::PageIndexPolicy::Required)
+            .parse_and_finish(&file)
+            .unwrap();
+        // The id column's largest page: written as flushed, pages end once past PAGE_ROWS
+        // rows (checked every 1024); staged, at 64 KiB (8192 ids).
+        let starts: Vec<i64> = metadata.offset_index().unwrap()[0][0]
+            .page_locations()
+            .iter()
+            .map(|l| l.first_row_index)
+            .chain([entry.rows as i64])
+            .collect();
+        let largest = starts.windows(2).map(|w| w[1] - w[0]).max().unwrap();
+        if largest <= (partout_io::PAGE_ROWS + 1024) as i64 {
+            direct += 1;
+        }
+    }
+    assert!(seen.iter().all(|&s| s), "a row lost");
+    assert!(
+        direct > 0 && direct < values,
+        "{direct} of {values} values written as flushed"
+    );
 }

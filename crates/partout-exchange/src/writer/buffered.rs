@@ -64,6 +64,13 @@ impl Buffered {
     ) -> Result<()> {
         shared.note_held(self.buffers.held_bytes() + held_elsewhere);
         let n = self.buffers.num_destinations();
+        // Every destination holding rows is met before any target is drawn: the first batch
+        // of a hash partitioning meets them all, and all draw the same share.
+        for p in 0..n {
+            if self.buffers.rows(p) > 0 {
+                shared.targets.meet(p);
+            }
+        }
         for p in 0..n {
             let rows = self.buffers.rows(p);
             if rows > 0

@@ -13,7 +13,8 @@
 //!
 //! Flush policy: each destination flushes when its buffered bytes reach its target, the
 //! smaller of [`WriterOptions::target_bytes`] and an even share of the memory limit (half of
-//! `memory_limit / destinations`, leaving room for buffer growth), each drawn anew after every
+//! `memory_limit / destinations met`, leaving room for buffer growth: destinations that never
+//! hold a row take no share), each drawn anew after every
 //! flush within ±[`WriterOptions::jitter`] so that destinations filling at the same rate do not
 //! all flush on the same batch. If the memory held by all buffers still passes
 //! [`WriterOptions::memory_limit`], the destinations holding most flush first and give their
@@ -104,7 +105,7 @@ impl Buffering {
                 if takes_runs && n >= options.runs_from && options.target_rows.is_none() =>
             {
                 check_types(schema)?;
-                let target = Targets::new(n, options).base;
+                let target = Targets::share_of_all(n, options);
                 Self::Runs(HeldRuns::try_new(n, target, options)?)
             }
             Flush::AtTarget => {
@@ -206,52 +207,85 @@ impl<O> Shared<O> {
 }
 
 /// Each destination's flush target: within ±jitter of a base target, drawn anew after every
-/// flush (xorshift draws: no allocation, no dependency, reproducible from the seed).
+/// flush (xorshift draws: no allocation, no dependency, reproducible from the seed). The base
+/// is the smaller of [`WriterOptions::target_bytes`] and half the memory limit's share of each
+/// destination met so far (one that has held rows): a writer over many possible destinations
+/// of which few are met (values not yet seen, partitioning by value) flushes as a writer
+/// over those few would, instead of in slivers sized for all of them. Past the memory limit
+/// the largest flush first whatever their targets, so the limit holds as more are met.
 #[derive(Debug)]
 struct Targets {
+    /// Each destination's target; [`UNMET`] before it is met.
     targets: Vec<usize>,
-    base: usize,
+    target_bytes: usize,
+    memory_limit: usize,
+    /// Destinations met.
+    met: usize,
     jitter: f64,
     rng: u64,
 }
 
+/// The target of a destination not met yet.
+const UNMET: usize = 0;
+
 impl Targets {
-    /// A target for each of `n` destinations (at least 1) under `options`.
+    /// Targets for `n` destinations under `options`, none met.
     fn new(n: usize, options: &WriterOptions) -> Self {
-        let base = options
-            .target_bytes
-            .min(options.memory_limit / (2 * n))
-            .max(1);
-        let mut targets = Self {
-            targets: vec![0; n],
-            base,
+        Self {
+            targets: vec![UNMET; n],
+            target_bytes: options.target_bytes,
+            memory_limit: options.memory_limit,
+            met: 0,
             jitter: options.jitter,
             rng: options.seed ^ 0x9e37_79b9_7f4a_7c15,
-        };
-        for p in 0..n {
-            targets.targets[p] = targets.draw();
         }
-        targets
     }
 
-    /// Destination `p`'s target.
-    fn of(&self, p: usize) -> usize {
+    /// The base target were all `n` destinations met (a writer holding runs of every
+    /// destination at once).
+    fn share_of_all(n: usize, options: &WriterOptions) -> usize {
+        options
+            .target_bytes
+            .min(options.memory_limit / (2 * n.max(1)))
+            .max(1)
+    }
+
+    /// Counts destination `p` as met (it holds rows), if it was not.
+    fn meet(&mut self, p: usize) {
+        if self.targets[p] == UNMET {
+            self.met += 1;
+            // Drawn when first asked, once every destination met with it is counted.
+            self.targets[p] = usize::MAX;
+        }
+    }
+
+    /// Destination `p`'s target (`p` met).
+    fn of(&mut self, p: usize) -> usize {
+        if self.targets[p] == usize::MAX || self.targets[p] == UNMET {
+            self.meet(p);
+            self.targets[p] = self.draw();
+        }
         self.targets[p]
     }
 
     /// Draws destination `p`'s next target.
     fn redraw(&mut self, p: usize) {
+        self.meet(p);
         self.targets[p] = self.draw();
     }
 
-    /// A target within ±jitter of the base target.
+    /// A target within ±jitter of the base target (never [`UNMET`]).
     fn draw(&mut self) -> usize {
+        let base = self
+            .target_bytes
+            .min(self.memory_limit / (2 * self.met.max(1)))
+            .max(1);
         self.rng ^= self.rng << 13;
         self.rng ^= self.rng >> 7;
         self.rng ^= self.rng << 17;
         let unit = (self.rng >> 11) as f64 / (1u64 << 53) as f64;
         let factor = 1.0 + self.jitter * (2.0 * unit - 1.0);
-        ((self.base as f64 * factor) as usize).max(1)
+        ((base as f64 * factor) as usize).clamp(1, usize::MAX - 1)
     }
 }
 
