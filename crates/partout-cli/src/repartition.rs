@@ -67,8 +67,9 @@ pub struct RepartitionArgs {
     /// How rows find their destination.
     #[arg(long, value_enum, default_value_t = SchemeArg::Hash)]
     pub scheme: SchemeArg,
-    /// Output format: parquet (`.parquet`: rows staged, then each destination's file written
-    /// whole, in row groups of up to 1Mi rows as the memory limit allows), ipc (an Arrow IPC
+    /// Output format: parquet (`.parquet`: written as flushed while every file's writer fits
+    /// the memory limit, else rows staged and each file written whole; row groups of up to
+    /// 1Mi rows either way, as the memory limit allows), ipc (an Arrow IPC
     /// stream, `.arrows`; an IPC file, `.arrow`, with --partition-by), presto (Presto
     /// SerializedPages back to back, `.presto`).
     #[arg(long, default_value = "parquet", value_parser = names::<Format, _>(&["parquet", "ipc", "presto"]))]
