@@ -158,11 +158,15 @@ impl BudgetExt for Budget {
         let share = memory_limit.checked_sub(fixed)? * 3 / 5;
         let all = n.saturating_mul(writer_bytes);
         let (writers, least_flush) = match discovered {
-            false if all * DIRECT_WRITERS_SHARE.1 > share * DIRECT_WRITERS_SHARE.0 => return None,
+            false
+                if all.saturating_mul(DIRECT_WRITERS_SHARE.1) > share * DIRECT_WRITERS_SHARE.0 =>
+            {
+                return None;
+            }
             false => (all, DIRECT_MIN_FLUSH_BYTES),
             true => (all.min(share / 3), 2 * STAGED_SORTED_RUNS_BELOW),
         };
-        if writers < 2 * writer_bytes.min(all) {
+        if writers < writer_bytes.min(all).saturating_mul(2) {
             return None;
         }
         let per_worker = (share - writers) / threads;
@@ -318,6 +322,10 @@ mod tests {
         assert!(Budget::direct(1 << 20, 1, 2, writer, false).is_none());
         // Writers that fit but would leave the workers flushes of a few rows: staged.
         assert!(Budget::direct(256 << 20, 1000, 2, 1, false).is_none());
+        // Writers that cannot be planned (a schema Parquet cannot carry): staged, no overflow.
+        for discovered in [false, true] {
+            assert!(Budget::direct(256 << 20, 4, 2, u64::MAX, discovered).is_none());
+        }
     }
 
     #[test]

@@ -19,8 +19,11 @@ pub(super) struct ScatterThenCopy<S: Sink> {
     buffers: DestinationBuffers,
     output: Encoded<S>,
     metrics: WriterMetrics,
+    /// Each destination's target, 0 before it is met (holds rows), `usize::MAX` once met
+    /// and not drawn yet.
     targets: Vec<usize>,
-    base_target: usize,
+    target_bytes: usize,
+    met: usize,
     jitter: f64,
     rng: u64,
     memory_limit: usize,
@@ -48,17 +51,12 @@ impl<S: Sink> ScatterThenCopy<S> {
                 ..WriterMetrics::default()
             },
             targets: vec![0; d],
-            base_target: options
-                .target_bytes
-                .min(options.memory_limit / (2 * d))
-                .max(1),
+            target_bytes: options.target_bytes,
+            met: 0,
             jitter: options.jitter,
             rng: options.seed ^ 0x9e37_79b9_7f4a_7c15,
             memory_limit: options.memory_limit,
         };
-        for p in 0..d {
-            this.targets[p] = this.draw_target();
-        }
         let mut ids = Vec::new();
         for batch in batches {
             let started = Instant::now();
@@ -90,8 +88,21 @@ impl<S: Sink> ScatterThenCopy<S> {
     /// buffers pass the memory limit.
     fn flush_due(&mut self) -> Result<()> {
         let n = self.buffers.num_destinations();
+        // Every destination holding rows is met before a target is drawn, and each met
+        // destination's first target drawn in destination order, as the writer does.
         for p in 0..n {
-            if self.buffers.rows(p) > 0 && self.buffers.bytes(p) >= self.targets[p] {
+            if self.buffers.rows(p) > 0 {
+                self.meet(p);
+            }
+        }
+        for p in 0..n {
+            if self.buffers.rows(p) == 0 {
+                continue;
+            }
+            if self.targets[p] == usize::MAX {
+                self.targets[p] = self.draw_target();
+            }
+            if self.buffers.bytes(p) >= self.targets[p] {
                 self.flush(p, false)?;
             }
         }
@@ -125,8 +136,18 @@ impl<S: Sink> ScatterThenCopy<S> {
         }
         self.time_flush(started, sink_before);
         self.metrics.flushes += 1;
+        self.meet(p);
         self.targets[p] = self.draw_target();
         Ok(())
+    }
+
+    /// Counts destination `p` as met, if it was not: the writer's targets are shares of the
+    /// memory limit among the destinations met.
+    fn meet(&mut self, p: usize) {
+        if self.targets[p] == 0 {
+            self.met += 1;
+            self.targets[p] = usize::MAX;
+        }
     }
 
     /// Splits the time since `started` into the sink's and the encoder's.
@@ -136,14 +157,19 @@ impl<S: Sink> ScatterThenCopy<S> {
         self.metrics.encode_time += started.elapsed().saturating_sub(sink);
     }
 
-    /// The writer's next target: xorshift, within ±jitter of the base target.
+    /// The writer's next target: xorshift, within ±jitter of the base target (the smaller of
+    /// the target bytes and half the memory limit's share of each destination met).
     fn draw_target(&mut self) -> usize {
+        let base = self
+            .target_bytes
+            .min(self.memory_limit / (2 * self.met.max(1)))
+            .max(1);
         self.rng ^= self.rng << 13;
         self.rng ^= self.rng >> 7;
         self.rng ^= self.rng << 17;
         let unit = (self.rng >> 11) as f64 / (1u64 << 53) as f64;
         let factor = 1.0 + self.jitter * (2.0 * unit - 1.0);
-        ((self.base_target as f64 * factor) as usize).max(1)
+        ((base as f64 * factor) as usize).clamp(1, usize::MAX - 1)
     }
 }
 

@@ -12,6 +12,7 @@ use partout_exchange::BatchSink;
 use partout_format::ipc::Compression;
 use partout_io::{DestinationFile, DirectParquet, PAGE_ROWS, ParquetOptions, StagedParquet};
 use std::path::Path;
+use std::sync::Arc;
 
 /// `destinations` files in `dir`, their writers holding `budget` bytes together.
 fn output(dir: &Path, destinations: usize, budget: usize) -> DirectParquet {
@@ -277,4 +278,19 @@ fn an_abandoned_or_cancelled_output_leaves_nothing_behind() {
         }
         assert_eq!(names(dir.path()), Vec::<String>::new());
     }
+}
+
+/// A schema Parquet cannot carry plans no writer (the output refuses it by name later), and
+/// planning never reaches the parquet crate's conversion, which panics on unions.
+#[test]
+fn a_schema_parquet_cannot_carry_plans_no_writer_and_does_not_panic() {
+    use arrow_schema::{DataType, Field, Schema, UnionFields, UnionMode};
+    let union = DataType::Union(
+        UnionFields::try_new([0], [Field::new("a", DataType::Int32, true)]).unwrap(),
+        UnionMode::Sparse,
+    );
+    let schema = Arc::new(Schema::new(vec![Field::new("u", union, true)]));
+    assert_eq!(DirectParquet::writer_bytes(&schema), u64::MAX);
+    let flat = rows(0, 1).schema();
+    assert!(DirectParquet::writer_bytes(&flat) < 1 << 20);
 }

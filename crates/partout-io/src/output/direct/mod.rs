@@ -145,10 +145,15 @@ impl std::fmt::Debug for DirectParquet {
 
 impl DirectParquet {
     /// What each open writer of batches of `schema` is planned to hold: see
-    /// [`new`](Self::new).
+    /// [`new`](Self::new); `u64::MAX` for a schema Parquet cannot carry (which the output refuses, naming the
+    /// column: [`StagedParquet::check_schema`]).
     pub fn writer_bytes(schema: &SchemaRef) -> u64 {
+        // Checked first: the parquet crate's schema conversion panics on some of them.
+        if StagedParquet::check_schema(schema).is_err() {
+            return u64::MAX;
+        }
         let Ok(parquet) = parquet::arrow::ArrowSchemaConverter::new().convert(schema) else {
-            return WRITER_BASE_BYTES + schema.fields().len() as u64 * UNJUDGED_COLUMN_BYTES;
+            return u64::MAX;
         };
         let leaves = parquet.columns().iter().map(|leaf| {
             let top = schema.field_with_name(&leaf.path().parts()[0]);
