@@ -1011,8 +1011,9 @@ mod repartition {
 }
 
 /// Peak memory under `--memory-limit`: a many-batch input several times the limit, partitioned
-/// into hundreds of destinations, peaks no more than the limit above what reading the same
-/// input into one destination under a tiny limit takes (the reader's own memory, the program).
+/// into 8 Parquet files written as flushed (the manifest says so) and into hundreds and
+/// thousands of destinations, peaks no more than the limit above what reading the same input
+/// into one destination under a tiny limit takes (the reader's own memory, the program).
 #[test]
 fn memory_stays_within_the_limit() {
     let dir = tempfile::tempdir().unwrap();
@@ -1053,6 +1054,12 @@ fn memory_stays_within_the_limit() {
         assert_success(&result);
         let manifest = manifest(&out);
         std::fs::remove_dir_all(&out).unwrap();
+        let direct = manifest["memory_budget"]["parquet_writers_open"].as_u64();
+        assert_eq!(
+            direct.is_some(),
+            format == "parquet" && n == "8",
+            "{manifest}"
+        );
         (
             manifest["peak_rss_bytes"].as_u64().expect("peak memory"),
             manifest["input_arrow_bytes"].as_u64().unwrap(),
@@ -1061,7 +1068,9 @@ fn memory_stays_within_the_limit() {
     let mib = |b: u64| b as f64 / (1 << 20) as f64;
     let (base, _) = peak("ipc", "files", "1", 1 << 20);
     for (format, layout, n, limit) in [
-        ("parquet", "files", "100", 32u64 << 20),
+        // Eight Parquet files written as flushed (their writers fit), a hundred staged.
+        ("parquet", "files", "8", 32u64 << 20),
+        ("parquet", "files", "100", 32 << 20),
         ("ipc", "files", "1000", 32 << 20),
         ("presto", "shuffle", "1000", 32 << 20),
         ("ipc", "shuffle", "10000", 64 << 20),
