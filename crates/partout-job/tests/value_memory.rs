@@ -1,6 +1,6 @@
 //! Memory of a job partitioning by value, measured by a counting allocator: 100,000 values of
 //! more rows than the limit holds within a 64 MiB limit, as are the same rows into one value
-//! where 10,000 are allowed within 24 MiB (sorted runs), and what each value costs whatever
+//! where 10,000 or 300 are allowed within 24 MiB, and what each value costs whatever
 //! its rows (a few rows into 100,000 values and into 1,000: the difference per value) within
 //! what the job sets aside for each. (One test: the allocator counts the whole process.)
 
@@ -104,6 +104,14 @@ fn a_hundred_thousand_values_stay_within_64_mib_and_each_costs_what_is_set_aside
         skewed <= 24 << 20,
         "peak {skewed} bytes over the 24 MiB limit"
     );
+    // The same rows into one value of 300 allowed: workers hold batches laid out by
+    // destination, and the one value's rows among them go out as messages of about a flush
+    // each, not as one message of everything held.
+    let held = dir.path().join("held");
+    std::fs::create_dir(&held).unwrap();
+    let (one, _) = peak_allowing(&held, LARGE, 1, 300, 24 << 20);
+    println!("{LARGE} rows into one value of 300 allowed: peak {one} bytes");
+    assert!(one <= 24 << 20, "peak {one} bytes over the 24 MiB limit");
     drop(dir);
 
     let dir = scratch();

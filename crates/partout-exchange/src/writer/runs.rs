@@ -47,6 +47,10 @@ pub(super) struct HeldRuns {
     /// The most memory one held batch took.
     largest_batch: usize,
     destinations: usize,
+    /// About the most bytes of rows one message holds ([`WriterOptions::target_bytes`]): a
+    /// destination holding more of the held rows is written as several, so that encoding
+    /// one never takes as much again as all the rows held.
+    message_bytes: usize,
 }
 
 impl HeldRuns {
@@ -68,6 +72,7 @@ impl HeldRuns {
             memory_limit: options.memory_limit,
             largest_batch: 0,
             destinations,
+            message_bytes: options.target_bytes.max(1),
         })
     }
 
@@ -193,19 +198,39 @@ impl HeldRuns {
                     .map(|(batch, source)| (source, batch.range(p)))
                     .filter(|(_, rows)| !rows.is_empty()),
             );
-            if runs.is_empty() {
-                continue;
+            // Messages of about `message_bytes` each, a run whole in one.
+            let mut start = 0;
+            let mut bytes = 0;
+            for (i, (source, rows)) in runs.iter().enumerate() {
+                let run = source.bytes() * rows.len() / source.num_rows().max(1);
+                if i > start && bytes + run > self.message_bytes {
+                    write_runs(shared, p, &runs[start..i])?;
+                    (start, bytes) = (i, 0);
+                }
+                bytes += run;
             }
-            let started = Instant::now();
-            let sink_before = shared.sink_time();
-            let bytes = shared.output.write_flushed(Flushed::Runs {
-                destination: p,
-                runs: &runs,
-            })?;
-            let rows: usize = runs.iter().map(|(_, r)| r.len()).sum();
-            shared.metrics.destination_rows[p] += rows as u64;
-            shared.account_flush(p, bytes, started, sink_before);
+            if start < runs.len() {
+                write_runs(shared, p, &runs[start..])?;
+            }
         }
         Ok(())
     }
+}
+
+/// Writes destination `p`'s `runs` as one message.
+fn write_runs<O: BatchSink>(
+    shared: &mut Shared<O>,
+    p: usize,
+    runs: &[(&RunSource, std::ops::Range<usize>)],
+) -> Result<()> {
+    let started = Instant::now();
+    let sink_before = shared.sink_time();
+    let bytes = shared.output.write_flushed(Flushed::Runs {
+        destination: p,
+        runs,
+    })?;
+    let rows: usize = runs.iter().map(|(_, r)| r.len()).sum();
+    shared.metrics.destination_rows[p] += rows as u64;
+    shared.account_flush(p, bytes, started, sink_before);
+    Ok(())
 }

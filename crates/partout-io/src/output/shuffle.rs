@@ -94,13 +94,19 @@ impl ShuffleFile {
         })
     }
 
-    fn append(&mut self, p: usize, rows: u64) -> Result<u64, WriterError> {
+    /// Appends destination `p`'s next range, `rows` rows encoded as `parts` one after
+    /// another: written as they are, never gathered into one buffer first (a destination's
+    /// runs may be all the rows a writer holds).
+    fn append(&mut self, p: usize, parts: &[&[u8]], rows: u64) -> Result<u64, WriterError> {
         let data = self
             .data
             .as_mut()
             .ok_or_else(|| sink_error(Some(p), "the shuffle file is finished"))?;
-        data.write_all(&self.out).map_err(io_error(Some(p)))?;
-        let len = self.out.len() as u64;
+        let mut len = 0;
+        for part in parts {
+            data.write_all(part).map_err(io_error(Some(p)))?;
+            len += part.len() as u64;
+        }
         let index = self
             .index
             .as_mut()
@@ -125,9 +131,15 @@ impl BatchSink for ShuffleFile {
                 destinations: self.encoders.len(),
             });
         }
-        self.out.clear();
-        self.encoders.encode(p, batch, &mut self.out)?;
-        self.append(p, batch.num_rows() as u64)
+        let mut out = std::mem::take(&mut self.out);
+        out.clear();
+        let appended = self
+            .encoders
+            .encode(p, batch, &mut out)
+            .map_err(WriterError::from)
+            .and_then(|()| self.append(p, &[&out], batch.num_rows() as u64));
+        self.out = out;
+        appended
     }
 
     /// Runs where the encoders take them (Arrow IPC streams of flat columns).
@@ -145,21 +157,19 @@ impl BatchSink for ShuffleFile {
         };
         let mut parts = Vec::new();
         self.encoders.encode_runs(destination, runs, &mut parts)?;
-        self.out.clear();
-        for part in &parts {
-            self.out.extend_from_slice(part);
-        }
-        drop(parts);
-        self.append(destination, runs.iter().map(|(_, r)| r.len() as u64).sum())
+        let parts: Vec<&[u8]> = parts.iter().map(|part| part.as_slice()).collect();
+        let rows = runs.iter().map(|(_, r)| r.len() as u64).sum();
+        self.append(destination, &parts, rows)
     }
 
     /// Ends the IPC stream of every destination that has rows (Presto pages need no end)
     /// and completes the index.
     fn finish(&mut self, destination_bytes: &mut [u64]) -> Result<(), WriterError> {
+        let mut out = std::mem::take(&mut self.out);
         for (p, bytes) in destination_bytes.iter_mut().enumerate() {
-            self.out.clear();
-            if self.encoders.finish_begun(p, &mut self.out)? && !self.out.is_empty() {
-                *bytes += self.append(p, 0)?;
+            out.clear();
+            if self.encoders.finish_begun(p, &mut out)? && !out.is_empty() {
+                *bytes += self.append(p, &[&out], 0)?;
             }
         }
         let data = self
