@@ -37,10 +37,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PARTOUT = Path(os.environ.get("PARTOUT", ROOT / "target" / "release" / "partout"))
 OUT = ROOT / "target" / "bench-out" / "partition-by"
-# partout's --max-partitions: each allowed value is given memory up front, so a limit far
-# above the values met leaves each less (sorted runs). A number, or "near": the default 1000
-# where it suffices, else the case's value count rounded up to a thousand, as a user who
-# knows the data would set it.
+# partout's --max-partitions: each allowed value is set aside a few hundred bytes; the values
+# met get the buffers, until more are met than the buffers can serve (then sorted runs). A
+# number, or "near": the default 1000 where it suffices, else the case's value count rounded
+# up to a thousand, as a user who knows the data would set it.
 MAX_PARTITIONS = "100000"
 
 CASES = [

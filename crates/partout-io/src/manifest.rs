@@ -86,6 +86,11 @@ pub struct WorkerTimings {
     pub scatter_seconds: f64,
     /// Encoding and writing flushes.
     pub output_seconds: f64,
+    /// Partitioning by value: the rows the worker had taken when it turned from buffering to
+    /// sorted runs, more values being met than its buffers were planned for (absent: it
+    /// never turned).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sorted_runs_from_row: Option<u64>,
 }
 
 /// One destination's output.
@@ -202,6 +207,11 @@ pub struct Budget {
         skip_serializing_if = "is_zero"
     )]
     pub direct_writers: u64,
+    /// Partitioning by value: how many destinations the workers buffer before they turn to
+    /// sorted runs, when more values are allowed than their buffers could give a useful share
+    /// each (zero, and left out of the JSON: they never turn).
+    #[serde(rename = "sorted_runs_past", default, skip_serializing_if = "is_zero")]
+    pub buffered_destinations: u64,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -355,6 +365,7 @@ pub(crate) mod tests {
             memory_limit: 256 << 20,
             memory_budget: Budget {
                 direct_writers: 0,
+                buffered_destinations: 0,
                 fixed: 4096,
                 row_groups: 0,
                 per_worker: 1024,
@@ -367,6 +378,7 @@ pub(crate) mod tests {
                 ids_seconds: 0.25,
                 scatter_seconds: 0.125,
                 output_seconds: 0.0,
+                sorted_runs_from_row: None,
             }],
             files_finish_seconds: 0.0,
             row_groups: None,

@@ -15,6 +15,19 @@ const DESTINATION_BYTES: u64 = 2 << 10;
 /// batches. Measured: about 56 bytes at 100,000 destinations (`tests/value_memory.rs`).
 const SORTED_DESTINATION_BYTES: u64 = 80;
 
+/// Bytes each destination allowed costs each worker that buffers rows before the destination
+/// is met: its place in the destination buffers (48: its column buffers come with its first
+/// rows), its flush target, its rows and bytes in the writer's metrics, its place in every
+/// plan and in each batch held laid out by destination (from 200 destinations, where the
+/// worker holds batches, each with its destinations' offsets). Measured with one value met
+/// of 1,000 to 20,000 allowed in 24 MiB (`tests/value_memory.rs`'s allocator): about 550
+/// bytes a value for both workers together; charged with room to spare.
+const UNMET_DESTINATION_BYTES: u64 = 512;
+
+/// Partitioning by value, the fewest destinations worth buffering before workers turn to
+/// sorted runs: below, they spill sorted runs from the start.
+const MIN_BUFFERED_DESTINATIONS: u64 = 64;
+
 /// Below this share of a worker's buffers per destination, flushed messages would hold a few
 /// rows each: workers hold whole batches instead and spill them as sorted runs, merged at
 /// the end (`partout_io::SortedRuns`).
@@ -94,6 +107,23 @@ pub trait BudgetExt: Sized {
         parquet_files: bool,
     ) -> Result<Self>;
 
+    /// As [`try_new`](Self::try_new) for destinations discovered as the input is read
+    /// (partitioning by value: `allowed` may be met, few may be): where buffering all of them
+    /// would leave each under the share that makes buffering pay, the workers buffer the
+    /// first destinations met, as many as keep that share
+    /// ([`buffered_destinations`](Budget::buffered_destinations)), and turn to sorted runs
+    /// only if more are met. A destination not met costs a worker
+    /// 512 bytes, not the 2 KiB of one met: what is charged is what is met.
+    ///
+    /// # Errors
+    /// As [`try_new`](Self::try_new).
+    fn try_discovered(
+        memory_limit: u64,
+        allowed: u32,
+        workers: usize,
+        parquet_files: bool,
+    ) -> Result<Self>;
+
     /// The encoded size at which each of `threads` Parquet writers ends its open row group
     /// (between 1 MiB and 256 MiB).
     fn row_group_bytes(&self, threads: usize) -> usize;
@@ -108,8 +138,10 @@ pub trait BudgetExt: Sized {
     /// With `discovered` destinations (partitioning by value: `partitions` is how many may
     /// be met, not how many will), the writers take at most a third of it, as many as fit,
     /// for the first destinations met; those met past them are staged. `None` when that
-    /// leaves each possible destination under 16 KiB of a worker's buffers (the workers
-    /// would spill sorted runs) or room for fewer than two writers.
+    /// leaves each possible destination under 16 KiB of a worker's buffers, or room for
+    /// fewer than two writers: then [`try_discovered`](Self::try_discovered)'s staged
+    /// budget gives more values a useful share (lineitem by `l_shipdate`, 2,526 values, Intel
+    /// Xeon: written as flushed at 10 KiB a value 8.6 s, staged at 15 KiB 6.2 s).
     fn direct(
         memory_limit: u64,
         partitions: u32,
@@ -126,16 +158,42 @@ impl BudgetExt for Budget {
         workers: usize,
         parquet_files: bool,
     ) -> Result<Self> {
-        let buffered = share(memory_limit, partitions, workers, parquet_files, false);
-        let per_destination = |b: &Budget| b.per_worker / (2 * u64::from(partitions.max(1)));
-        let below = match parquet_files {
-            true => STAGED_SORTED_RUNS_BELOW,
-            false => SORTED_RUNS_BELOW,
-        };
+        let n = u64::from(partitions);
+        let buffered = share(memory_limit, n, n, workers, parquet_files, false);
         match buffered {
-            Ok(budget) if per_destination(&budget) >= below => Ok(budget),
-            _ => share(memory_limit, partitions, workers, parquet_files, true),
+            Ok(budget) if pays(&budget, n, parquet_files) => Ok(budget),
+            _ => share(memory_limit, n, n, workers, parquet_files, true),
         }
+    }
+
+    fn try_discovered(
+        memory_limit: u64,
+        allowed: u32,
+        workers: usize,
+        parquet_files: bool,
+    ) -> Result<Self> {
+        let all = Self::try_new(memory_limit, allowed, workers, parquet_files)?;
+        if !all.sorted_runs {
+            return Ok(all);
+        }
+        let first = |met: u64| {
+            share(
+                memory_limit,
+                u64::from(allowed),
+                met,
+                workers,
+                parquet_files,
+                false,
+            )
+            .ok()
+            .filter(|b| pays(b, met, parquet_files))
+        };
+        Ok(most_met(u64::from(allowed), first)
+            .and_then(|met| first(met).map(|b| (met, b)))
+            .map_or(all, |(met, budget)| Budget {
+                buffered_destinations: met,
+                ..budget
+            }))
     }
 
     fn row_group_bytes(&self, threads: usize) -> usize {
@@ -151,57 +209,103 @@ impl BudgetExt for Budget {
         discovered: bool,
     ) -> Option<Self> {
         let n = u64::from(partitions.max(1));
-        let threads = workers.max(1) as u64;
-        // The workers' bookkeeping, and what the files cost once written (as staged).
-        let fixed = (n * threads * DESTINATION_BYTES)
-            .max(n * (PARQUET_DESTINATION_BYTES + threads * PARQUET_WORKER_DESTINATION_BYTES));
-        let share = memory_limit.checked_sub(fixed)? * 3 / 5;
-        let all = n.saturating_mul(writer_bytes);
-        let (writers, least_flush) = match discovered {
-            false
-                if all.saturating_mul(DIRECT_WRITERS_SHARE.1) > share * DIRECT_WRITERS_SHARE.0 =>
-            {
-                return None;
-            }
-            false => (all, DIRECT_MIN_FLUSH_BYTES),
-            true => (all.min(share / 3), 2 * STAGED_SORTED_RUNS_BELOW),
-        };
-        if writers < writer_bytes.min(all).saturating_mul(2) {
-            return None;
-        }
-        let per_worker = (share - writers) / threads;
-        if per_worker / (2 * n) < least_flush {
-            return None;
-        }
-        Some(Budget {
-            fixed,
-            // Destinations met past the writers are staged, and written once the writers
-            // are closed.
-            row_groups: share,
-            per_worker,
-            sorted_runs: false,
-            direct_writers: writers,
-        })
+        direct_plan(memory_limit, n, workers, writer_bytes, discovered)
     }
 }
 
-/// The shares, with destinations buffered or spilled as `sorted_runs`.
+/// [`BudgetExt::direct`] for `allowed` destinations.
+fn direct_plan(
+    memory_limit: u64,
+    allowed: u64,
+    workers: usize,
+    writer_bytes: u64,
+    discovered: bool,
+) -> Option<Budget> {
+    let threads = workers.max(1) as u64;
+    // The workers' bookkeeping, and what the files cost once written (as staged).
+    let fixed = workers_fixed(allowed, allowed, threads, false)
+        .max(allowed * (PARQUET_DESTINATION_BYTES + threads * PARQUET_WORKER_DESTINATION_BYTES));
+    let share = memory_limit.checked_sub(fixed)? * 3 / 5;
+    let all = allowed.saturating_mul(writer_bytes);
+    let (writers, least_flush) = match discovered {
+        false if all.saturating_mul(DIRECT_WRITERS_SHARE.1) > share * DIRECT_WRITERS_SHARE.0 => {
+            return None;
+        }
+        false => (all, DIRECT_MIN_FLUSH_BYTES),
+        true => (all.min(share / 3), 2 * STAGED_SORTED_RUNS_BELOW),
+    };
+    if writers < writer_bytes.min(all).saturating_mul(2) {
+        return None;
+    }
+    let per_worker = (share - writers) / threads;
+    if per_worker / (2 * allowed) < least_flush {
+        return None;
+    }
+    Some(Budget {
+        fixed,
+        // Destinations met past the writers are staged, and written once the writers are
+        // closed.
+        row_groups: share,
+        per_worker,
+        sorted_runs: false,
+        direct_writers: writers,
+        buffered_destinations: 0,
+    })
+}
+
+/// Whether buffering `n` destinations under `budget` gives each the share that makes it pay
+/// (32 KiB of a worker's buffers; 8 KiB for Parquet files, whose flushes are staged).
+fn pays(budget: &Budget, n: u64, parquet_files: bool) -> bool {
+    let below = match parquet_files {
+        true => STAGED_SORTED_RUNS_BELOW,
+        false => SORTED_RUNS_BELOW,
+    };
+    budget.per_worker / (2 * n.max(1)) >= below
+}
+
+/// The most destinations, fewer than `allowed` and at least [`MIN_BUFFERED_DESTINATIONS`],
+/// for which `plan` gives a budget (it gives one for fewer whenever it does for more).
+fn most_met<T>(allowed: u64, plan: impl Fn(u64) -> Option<T>) -> Option<u64> {
+    let (mut low, mut high) = (MIN_BUFFERED_DESTINATIONS, allowed.checked_sub(1)?);
+    plan(low)?;
+    while low < high {
+        let mid = low + (high - low).div_ceil(2);
+        match plan(mid) {
+            Some(_) => low = mid,
+            None => high = mid - 1,
+        }
+    }
+    Some(low)
+}
+
+/// What destinations cost the workers whatever their rows: `allowed`, of which the first
+/// `buffered` met are buffered (the rest cost what a destination not met does until the
+/// workers turn to sorted runs), or all spilled as `sorted_runs`.
+fn workers_fixed(allowed: u64, buffered: u64, threads: u64, sorted_runs: bool) -> u64 {
+    match sorted_runs {
+        true => allowed * threads * SORTED_DESTINATION_BYTES,
+        false if buffered >= allowed => allowed * threads * DESTINATION_BYTES,
+        false => {
+            threads
+                * (buffered * DESTINATION_BYTES + (allowed - buffered) * UNMET_DESTINATION_BYTES)
+        }
+    }
+}
+
+/// The shares for `n` destinations, the first `buffered` met buffered (all of them, or the
+/// rest spilled as sorted runs once met) or all spilled as `sorted_runs`.
 fn share(
     memory_limit: u64,
-    partitions: u32,
+    n: u64,
+    buffered: u64,
     workers: usize,
     parquet_files: bool,
     sorted_runs: bool,
 ) -> Result<Budget> {
-    let n = u64::from(partitions);
     let threads = workers as u64;
-    let destination = match sorted_runs {
-        true => SORTED_DESTINATION_BYTES,
-        false => DESTINATION_BYTES,
-    };
     // What destinations cost the workers is given back before Parquet files are written
     // (all but their metrics, counted in both): the costs of the two phases do not add up.
-    let workers_fixed = n * threads * destination;
+    let workers_fixed = workers_fixed(n, buffered, threads, sorted_runs);
     let fixed = match parquet_files {
         true => workers_fixed
             .max(n * (PARQUET_DESTINATION_BYTES + threads * PARQUET_WORKER_DESTINATION_BYTES)),
@@ -232,6 +336,7 @@ fn share(
         row_groups: if parquet_files { share } else { 0 },
         per_worker: share / threads,
         sorted_runs,
+        buffered_destinations: 0,
     })
 }
 
@@ -344,12 +449,51 @@ mod tests {
             budget.per_worker / 2000 >= 2 * STAGED_SORTED_RUNS_BELOW,
             "{budget:?}"
         );
+        assert_eq!(budget.buffered_destinations, 0, "every value buffered");
         // Four values allowed: a writer each.
         let four = Budget::direct(256 << 20, 4, 2, writer, true).unwrap();
         assert_eq!(four.direct_writers, 4 * writer);
         // 3,000 or 100,000 values allowed: too little buffer for each, staged.
         assert!(Budget::direct(256 << 20, 3000, 2, writer, true).is_none());
         assert!(Budget::direct(256 << 20, 100_000, 2, writer, true).is_none());
+    }
+
+    #[test]
+    fn values_not_met_cost_what_is_charged_for_them_and_the_first_met_are_buffered() {
+        // Ten times the values that buffering could give 8 KiB each: buffered until that
+        // many are met, within the limit, with every value charged 512 bytes a worker.
+        for (limit, allowed, parquet) in [
+            (256u64 << 20, 100_000u32, true),
+            (256 << 20, 100_000, false),
+            (64 << 20, 20_000, true),
+            (64 << 20, 10_000, false),
+        ] {
+            let budget = Budget::try_discovered(limit, allowed, 2, parquet).unwrap();
+            let all = Budget::try_new(limit, allowed, 2, parquet).unwrap();
+            assert!(all.sorted_runs, "{all:?}");
+            assert!(!budget.sorted_runs, "{budget:?}");
+            let met = budget.buffered_destinations;
+            assert!(
+                (MIN_BUFFERED_DESTINATIONS..u64::from(allowed)).contains(&met),
+                "{budget:?}"
+            );
+            assert!(pays(&budget, met, parquet), "{budget:?}");
+            assert!(budget.fixed >= 2 * u64::from(allowed) * UNMET_DESTINATION_BYTES);
+            assert!(budget.fixed + 2 * budget.per_worker <= limit, "{budget:?}");
+            assert!(budget.fixed + budget.row_groups <= limit, "{budget:?}");
+            // Once turned, the workers hold batches within the same share.
+            assert!(budget.fixed >= all.fixed, "{budget:?} against {all:?}");
+        }
+        // Every allowed value buffered with a useful share: nothing to turn from.
+        let few = Budget::try_discovered(256 << 20, 1000, 2, true).unwrap();
+        assert_eq!(few, Budget::try_new(256 << 20, 1000, 2, true).unwrap());
+        assert_eq!(few.buffered_destinations, 0);
+        // So little memory that not even 64 would keep their share: sorted runs throughout.
+        let tight = Budget::try_discovered(16 << 20, 10_000, 2, false).unwrap();
+        assert!(
+            tight.sorted_runs && tight.buffered_destinations == 0,
+            "{tight:?}"
+        );
     }
 
     #[test]

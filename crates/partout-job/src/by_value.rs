@@ -212,6 +212,12 @@ impl<'a> WorkerValues<'a> {
         })
     }
 
+    /// Destinations that may have rows by now: every bucket of each value met, by any
+    /// worker.
+    pub(crate) fn destinations_met(&self) -> usize {
+        self.by_value.table.len() * self.by_value.buckets as usize
+    }
+
     /// `batch`'s columns written and every row's destination.
     pub(crate) fn ids(
         &mut self,

@@ -63,6 +63,16 @@ pub struct Report {
     pub seconds: f64,
 }
 
+/// Partitioning by value, where more values are allowed than the workers' buffers could give
+/// a useful share each: past `past` destinations met, a worker hands what it buffered to the
+/// output and spills sorted runs with `writer` and `runs` for the rest of the run.
+#[derive(Debug, Clone)]
+pub(crate) struct Turn {
+    pub(crate) past: usize,
+    pub(crate) writer: WriterOptions,
+    pub(crate) runs: RunOptions,
+}
+
 /// A repartition job, checked and ready to run.
 #[derive(Debug)]
 pub struct Job {
@@ -79,6 +89,8 @@ pub struct Job {
     pub(crate) writer: WriterOptions,
     /// Set when workers spill sorted runs.
     pub(crate) runs: Option<RunOptions>,
+    /// Set when workers buffer the first destinations met and spill sorted runs past them.
+    pub(crate) turn: Option<Turn>,
     /// What the output is, checked against the schema written.
     spec: OutputSpec,
     /// The schema written: the input's, or without the columns partitioned by value.
@@ -153,13 +165,15 @@ impl Job {
             location,
         )?;
         let table_bytes = by_value::table_bytes(&options)?;
-        let budget = Budget::try_new(
+        let budget = match by_value {
+            false => Budget::try_new,
+            true => Budget::try_discovered,
+        }(
             options.memory_limit - table_bytes,
             destinations,
             threads,
             spec.is_staged(by_value),
         )?;
-        let (mut writer, mut runs) = writer_options(&budget, stream.is_some());
 
         // Frames: about sixteen per worker, of 64K rows at least: the workers' last frames
         // end within a small frame of each other, and frames do not shrink to nothing.
@@ -223,12 +237,33 @@ impl Job {
             }
             _ => None,
         };
-        let budget = match direct {
-            Some(direct) => {
-                (writer, runs) = writer_options(&direct, stream.is_some());
-                direct
+        let budget = direct.unwrap_or(budget);
+        let (writer, runs) = writer_options(&budget, stream.is_some());
+        // Workers that buffer the first destinations met turn to sorted runs past them.
+        // Once turned, a worker's buffers and what the destinations not met cost them are
+        // gone: it holds batches within the share of a job that spills sorted runs from the
+        // start.
+        let turn = match budget.buffered_destinations {
+            0 => None,
+            past => {
+                let sorted = Budget::try_new(
+                    options.memory_limit - table_bytes,
+                    destinations,
+                    threads,
+                    spec.is_staged(true),
+                )?;
+                let sorted = Budget {
+                    sorted_runs: true,
+                    per_worker: sorted.per_worker.max(budget.per_worker),
+                    ..sorted
+                };
+                let (writer, runs) = writer_options(&sorted, stream.is_some());
+                Some(Turn {
+                    past: past as usize,
+                    writer,
+                    runs: runs.expect("sorted runs' options"),
+                })
             }
-            None => budget,
         };
         match &partitioning {
             Some(partitioning) => PartitionedWriter::check(&out_schema, partitioning, &writer),
@@ -245,6 +280,7 @@ impl Job {
             destinations,
             writer,
             runs,
+            turn,
             spec,
             out_schema,
             by_value,

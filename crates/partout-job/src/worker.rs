@@ -5,7 +5,7 @@
 
 use crate::by_value::WorkerValues;
 use crate::error::{JobError, Result, writing};
-use crate::job::{Job, Progress};
+use crate::job::{Job, Progress, Turn};
 use partout_exchange::{BatchSink, PartitionedWriter, WriterMetrics};
 use partout_io::SortedRuns;
 use partout_io::manifest::WorkerTimings;
@@ -72,15 +72,21 @@ impl Run<'_> {
                 let n = self.job.destinations as usize;
                 let name = format!("w{worker}");
                 let runs = SortedRuns::new(output, schema, n, scratch, &name, options);
-                self.work(worker, runs)
+                self.work(worker, runs, scratch)
             }
-            None => self.work(worker, output),
+            None => self.work(worker, output, scratch),
         }
     }
 
     /// One worker: frames pulled in turn until none is left (or another worker failed, or
-    /// the run is cancelled), rows through its own writer into `output`.
-    fn work<O: BatchSink>(&self, worker: usize, output: O) -> Result<WriterMetrics, Failure> {
+    /// the run is cancelled), rows through its own writer into `output` (turning to sorted
+    /// runs spilled in `scratch` where the job says so).
+    fn work<O: BatchSink>(
+        &self,
+        worker: usize,
+        output: O,
+        scratch: &Path,
+    ) -> Result<WriterMetrics, Failure> {
         let started = Instant::now();
         let schema = self.job.frames.schema.clone();
         let options = self.job.writer.clone().with_seed(worker as u64);
@@ -88,7 +94,7 @@ impl Run<'_> {
             Some(b) => Some(WorkerValues::try_new(b, &schema)?),
             None => None,
         };
-        let mut writer = match &self.job.partitioning {
+        let writer = match &self.job.partitioning {
             Some(partitioning) => PartitionedWriter::with_output(
                 self.job.out_schema.clone(),
                 partitioning.clone(),
@@ -104,12 +110,18 @@ impl Run<'_> {
             ),
         }
         .map_err(writing("starting a worker"))?;
+        let mut writer = Phase::Buffered(Box::new(writer));
         let mut append = |batch: &arrow_array::RecordBatch, what: &dyn Fn() -> String| {
             match &mut by_value {
                 None => writer.append(batch).map_err(writing(what()))?,
                 Some(values) => {
                     let (out, ids) = values.ids(batch, &self.job.options, what)?;
                     writer.append_with_ids(&out, ids).map_err(writing(what()))?;
+                    if let Some(turn) = &self.job.turn
+                        && values.destinations_met() > turn.past
+                    {
+                        writer.turn(self.job, turn, worker, scratch)?;
+                    }
                 }
             }
             self.progress.advance(
@@ -166,16 +178,17 @@ impl Run<'_> {
         if self.stop.load(Ordering::Relaxed) {
             return Err(Failure::Stopped);
         }
+        let turned = writer.turned_at();
         let metrics = writer
             .finish_output()
-            .map_err(writing("ending a worker's output"))?
-            .1;
+            .map_err(writing("ending a worker's output"))?;
         let timing = WorkerTimings {
             worker,
             seconds: started.elapsed().as_secs_f64(),
             ids_seconds: metrics.ids_time.as_secs_f64(),
             scatter_seconds: metrics.scatter_time.as_secs_f64(),
             output_seconds: (metrics.encode_time + metrics.sink_time).as_secs_f64(),
+            sorted_runs_from_row: turned,
         };
         if let Ok(mut timings) = self.timings.lock() {
             timings.push(timing);
@@ -206,6 +219,92 @@ impl Run<'_> {
             self.stop.store(true, Ordering::Relaxed);
         }
         result
+    }
+}
+
+/// A worker's writer: buffering its destinations into the output, or, once it has turned
+/// (partitioning by value, past the destinations its buffers are planned for), spilling
+/// sorted runs merged into the same output at the end.
+enum Phase<O: BatchSink> {
+    Buffered(Box<PartitionedWriter<O>>),
+    Runs {
+        writer: Box<PartitionedWriter<SortedRuns<O>>>,
+        /// What the buffering writer did before the turn.
+        before: WriterMetrics,
+    },
+    /// Between the two, and after a failed turn.
+    Turning,
+}
+
+impl<O: BatchSink> Phase<O> {
+    fn append(&mut self, batch: &arrow_array::RecordBatch) -> partout_exchange::Result<()> {
+        match self {
+            Self::Buffered(writer) => writer.append(batch),
+            Self::Runs { writer, .. } => writer.append(batch),
+            Self::Turning => Err(partout_exchange::WriterError::Failed),
+        }
+    }
+
+    fn append_with_ids(
+        &mut self,
+        batch: &arrow_array::RecordBatch,
+        ids: &[u32],
+    ) -> partout_exchange::Result<()> {
+        match self {
+            Self::Buffered(writer) => writer.append_with_ids(batch, ids),
+            Self::Runs { writer, .. } => writer.append_with_ids(batch, ids),
+            Self::Turning => Err(partout_exchange::WriterError::Failed),
+        }
+    }
+
+    /// Turns a buffering writer to sorted runs: its buffered rows handed to the output, the
+    /// output wrapped in sorted runs spilled in `scratch`, a writer of `turn`'s options over
+    /// them. Once turned, nothing more.
+    fn turn(&mut self, job: &Job, turn: &Turn, worker: usize, scratch: &Path) -> Result<()> {
+        if !matches!(self, Self::Buffered(_)) {
+            return Ok(());
+        }
+        let Self::Buffered(writer) = std::mem::replace(self, Self::Turning) else {
+            unreachable!("matched above");
+        };
+        let failed = || writing("turning a worker to sorted runs");
+        let (output, before) = (*writer).into_output().map_err(failed())?;
+        let n = job.destinations as usize;
+        let name = format!("w{worker}");
+        let runs = SortedRuns::new(output, job.out_schema.clone(), n, scratch, &name, turn.runs);
+        let options = turn.writer.clone().with_seed(worker as u64);
+        let writer = PartitionedWriter::with_given_ids(
+            job.out_schema.clone(),
+            job.destinations,
+            options,
+            runs,
+        )
+        .map_err(failed())?;
+        *self = Self::Runs {
+            writer: Box::new(writer),
+            before,
+        };
+        Ok(())
+    }
+
+    /// The rows taken before the writer turned to sorted runs, once it has.
+    fn turned_at(&self) -> Option<u64> {
+        match self {
+            Self::Runs { before, .. } => Some(before.rows_in),
+            _ => None,
+        }
+    }
+
+    /// Ends the output; what the writers did.
+    fn finish_output(self) -> partout_exchange::Result<WriterMetrics> {
+        match self {
+            Self::Buffered(writer) => Ok(writer.finish_output()?.1),
+            Self::Runs { writer, mut before } => {
+                before.add(&writer.finish_output()?.1);
+                Ok(before)
+            }
+            Self::Turning => Err(partout_exchange::WriterError::Failed),
+        }
     }
 }
 

@@ -63,7 +63,8 @@ impl Buffered {
         room: usize,
     ) -> Result<()> {
         shared.note_held(self.buffers.held_bytes() + held_elsewhere);
-        let n = self.buffers.num_destinations();
+        // No destination from `n` on has ever held rows.
+        let n = self.buffers.destinations_in_use();
         // Every destination holding rows is met before any target is drawn: the first batch
         // of a hash partitioning meets them all, and all draw the same share.
         for p in 0..n {
@@ -83,7 +84,7 @@ impl Buffered {
             let (largest, bytes) = (0..n)
                 .map(|p| (p, self.buffers.bytes(p)))
                 .max_by_key(|&(_, bytes)| bytes)
-                .expect("at least one destination");
+                .unwrap_or((0, 0));
             if bytes == 0 {
                 // Nothing buffered: what is held is empty capacity. Let it go.
                 for p in 0..n {
@@ -99,7 +100,7 @@ impl Buffered {
 
     /// Flushes every destination holding rows and gives its buffers up.
     pub(super) fn flush_rest<O: BatchSink>(&mut self, shared: &mut Shared<O>) -> Result<()> {
-        for p in 0..self.buffers.num_destinations() {
+        for p in 0..self.buffers.destinations_in_use() {
             if self.buffers.rows(p) > 0 {
                 self.flush(shared, p, true)?;
             }

@@ -39,7 +39,8 @@ impl Direct {
         ids: &[u32],
         shared: &mut Shared<O>,
     ) -> Result<()> {
-        let n = self.buffered.buffers.num_destinations() as u32;
+        // The destinations met so far: a plan over them alone.
+        let n = shared.in_use;
         let plan = &mut self.plan;
         self.buffered.append_timed(shared, |buffers| {
             plan.build(ids, n)?;

@@ -302,6 +302,7 @@ mod tests {
                 ..WriterMetrics::default()
             },
             targets: Targets::new(n as usize, &options),
+            in_use: n,
             failed: false,
         };
         let id = |v: i64| ((v * 7 + v / 3) % i64::from(n)) as u32;

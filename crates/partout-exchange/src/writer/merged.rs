@@ -76,7 +76,8 @@ impl Merged {
         if self.pending.len() == self.len {
             self.pending.push(Pending::default());
         }
-        let n = self.buffered.buffers.num_destinations() as u32;
+        // The destinations met so far: a plan over them alone.
+        let n = shared.in_use;
         let slot = &mut self.pending[self.len];
         // Bad ids refuse the batch here, before it is held.
         slot.plan.build(ids, n)?;

@@ -173,6 +173,9 @@ struct Shared<O> {
     capabilities: SinkCapabilities,
     metrics: WriterMetrics,
     targets: Targets,
+    /// One past the highest destination id seen: plans cover these destinations only, so
+    /// that the destinations of given ids not met yet cost an append nothing.
+    in_use: u32,
     /// A flush failed, or rows accepted earlier were lost: the writer takes no more input.
     failed: bool,
 }
@@ -417,6 +420,12 @@ impl<O: BatchSink> PartitionedWriter<O> {
                 ..WriterMetrics::default()
             },
             targets: Targets::new(n, &options),
+            // Given ids may come destination after destination (partitioning by value);
+            // the writer's own reach every destination from the first batch.
+            in_use: match ids {
+                Some(_) => num_partitions,
+                None => 0,
+            },
             failed: false,
         };
         Ok(Self {
@@ -509,12 +518,14 @@ impl<O: BatchSink> PartitionedWriter<O> {
                 batch.num_rows()
             ));
         }
-        if let Some(&id) = ids.iter().find(|&&id| id >= self.num_partitions) {
+        let highest = ids.iter().copied().max().unwrap_or(0);
+        if highest >= self.num_partitions {
             return invalid(format!(
-                "partition id {id} of {} partitions",
+                "partition id {highest} of {} partitions",
                 self.num_partitions
             ));
         }
+        self.shared.in_use = self.shared.in_use.max(highest + 1);
         self.id_buffer.clear();
         self.id_buffer.extend_from_slice(ids);
         self.append_by_ids(batch)
@@ -607,6 +618,21 @@ impl<O: BatchSink> PartitionedWriter<O> {
             }
         }
         Ok(())
+    }
+
+    /// Hands every row still buffered or held to the output without ending it, and returns
+    /// the output with the metrics: its caller may go on writing to the output another way
+    /// (through another writer, as a worker that turns to sorted runs does) and end it then.
+    ///
+    /// # Errors
+    /// The output's errors from the last flushes, and [`WriterError::Failed`] after an
+    /// earlier failure.
+    pub fn into_output(mut self) -> Result<(O, WriterMetrics)> {
+        if self.shared.failed {
+            return Err(WriterError::Failed);
+        }
+        self.buffering.finish(&mut self.shared)?;
+        Ok((self.shared.output, self.shared.metrics))
     }
 
     /// Flushes every destination, ends every destination's output (`BatchSink::finish`), and

@@ -82,7 +82,27 @@ fn rows_of<'a>(input: &Input<'a>, identity: &'a [u32], range: Range<usize>) -> R
     }
 }
 
-/// One destination's buffered rows: a buffer per column, and its totals.
+/// The destinations the plans of `inputs` cover: destination `p` of an input whose plan
+/// covers fewer receives none of its rows.
+fn planned(inputs: &[Input<'_>]) -> usize {
+    inputs
+        .iter()
+        .map(|input| input.offsets.len() - 1)
+        .max()
+        .unwrap_or(0)
+}
+
+/// The rows of `input` bound for destination `p`: none past the destinations its plan
+/// covers.
+fn range(input: &Input<'_>, p: usize) -> Range<usize> {
+    match input.offsets.get(p..p + 2) {
+        Some(&[start, end]) => start as usize..end as usize,
+        _ => 0..0,
+    }
+}
+
+/// One destination's buffered rows: a buffer per column (none until its first rows arrive,
+/// so that a destination never met costs only this struct), and its totals.
 #[derive(Debug, Default)]
 struct Destination {
     columns: Vec<ColumnBuffer>,
@@ -130,6 +150,9 @@ pub struct DestinationBuffers {
     destinations: Vec<Destination>,
     held: usize,
     buffered: usize,
+    /// One past the highest destination that has received rows: the destinations an append
+    /// or a flush need look at.
+    in_use: usize,
     /// Per batch of an append: one column's unpacked validity and boolean values.
     unpacked_nulls: Vec<Vec<u8>>,
     unpacked_bits: Vec<Vec<u8>>,
@@ -162,18 +185,14 @@ impl DestinationBuffers {
             .iter()
             .map(|f| Kind::of(f.data_type()))
             .collect();
-        let destinations = (0..destinations)
-            .map(|_| Destination {
-                columns: kinds.iter().map(|_| ColumnBuffer::default()).collect(),
-                ..Destination::default()
-            })
-            .collect();
+        let destinations = (0..destinations).map(|_| Destination::default()).collect();
         Ok(Self {
             schema,
             kinds,
             destinations,
             held: 0,
             buffered: 0,
+            in_use: 0,
             unpacked_nulls: Vec::new(),
             unpacked_bits: Vec::new(),
             identity: Vec::new(),
@@ -208,6 +227,13 @@ impl DestinationBuffers {
         self.destinations[p].bytes
     }
 
+    /// One past the highest destination that has received rows (destinations met in order,
+    /// as partitioning by value meets them, are `0..destinations_in_use()`): no destination
+    /// from it on holds rows.
+    pub fn destinations_in_use(&self) -> usize {
+        self.in_use
+    }
+
     /// Bytes buffered for all destinations.
     pub fn buffered_bytes(&self) -> usize {
         self.buffered
@@ -219,11 +245,14 @@ impl DestinationBuffers {
     }
 
     /// Appends the rows of `batch` to their destinations: destination `p` receives the rows
-    /// `plan.order()[plan.range(p)]`, after the rows it holds.
+    /// `plan.order()[plan.range(p)]`, after the rows it holds. The plan may cover the first
+    /// destinations only (those met so far, where ids come as destinations are met): the
+    /// work of an append is then the plan's destinations', not all.
     ///
     /// # Errors
-    /// [`PartoutError::InvalidArgument`] when the batch does not match the schema, the plan
-    /// (its row count) or the destination count; [`PartoutError::TooLarge`] when a
+    /// [`PartoutError::InvalidArgument`] when the batch does not match the schema or the plan
+    /// (its row count), or the plan covers more destinations than the buffers hold;
+    /// [`PartoutError::TooLarge`] when a
     /// destination's Utf8/Binary bytes would pass `i32::MAX`, or its view data `u32::MAX`, or
     /// when a list's child in the batch has more than `u32::MAX` values; [`PartoutError::Arrow`]
     /// when arrow refuses a moved dictionary or nested column. On error nothing is appended:
@@ -300,7 +329,7 @@ impl DestinationBuffers {
 
     fn check(&self, input: &Input<'_>) -> Result<()> {
         let offsets = input.offsets;
-        if offsets.len() != self.destinations.len() + 1 {
+        if offsets.is_empty() || offsets.len() > self.destinations.len() + 1 {
             return Err(PartoutError::InvalidArgument(format!(
                 "rows planned for {} destinations appended to buffers of {}",
                 offsets.len().saturating_sub(1),
@@ -359,11 +388,9 @@ impl DestinationBuffers {
                     }
                 })
                 .sum();
-            for (p, destination) in self.destinations.iter().enumerate() {
-                let receives = inputs
-                    .iter()
-                    .any(|input| input.offsets[p] != input.offsets[p + 1]);
-                let held = destination.columns[c].data_len();
+            for (p, destination) in self.destinations[..planned(inputs)].iter().enumerate() {
+                let receives = inputs.iter().any(|input| !range(input, p).is_empty());
+                let held = destination.columns.get(c).map_or(0, ColumnBuffer::data_len);
                 if receives && held + incoming > limit {
                     return Err(PartoutError::TooLarge(format!(
                         "destination {p}'s column {:?} would hold more than {limit} bytes; \
@@ -388,9 +415,21 @@ impl DestinationBuffers {
         }
         let identity = self.identity.as_slice();
         let rows_of = |input: &Input<'a>, range: Range<usize>| rows_of(input, identity, range);
-        let range_of =
-            |input: &Input<'_>, p: usize| input.offsets[p] as usize..input.offsets[p + 1] as usize;
-        let destinations = self.destinations.len();
+        let range_of = range;
+        // The destinations the inputs' plans cover (a plan may cover the first destinations
+        // only: those met so far).
+        let destinations = planned(inputs);
+        // A destination's column buffers from its first rows on.
+        let columns = self.kinds.len();
+        for (p, destination) in self.destinations[..destinations].iter_mut().enumerate() {
+            if destination.columns.len() < columns
+                && inputs.iter().any(|i| !range_of(i, p).is_empty())
+            {
+                destination
+                    .columns
+                    .resize_with(columns, ColumnBuffer::default);
+            }
+        }
         // Dictionary and nested columns first: moving their rows is the one step that can fail,
         // and nothing is appended until it has succeeded for every input and destination.
         let mut pieces = Vec::new();
@@ -501,9 +540,10 @@ impl DestinationBuffers {
                 }
             }
         }
-        for (p, destination) in self.destinations.iter_mut().enumerate() {
+        for (p, destination) in self.destinations[..destinations].iter_mut().enumerate() {
             let received: usize = inputs.iter().map(|input| range_of(input, p).len()).sum();
             if received > 0 {
+                self.in_use = self.in_use.max(p + 1);
                 let (bytes, held) = (destination.bytes, destination.held);
                 destination.rows += received;
                 destination.update();
@@ -527,6 +567,11 @@ impl DestinationBuffers {
     pub fn take(&mut self, p: usize) -> Result<RecordBatch> {
         let destination = &mut self.destinations[p];
         let rows = destination.rows;
+        if destination.columns.len() < self.kinds.len() {
+            // Never met (or released): no buffers to lend.
+            debug_assert_eq!(rows, 0);
+            return Ok(RecordBatch::new_empty(self.schema.clone()));
+        }
         let columns = self
             .schema
             .fields()
@@ -616,12 +661,18 @@ impl DestinationBuffers {
         self.held += destination.held;
     }
 
-    /// Releases destination `p`'s empty buffers (and any lent ones), freeing their memory.
+    /// Releases destination `p`'s empty buffers (and any lent ones), freeing their memory; a
+    /// destination holding no rows then costs no more than one never met.
     ///
     /// # Panics
     /// If there is no destination `p`.
     pub fn release(&mut self, p: usize) {
         self.rebuffer(p, ColumnBuffer::release);
+        let destination = &mut self.destinations[p];
+        if destination.rows == 0 {
+            debug_assert_eq!(destination.held, 0);
+            destination.columns = Vec::new();
+        }
     }
 }
 

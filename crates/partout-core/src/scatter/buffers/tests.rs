@@ -276,3 +276,81 @@ fn every_layout_appends_and_takes() {
         buffers.recycle(p, out);
     }
 }
+
+/// A destination costs its column buffers only once met: of 1,000 destinations, the one that
+/// receives rows has them; one released after its rows were taken costs what one never met
+/// does, and takes rows again; one never met takes out empty, of the schema.
+#[test]
+fn destinations_have_column_buffers_only_once_met() {
+    let batch = mixed_rows();
+    let mut plan = ScatterPlan::new();
+    plan.build(&vec![7u32; batch.num_rows()], 1000).unwrap();
+    let mut buffers = DestinationBuffers::try_new(batch.schema(), 1000).unwrap();
+    let met = |buffers: &DestinationBuffers| {
+        buffers
+            .destinations
+            .iter()
+            .enumerate()
+            .filter(|(_, d)| !d.columns.is_empty())
+            .map(|(p, _)| p)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(met(&buffers), Vec::<usize>::new());
+    buffers.append(&batch, &plan).unwrap();
+    assert_eq!(met(&buffers), [7]);
+    let out = buffers.take(7).unwrap();
+    assert_eq!(out, batch);
+    buffers.renew(7);
+    buffers.release(7);
+    assert_eq!(met(&buffers), Vec::<usize>::new());
+    assert_eq!(buffers.held_bytes(), 0);
+    buffers.append(&batch, &plan).unwrap();
+    assert_eq!(buffers.take(7).unwrap(), batch);
+    let never = buffers.take(8).unwrap();
+    assert_eq!(never.num_rows(), 0);
+    assert_eq!(never.schema(), batch.schema());
+    assert_eq!(
+        met(&buffers),
+        [7],
+        "taking from one never met gives it no buffers"
+    );
+    assert_eq!(buffers.destinations_in_use(), 8);
+}
+
+/// Plans may cover the first destinations only (those met so far): merged with a plan over
+/// all of them, each destination takes exactly its rows, in order, as arrow's take gives
+/// them; a plan over more destinations than the buffers hold is refused.
+#[test]
+fn plans_over_the_first_destinations_append_their_rows_only() {
+    let batch = mixed_rows();
+    let n = batch.num_rows() as u32;
+    let (few, all): (Vec<u32>, Vec<u32>) = (
+        (0..n).map(|i| i % 3).collect(),
+        (0..n).map(|i| i % 5 * 100).collect(),
+    );
+    let (mut over_few, mut over_all) = (ScatterPlan::new(), ScatterPlan::new());
+    over_few.build(&few, 3).unwrap();
+    over_all.build(&all, 512).unwrap();
+    let mut buffers = DestinationBuffers::try_new(batch.schema(), 512).unwrap();
+    buffers
+        .append_many(&[
+            (&batch, &over_few),
+            (&batch, &over_all),
+            (&batch, &over_few),
+        ])
+        .unwrap();
+    assert_eq!(buffers.destinations_in_use(), 401);
+    for p in 0..512u32 {
+        let mut rows: Vec<u32> = (0..n).filter(|&r| p < 3 && few[r as usize] == p).collect();
+        rows.extend((0..n).filter(|&r| all[r as usize] == p));
+        rows.extend((0..n).filter(|&r| p < 3 && few[r as usize] == p));
+        let want = arrow_select::take::take_record_batch(&batch, &UInt32Array::from(rows)).unwrap();
+        assert_eq!(buffers.take(p as usize).unwrap(), want, "destination {p}");
+    }
+    let mut beyond = ScatterPlan::new();
+    beyond.build(&few, 513).unwrap();
+    let small = DestinationBuffers::try_new(batch.schema(), 512)
+        .unwrap()
+        .append(&batch, &beyond);
+    assert!(small.is_err());
+}
