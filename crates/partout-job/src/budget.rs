@@ -208,49 +208,41 @@ impl BudgetExt for Budget {
         writer_bytes: u64,
         discovered: bool,
     ) -> Option<Self> {
-        let n = u64::from(partitions.max(1));
-        direct_plan(memory_limit, n, workers, writer_bytes, discovered)
-    }
-}
-
-/// [`BudgetExt::direct`] for `allowed` destinations.
-fn direct_plan(
-    memory_limit: u64,
-    allowed: u64,
-    workers: usize,
-    writer_bytes: u64,
-    discovered: bool,
-) -> Option<Budget> {
-    let threads = workers.max(1) as u64;
-    // The workers' bookkeeping, and what the files cost once written (as staged).
-    let fixed = workers_fixed(allowed, allowed, threads, false)
-        .max(allowed * (PARQUET_DESTINATION_BYTES + threads * PARQUET_WORKER_DESTINATION_BYTES));
-    let share = memory_limit.checked_sub(fixed)? * 3 / 5;
-    let all = allowed.saturating_mul(writer_bytes);
-    let (writers, least_flush) = match discovered {
-        false if all.saturating_mul(DIRECT_WRITERS_SHARE.1) > share * DIRECT_WRITERS_SHARE.0 => {
+        let allowed = u64::from(partitions.max(1));
+        let threads = workers.max(1) as u64;
+        // The workers' bookkeeping, and what the files cost once written (as staged).
+        let fixed = workers_fixed(allowed, allowed, threads, false).max(
+            allowed * (PARQUET_DESTINATION_BYTES + threads * PARQUET_WORKER_DESTINATION_BYTES),
+        );
+        let share = memory_limit.checked_sub(fixed)? * 3 / 5;
+        let all = allowed.saturating_mul(writer_bytes);
+        let (writers, least_flush) = match discovered {
+            false
+                if all.saturating_mul(DIRECT_WRITERS_SHARE.1) > share * DIRECT_WRITERS_SHARE.0 =>
+            {
+                return None;
+            }
+            false => (all, DIRECT_MIN_FLUSH_BYTES),
+            true => (all.min(share / 3), 2 * STAGED_SORTED_RUNS_BELOW),
+        };
+        if writers < writer_bytes.min(all).saturating_mul(2) {
             return None;
         }
-        false => (all, DIRECT_MIN_FLUSH_BYTES),
-        true => (all.min(share / 3), 2 * STAGED_SORTED_RUNS_BELOW),
-    };
-    if writers < writer_bytes.min(all).saturating_mul(2) {
-        return None;
+        let per_worker = (share - writers) / threads;
+        if per_worker / (2 * allowed) < least_flush {
+            return None;
+        }
+        Some(Budget {
+            fixed,
+            // Destinations met past the writers are staged, and written once the writers are
+            // closed.
+            row_groups: share,
+            per_worker,
+            sorted_runs: false,
+            direct_writers: writers,
+            buffered_destinations: 0,
+        })
     }
-    let per_worker = (share - writers) / threads;
-    if per_worker / (2 * allowed) < least_flush {
-        return None;
-    }
-    Some(Budget {
-        fixed,
-        // Destinations met past the writers are staged, and written once the writers are
-        // closed.
-        row_groups: share,
-        per_worker,
-        sorted_runs: false,
-        direct_writers: writers,
-        buffered_destinations: 0,
-    })
 }
 
 /// Whether buffering `n` destinations under `budget` gives each the share that makes it pay
