@@ -135,19 +135,24 @@ pub trait BudgetExt: Sized {
     /// buffers alone. `None` when the writers would take more than two thirds of it, or
     /// leave each destination under 64 KiB of a worker's buffers: then rows are staged.
     ///
-    /// With `discovered` destinations (partitioning by value: `partitions` is how many may
+    /// With [`Discovered`] destinations (partitioning by value: `partitions` is how many may
     /// be met, not how many will), the writers take at most a third of it, as many as fit,
-    /// for the first destinations met; those met past them are staged. `None` when that
-    /// leaves each possible destination under 16 KiB of a worker's buffers, or room for
-    /// fewer than two writers: then [`try_discovered`](Self::try_discovered)'s staged
-    /// budget gives more values a useful share (lineitem by `l_shipdate`, 2,526 values, Intel
-    /// Xeon: written as flushed at 10 KiB a value 8.6 s, staged at 15 KiB 6.2 s).
+    /// for the first destinations met; those met past them are staged. Where that would
+    /// leave each possible destination under 16 KiB of a worker's buffers, destinations are
+    /// charged as met, as [`try_discovered`](Self::try_discovered) charges them: the workers
+    /// buffer as many past the writers as keep 16 KiB each
+    /// ([`buffered_destinations`](Budget::buffered_destinations)) and turn to sorted runs past
+    /// them, but only when every destination of the input's first rows
+    /// ([`Discovered::sampled`]) gets a writer. `None` otherwise, or with room for fewer than
+    /// two writers: then [`try_discovered`](Self::try_discovered)'s staged budget gives more
+    /// values a useful share (lineitem by `l_shipdate`, 2,526 values, Intel Xeon: written as
+    /// flushed at 10 KiB a value 8.6 s, staged at 15 KiB 6.2 s).
     fn direct(
         memory_limit: u64,
         partitions: u32,
         workers: usize,
         writer_bytes: u64,
-        discovered: bool,
+        discovered: Option<Discovered>,
     ) -> Option<Self>;
 }
 
@@ -206,43 +211,81 @@ impl BudgetExt for Budget {
         partitions: u32,
         workers: usize,
         writer_bytes: u64,
-        discovered: bool,
+        discovered: Option<Discovered>,
     ) -> Option<Self> {
         let allowed = u64::from(partitions.max(1));
-        let threads = workers.max(1) as u64;
-        // The workers' bookkeeping, and what the files cost once written (as staged).
-        let fixed = workers_fixed(allowed, allowed, threads, false).max(
-            allowed * (PARQUET_DESTINATION_BYTES + threads * PARQUET_WORKER_DESTINATION_BYTES),
-        );
-        let share = memory_limit.checked_sub(fixed)? * 3 / 5;
-        let all = allowed.saturating_mul(writer_bytes);
-        let (writers, least_flush) = match discovered {
-            false
-                if all.saturating_mul(DIRECT_WRITERS_SHARE.1) > share * DIRECT_WRITERS_SHARE.0 =>
-            {
-                return None;
-            }
-            false => (all, DIRECT_MIN_FLUSH_BYTES),
-            true => (all.min(share / 3), 2 * STAGED_SORTED_RUNS_BELOW),
+        let plan = |buffered: u64| {
+            direct_plan(
+                memory_limit,
+                allowed,
+                buffered,
+                workers,
+                writer_bytes,
+                discovered.is_some(),
+            )
         };
-        if writers < writer_bytes.min(all).saturating_mul(2) {
-            return None;
+        if let Some(every) = plan(allowed) {
+            return Some(every);
         }
-        let per_worker = (share - writers) / threads;
-        if per_worker / (2 * allowed) < least_flush {
-            return None;
-        }
-        Some(Budget {
-            fixed,
-            // Destinations met past the writers are staged, and written once the writers are
-            // closed.
-            row_groups: share,
-            per_worker,
-            sorted_runs: false,
-            direct_writers: writers,
-            buffered_destinations: 0,
-        })
+        // Charged as met: the first destinations met buffered, sorted runs past them.
+        let sampled = discovered?.sampled;
+        let met = most_met(allowed, plan)?;
+        plan(met)
+            .filter(|b| sampled.saturating_mul(writer_bytes) <= b.direct_writers)
+            .map(|b| Budget {
+                buffered_destinations: met,
+                ..b
+            })
     }
+}
+
+/// Partitioning by value, what the input's first rows tell [`BudgetExt::direct`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Discovered {
+    /// Destinations met in the input's first rows.
+    pub sampled: u64,
+}
+
+/// [`BudgetExt::direct`] for `allowed` destinations of which the first `buffered` met are
+/// buffered (charged as met), `discovered` or not.
+fn direct_plan(
+    memory_limit: u64,
+    allowed: u64,
+    buffered: u64,
+    workers: usize,
+    writer_bytes: u64,
+    discovered: bool,
+) -> Option<Budget> {
+    let threads = workers.max(1) as u64;
+    // The workers' bookkeeping, and what the files cost once written (as staged).
+    let fixed = workers_fixed(allowed, buffered, threads, false)
+        .max(allowed * (PARQUET_DESTINATION_BYTES + threads * PARQUET_WORKER_DESTINATION_BYTES));
+    let share = memory_limit.checked_sub(fixed)? * 3 / 5;
+    let all = allowed.saturating_mul(writer_bytes);
+    let (writers, least_flush) = match discovered {
+        false if all.saturating_mul(DIRECT_WRITERS_SHARE.1) > share * DIRECT_WRITERS_SHARE.0 => {
+            return None;
+        }
+        false => (all, DIRECT_MIN_FLUSH_BYTES),
+        true => (all.min(share / 3), 2 * STAGED_SORTED_RUNS_BELOW),
+    };
+    if writers < writer_bytes.min(all).saturating_mul(2) {
+        return None;
+    }
+    let per_worker = (share - writers) / threads;
+    if per_worker / (2 * buffered) < least_flush {
+        return None;
+    }
+    Some(Budget {
+        fixed,
+        // Destinations met past the writers are staged, and written once the writers are
+        // closed.
+        row_groups: share,
+        per_worker,
+        sorted_runs: false,
+        direct_writers: writers,
+        buffered_destinations: 0,
+    })
 }
 
 /// Whether buffering `n` destinations under `budget` gives each the share that makes it pay
@@ -405,7 +448,7 @@ mod tests {
         // lineitem's 16 columns: about 2.25 MiB a writer.
         let writer = (256 << 10) + 16 * (128 << 10);
         for (n, limit) in [(16u32, 256u64 << 20), (32, 256 << 20), (4, 64 << 20)] {
-            let budget = Budget::direct(limit, n, 2, writer, false).unwrap();
+            let budget = Budget::direct(limit, n, 2, writer, None).unwrap();
             let running = budget.fixed + budget.direct_writers + 2 * budget.per_worker;
             assert!(running <= limit, "{budget:?} over {limit}");
             assert!(budget.fixed + budget.row_groups <= limit, "{budget:?}");
@@ -414,13 +457,13 @@ mod tests {
             assert!(budget.per_worker / (2 * u64::from(n)) >= DIRECT_MIN_FLUSH_BYTES);
         }
         // Too many writers for the limit: staged.
-        assert!(Budget::direct(256 << 20, 64, 2, writer, false).is_none());
-        assert!(Budget::direct(64 << 20, 16, 2, writer, false).is_none());
-        assert!(Budget::direct(1 << 20, 1, 2, writer, false).is_none());
+        assert!(Budget::direct(256 << 20, 64, 2, writer, None).is_none());
+        assert!(Budget::direct(64 << 20, 16, 2, writer, None).is_none());
+        assert!(Budget::direct(1 << 20, 1, 2, writer, None).is_none());
         // Writers that fit but would leave the workers flushes of a few rows: staged.
-        assert!(Budget::direct(256 << 20, 1000, 2, 1, false).is_none());
+        assert!(Budget::direct(256 << 20, 1000, 2, 1, None).is_none());
         // Writers that cannot be planned (a schema Parquet cannot carry): staged, no overflow.
-        for discovered in [false, true] {
+        for discovered in [None, Some(Discovered { sampled: 1 })] {
             assert!(Budget::direct(256 << 20, 4, 2, u64::MAX, discovered).is_none());
         }
     }
@@ -428,8 +471,9 @@ mod tests {
     #[test]
     fn values_met_first_get_writers_within_a_third_and_the_rest_are_staged() {
         let writer = (256 << 10) + 16 * (128 << 10);
+        let sampled = |sampled| Some(Discovered { sampled });
         // 1,000 values allowed (the default) in 256 MiB: writers for about twenty.
-        let budget = Budget::direct(256 << 20, 1000, 2, writer, true).unwrap();
+        let budget = Budget::direct(256 << 20, 1000, 2, writer, sampled(4)).unwrap();
         let running = budget.fixed + budget.direct_writers + 2 * budget.per_worker;
         assert!(running <= 256 << 20, "{budget:?}");
         let writers = budget.direct_writers / writer;
@@ -442,12 +486,58 @@ mod tests {
             "{budget:?}"
         );
         assert_eq!(budget.buffered_destinations, 0, "every value buffered");
+        // Every allowed value buffered: what the first rows hold does not matter.
+        assert_eq!(
+            Budget::direct(256 << 20, 1000, 2, writer, sampled(900)),
+            Some(budget)
+        );
         // Four values allowed: a writer each.
-        let four = Budget::direct(256 << 20, 4, 2, writer, true).unwrap();
+        let four = Budget::direct(256 << 20, 4, 2, writer, sampled(4)).unwrap();
         assert_eq!(four.direct_writers, 4 * writer);
-        // 3,000 or 100,000 values allowed: too little buffer for each, staged.
-        assert!(Budget::direct(256 << 20, 3000, 2, writer, true).is_none());
-        assert!(Budget::direct(256 << 20, 100_000, 2, writer, true).is_none());
+        // 3,000 or 100,000 values allowed and more values in the first rows than writers:
+        // too little buffer for each, staged.
+        for allowed in [3000, 100_000] {
+            assert!(Budget::direct(256 << 20, allowed, 2, writer, sampled(300)).is_none());
+        }
+    }
+
+    #[test]
+    fn few_values_among_many_allowed_get_writers_and_are_charged_as_met() {
+        let writer = (256 << 10) + 16 * (128 << 10);
+        // 64 MiB with 20,000 allowed: writers for three.
+        for (limit, allowed, sampled) in [
+            (256u64 << 20, 3000u32, 4),
+            (256 << 20, 100_000, 4),
+            (64 << 20, 20_000, 2),
+        ] {
+            let discovered = Some(Discovered { sampled });
+            let budget = Budget::direct(limit, allowed, 2, writer, discovered)
+                .unwrap_or_else(|| panic!("{allowed} allowed in {limit}"));
+            // Writers for the values of the first rows.
+            assert!(budget.direct_writers >= sampled * writer, "{budget:?}");
+            let met = budget.buffered_destinations;
+            assert!(
+                (MIN_BUFFERED_DESTINATIONS..u64::from(allowed)).contains(&met),
+                "{budget:?}"
+            );
+            // The first values met get 16 KiB of a worker's buffers each; past them, sorted
+            // runs.
+            assert!(
+                budget.per_worker / (2 * met) >= 2 * STAGED_SORTED_RUNS_BELOW,
+                "{budget:?}"
+            );
+            assert!(!budget.sorted_runs, "{budget:?}");
+            assert!(budget.fixed >= 2 * u64::from(allowed) * UNMET_DESTINATION_BYTES);
+            let running = budget.fixed + budget.direct_writers + 2 * budget.per_worker;
+            assert!(running <= limit, "{budget:?} over {limit}");
+            assert!(budget.fixed + budget.row_groups <= limit, "{budget:?}");
+            // A first batch of more values than writers: staged, where more get buffers.
+            let writers = budget.direct_writers / writer;
+            let many = Some(Discovered {
+                sampled: writers + 1,
+            });
+            assert!(Budget::direct(limit, allowed, 2, writer, many).is_none());
+        }
     }
 
     #[test]

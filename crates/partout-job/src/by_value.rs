@@ -7,6 +7,7 @@
 use crate::error::{JobError, Result, writing};
 use crate::options::JobOptions;
 use crate::partitioning::partitioning;
+use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
 use partout_core::PartoutError;
 use partout_core::ids::{PartitionIds, Partitioning, ValueIds, ValueTable};
@@ -123,6 +124,30 @@ impl ByValue {
             None => frames.schema.clone(),
         };
         Ok((by_value, out_schema))
+    }
+}
+
+impl ByValue {
+    /// Destinations met in `batches` (the input's first rows, of `schema`): every bucket of
+    /// each distinct value, counted in a table of their own (the run's is left empty).
+    /// As many as allowed when they hold more values than that, or cannot be read.
+    pub(crate) fn sampled(&self, schema: &arrow_schema::Schema, batches: &[RecordBatch]) -> u64 {
+        let allowed = u64::from(self.table.limit()) * u64::from(self.buckets);
+        let Ok(table) = ValueTable::try_new(self.table.key_types().to_vec(), self.table.limit())
+        else {
+            return allowed;
+        };
+        let table = Arc::new(table);
+        let Ok(mut values) = ValueIds::try_new(table.clone(), self.columns.clone(), schema) else {
+            return allowed;
+        };
+        let mut ids = Vec::new();
+        for batch in batches {
+            if values.compute(batch, &mut ids).is_err() {
+                return allowed;
+            }
+        }
+        table.len() as u64 * u64::from(self.buckets)
     }
 }
 

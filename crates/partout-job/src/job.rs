@@ -14,7 +14,7 @@
 //! written into the location's stage, committed at the end: a failed, cancelled or
 //! interrupted run leaves no output.
 
-use crate::budget::BudgetExt;
+use crate::budget::{BudgetExt, Discovered};
 use crate::by_value::{self, ByValue};
 use crate::error::{JobError, Result, io, writing};
 use crate::manifest::{self, Written};
@@ -107,6 +107,9 @@ impl Job {
     /// format, compression and layout together, the memory limit, the input files (found,
     /// readable, of one schema, cut into frames), the key columns (present, of types the
     /// scheme can hash), and for range partitioning the split points, sampled now.
+    /// Partitioning by value into Parquet files, the values of the input's first rows are
+    /// counted too (its first 64Ki rows, read again by the run): when their files' writers
+    /// fit, the files are written as flushed whatever `max_partitions` allows.
     ///
     /// # Errors
     /// [`JobError::InvalidOption`] naming what cannot work; [`JobError::OutputNotEmpty`];
@@ -177,7 +180,7 @@ impl Job {
 
         // Frames: about sixteen per worker, of 64K rows at least: the workers' last frames
         // end within a small frame of each other, and frames do not shrink to nothing.
-        let (frames, stream) = match stream {
+        let (frames, mut stream) = match stream {
             None => {
                 let files = inputs_outside(discover(&options.inputs)?, &options.output)?;
                 let frames = plan_frames_by(&files, |rows| {
@@ -204,7 +207,7 @@ impl Job {
                     schema: reader.schema(),
                     frames: Vec::new(),
                 };
-                (frames, Some(StreamInput(Mutex::new(reader))))
+                (frames, Some(StreamInput::new(reader)))
             }
         };
         // The key columns and the output format checked before anything is written.
@@ -225,14 +228,19 @@ impl Job {
         };
         // Parquet files whose writers fit beside the workers' buffers (partitioning by value:
         // those of the first values met): each file written as it is flushed, not staged.
+        // High limits of values are charged as met: what the first rows hold tells whether
+        // their values' writers fit.
         let direct = match spec.format() {
             partout_format::Format::Parquet if spec.is_staged(by_value.is_some()) => {
+                let discovered = by_value.as_ref().map(|by_value| Discovered {
+                    sampled: by_value.sampled(&frames.schema, &first_rows(&frames, &mut stream)),
+                });
                 Budget::direct(
                     options.memory_limit - table_bytes,
                     destinations,
                     threads,
                     partout_io::DirectParquet::writer_bytes(&out_schema),
-                    by_value.is_some(),
+                    discovered,
                 )
             }
             _ => None,
@@ -243,6 +251,7 @@ impl Job {
         // Once turned, a worker's buffers and what the destinations not met cost them are
         // gone: it holds batches within the share of a job that spills sorted runs from the
         // start.
+        // Parquet files written as flushed keep their writers open past the turn.
         let turn = match budget.buffered_destinations {
             0 => None,
             past => {
@@ -252,9 +261,13 @@ impl Job {
                     threads,
                     spec.is_staged(true),
                 )?;
+                let writers = budget.direct_writers / threads as u64;
                 let sorted = Budget {
                     sorted_runs: true,
-                    per_worker: sorted.per_worker.max(budget.per_worker),
+                    per_worker: sorted
+                        .per_worker
+                        .saturating_sub(writers)
+                        .max(budget.per_worker),
                     ..sorted
                 };
                 let (writer, runs) = writer_options(&sorted, stream.is_some());
@@ -448,6 +461,32 @@ impl Job {
 /// As [`Job::try_new`] and [`Job::run`].
 pub fn repartition(options: JobOptions) -> Result<Report> {
     Job::try_new(options)?.run(&())
+}
+
+/// Rows the job reads ahead to see what values the input holds (as many as the direct
+/// writers sample for their dictionaries): the first frame's, or the input stream's first
+/// batch, given back to the stream.
+const FIRST_ROWS: usize = 1 << 16;
+
+/// The input's first rows, for [`ByValue::sampled`]: up to [`FIRST_ROWS`] of the first
+/// frame, or the stream's first batch (read ahead and given back first). None when they
+/// cannot be read: the run says why.
+fn first_rows(frames: &Frames, stream: &mut Option<StreamInput>) -> Vec<arrow_array::RecordBatch> {
+    if let Some(stream) = stream {
+        return stream.peek().into_iter().collect();
+    }
+    let Some(Ok(reader)) = frames.frames.first().map(|f| f.read(&frames.schema)) else {
+        return Vec::new();
+    };
+    let mut rows = 0;
+    reader
+        .map_while(Result::ok)
+        .take_while(|batch| {
+            let more = rows < FIRST_ROWS;
+            rows += batch.num_rows();
+            more
+        })
+        .collect()
 }
 
 /// The input files but those under the output directory (an earlier run's output, when the

@@ -52,7 +52,7 @@ mod options;
 mod partitioning;
 mod worker;
 
-pub use budget::BudgetExt;
+pub use budget::{BudgetExt, Discovered};
 pub use error::{JobError, Result};
 pub use job::{Job, Progress, Report, repartition};
 pub use options::{

@@ -15,7 +15,13 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Instant;
 
 /// An input stream of batches, read by the workers in turn.
-pub(crate) struct StreamInput(pub(crate) Mutex<Box<dyn arrow_array::RecordBatchReader + Send>>);
+pub(crate) struct StreamInput(Mutex<Ahead>);
+
+/// A stream and the batch read ahead of the workers, if one was.
+struct Ahead {
+    batch: Option<Result<arrow_array::RecordBatch, arrow_schema::ArrowError>>,
+    rest: Box<dyn arrow_array::RecordBatchReader + Send>,
+}
 
 impl std::fmt::Debug for StreamInput {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -24,13 +30,30 @@ impl std::fmt::Debug for StreamInput {
 }
 
 impl StreamInput {
+    pub(crate) fn new(reader: Box<dyn arrow_array::RecordBatchReader + Send>) -> Self {
+        Self(Mutex::new(Ahead {
+            batch: None,
+            rest: reader,
+        }))
+    }
+
+    /// The stream's first batch, read ahead: [`next`](Self::next) still gives it first.
+    /// `None` at the stream's end or an error, which `next` gives.
+    pub(crate) fn peek(&mut self) -> Option<arrow_array::RecordBatch> {
+        let ahead = self.0.get_mut().unwrap_or_else(|e| e.into_inner());
+        if ahead.batch.is_none() {
+            ahead.batch = ahead.rest.next();
+        }
+        ahead.batch.as_ref()?.as_ref().ok().cloned()
+    }
+
     /// The stream's next batch, or `None` at its end.
     pub(crate) fn next(
         &self,
     ) -> Option<Result<arrow_array::RecordBatch, arrow_schema::ArrowError>> {
         // A worker that panicked while reading left the stream where it was.
-        let mut reader = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        reader.next()
+        let mut ahead = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        ahead.batch.take().or_else(|| ahead.rest.next())
     }
 }
 

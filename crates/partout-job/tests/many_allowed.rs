@@ -1,7 +1,8 @@
 //! Partitioning by value where far more values are allowed than are met: the values met are
-//! what is charged, so a high `--max-partitions` keeps rows buffered; workers turn to sorted runs only once more values are
-//! met than their buffers were planned for, and every row still lands once in its value's
-//! file, in Parquet and in Arrow IPC files.
+//! what is charged, so a high `--max-partitions` keeps rows buffered, and Parquet files of the
+//! values in the input's first rows are written as flushed; workers turn to sorted runs only
+//! once more values are met than their buffers were planned for, and every row still lands
+//! once in its value's file, in Parquet and in Arrow IPC files.
 
 use arrow_array::{Array, ArrayRef, Int64Array, RecordBatch, StringArray};
 use parquet::arrow::ArrowWriter;
@@ -10,8 +11,13 @@ use partout_job::{Format, JobOptions, Manifest, repartition};
 use std::path::Path;
 use std::sync::Arc;
 
-/// Rows `0..total` in batches of 20,000: `id`, `v = id % values` and a string of the id.
-fn input(path: &Path, values: i64, total: i64) {
+/// Spread over `values` values.
+fn spread(values: i64) -> impl Fn(i64) -> i64 {
+    move |i| i * 7919 % values
+}
+
+/// Rows `0..total` in batches of 20,000: `id`, `v = key(id)` and a string of the id.
+fn input(path: &Path, total: i64, key: &dyn Fn(i64) -> i64) {
     let batch = |start: i64| {
         let ids = start..start + 20_000;
         RecordBatch::try_from_iter([
@@ -21,9 +27,7 @@ fn input(path: &Path, values: i64, total: i64) {
             ),
             (
                 "v",
-                Arc::new(Int64Array::from_iter_values(
-                    ids.clone().map(|i| i * 7919 % values),
-                )),
+                Arc::new(Int64Array::from_iter_values(ids.clone().map(key))),
             ),
             (
                 "s",
@@ -58,8 +62,14 @@ fn read(out: &Path, name: &str, format: Format) -> Vec<RecordBatch> {
     }
 }
 
-/// Checks that every row of `0..total` is in its value's file once, intact.
-fn every_row_once(out: &Path, manifest: &Manifest, format: Format, values: i64, total: i64) {
+/// Checks that every row of `0..total` is in its value's file (`key`'s) once, intact.
+fn every_row_once(
+    out: &Path,
+    manifest: &Manifest,
+    format: Format,
+    (values, total): (i64, i64),
+    key: &dyn Fn(i64) -> i64,
+) {
     assert_eq!(manifest.destinations.len() as i64, values);
     let mut seen = vec![false; total as usize];
     for entry in &manifest.destinations {
@@ -84,7 +94,7 @@ fn every_row_once(out: &Path, manifest: &Manifest, format: Format, values: i64, 
                 .unwrap();
             for r in 0..batch.num_rows() {
                 let i = ids.value(r);
-                assert_eq!(i * 7919 % values, value, "row {i} in {name}");
+                assert_eq!(key(i), value, "row {i} in {name}");
                 assert_eq!(s.value(r), format!("s{i}"));
                 assert!(
                     !std::mem::replace(&mut seen[i as usize], true),
@@ -103,7 +113,7 @@ fn a_hundred_thousand_allowed_keep_four_values_buffered() {
     let dir = tempfile::tempdir().unwrap();
     let (values, total) = (4, 400_000);
     let path = dir.path().join("in.parquet");
-    input(&path, values, total);
+    input(&path, total, &spread(values));
     let out = dir.path().join("out");
     let report = repartition(
         JobOptions::new([&path], &out, 1)
@@ -116,6 +126,8 @@ fn a_hundred_thousand_allowed_keep_four_values_buffered() {
     let budget = manifest.memory_budget;
     assert!(!budget.sorted_runs, "{budget:?}");
     assert!(budget.buffered_destinations > 0, "{budget:?}");
+    // The first rows hold four values: their files are written as flushed.
+    assert!(budget.direct_writers > 0, "{budget:?}");
     assert!(
         manifest
             .workers
@@ -124,7 +136,13 @@ fn a_hundred_thousand_allowed_keep_four_values_buffered() {
         "{:?}",
         manifest.workers
     );
-    every_row_once(&out, manifest, Format::Parquet, values, total);
+    every_row_once(
+        &out,
+        manifest,
+        Format::Parquet,
+        (values, total),
+        &spread(values),
+    );
 }
 
 #[test]
@@ -132,7 +150,7 @@ fn workers_turn_to_sorted_runs_past_the_values_planned_and_every_row_lands_once(
     let dir = tempfile::tempdir().unwrap();
     let (values, total) = (3_000, 1_200_000);
     let path = dir.path().join("in.parquet");
-    input(&path, values, total);
+    input(&path, total, &spread(values));
     for format in [Format::Parquet, Format::Ipc] {
         let out = dir.path().join(format!("out-{format}"));
         let report = repartition(
@@ -147,6 +165,8 @@ fn workers_turn_to_sorted_runs_past_the_values_planned_and_every_row_lands_once(
         .unwrap();
         let manifest = &report.manifest;
         let planned = manifest.memory_budget.buffered_destinations;
+        // Every value is in the first rows: more than writers, so staged from the start.
+        assert_eq!(manifest.memory_budget.direct_writers, 0, "{format}");
         assert!(
             (64..values as u64).contains(&planned),
             "{format}: {:?}",
@@ -160,6 +180,44 @@ fn workers_turn_to_sorted_runs_past_the_values_planned_and_every_row_lands_once(
                 "{format}: {worker:?}"
             );
         }
-        every_row_once(&out, manifest, format, values, total);
+        every_row_once(&out, manifest, format, (values, total), &spread(values));
     }
+}
+
+#[test]
+fn files_written_as_flushed_for_the_first_values_turn_to_sorted_runs_when_many_follow() {
+    let dir = tempfile::tempdir().unwrap();
+    // Two values in the first 200,000 rows, then 3,000.
+    let (values, total) = (3_000, 1_200_000);
+    let key = |i: i64| match i < 200_000 {
+        true => i % 2,
+        false => spread(values)(i),
+    };
+    let path = dir.path().join("in.parquet");
+    input(&path, total, &key);
+    let out = dir.path().join("out");
+    let report = repartition(
+        JobOptions::new([&path], &out, 1)
+            .with_partition_by(["v"])
+            .with_max_partitions(20_000)
+            .with_threads(2)
+            .with_memory_limit(64 << 20),
+    )
+    .unwrap();
+    let manifest = &report.manifest;
+    let budget = manifest.memory_budget;
+    assert!(budget.direct_writers > 0, "{budget:?}");
+    assert!(
+        (64..values as u64).contains(&budget.buffered_destinations),
+        "{budget:?}"
+    );
+    // Each worker turned once more values were met than planned, after the first rows.
+    for worker in &manifest.workers {
+        let turned = worker.sorted_runs_from_row;
+        assert!(
+            turned.is_some_and(|rows| rows > 0 && rows < total as u64),
+            "{worker:?}"
+        );
+    }
+    every_row_once(&out, manifest, Format::Parquet, (values, total), &key);
 }

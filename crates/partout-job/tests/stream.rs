@@ -72,27 +72,36 @@ fn read_back(out: &Path) -> BTreeMap<i64, Vec<(i64, String)>> {
 
 #[test]
 fn a_stream_of_batches_is_partitioned_by_value_every_row_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let batches: Vec<_> = (0..40).map(|i| Ok(batch(i * 1000, 1000))).collect();
-    let schema = batch(0, 1).schema();
-    let out = dir.path().join("out");
-    let options = JobOptions::new(Vec::<std::path::PathBuf>::new(), &out, 1)
-        .with_partition_by(["k"])
-        .with_threads(2)
-        .with_memory_limit(16 << 20);
-    let job = Job::from_stream(options, stream(batches, schema)).unwrap();
-    assert_eq!(job.input_rows(), None);
-    let report = job.run(&()).unwrap();
-    assert_eq!(report.manifest.output_rows, 40_000);
-    let got = read_back(&out);
-    assert_eq!(got.len(), 5);
-    for (k, mut rows) in got {
-        rows.sort();
-        let expected: Vec<(i64, String)> = (0..40_000)
-            .filter(|i| i * 7 % 5 == k)
-            .map(|i| (i, format!("v{i}")))
-            .collect();
-        assert_eq!(rows, expected, "k={k}");
+    // The default values allowed, and ten thousand: the stream's first batch, read
+    // ahead to see its values, is still written once.
+    for (allowed, limit) in [(None, 16u64 << 20), (Some(10_000), 64 << 20)] {
+        let dir = tempfile::tempdir().unwrap();
+        let batches: Vec<_> = (0..40).map(|i| Ok(batch(i * 1000, 1000))).collect();
+        let schema = batch(0, 1).schema();
+        let out = dir.path().join("out");
+        let mut options = JobOptions::new(Vec::<std::path::PathBuf>::new(), &out, 1)
+            .with_partition_by(["k"])
+            .with_threads(2)
+            .with_memory_limit(limit);
+        if let Some(allowed) = allowed {
+            options = options.with_max_partitions(allowed);
+        }
+        let job = Job::from_stream(options, stream(batches, schema)).unwrap();
+        assert_eq!(job.input_rows(), None);
+        // Five values in the first batch: their files written as flushed.
+        assert!(job.budget().direct_writers > 0, "{:?}", job.budget());
+        let report = job.run(&()).unwrap();
+        assert_eq!(report.manifest.output_rows, 40_000);
+        let got = read_back(&out);
+        assert_eq!(got.len(), 5);
+        for (k, mut rows) in got {
+            rows.sort();
+            let expected: Vec<(i64, String)> = (0..40_000)
+                .filter(|i| i * 7 % 5 == k)
+                .map(|i| (i, format!("v{i}")))
+                .collect();
+            assert_eq!(rows, expected, "{allowed:?} allowed, k={k}");
+        }
     }
 }
 
@@ -105,17 +114,18 @@ fn a_stream_s_error_a_stray_schema_files_too_and_range_are_refused() {
             .with_partition_by(["k"])
             .with_threads(2)
     };
-    // The stream's own error ends the run, naming the stream; nothing is left.
-    let failing = vec![
-        Ok(batch(0, 10)),
-        Err(ArrowError::IpcError("the producer broke".into())),
-    ];
-    let err = Job::from_stream(options("a"), stream(failing, schema.clone()))
-        .unwrap()
-        .run(&())
-        .unwrap_err();
-    assert!(err.to_string().contains("the producer broke"), "{err}");
-    assert!(!dir.path().join("a").exists());
+    // The stream's own error ends the run, naming the stream; nothing is left. Also when
+    // the first batch fails (read ahead before the run).
+    for good in [1, 0] {
+        let mut failing: Vec<_> = (0..good).map(|_| Ok(batch(0, 10))).collect();
+        failing.push(Err(ArrowError::IpcError("the producer broke".into())));
+        let err = Job::from_stream(options("a"), stream(failing, schema.clone()))
+            .unwrap()
+            .run(&())
+            .unwrap_err();
+        assert!(err.to_string().contains("the producer broke"), "{err}");
+        assert!(!dir.path().join("a").exists());
+    }
     // A batch of another schema.
     let other =
         RecordBatch::try_from_iter([("k", Arc::new(Int64Array::from(vec![1])) as ArrayRef)])

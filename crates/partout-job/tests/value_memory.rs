@@ -1,6 +1,7 @@
 //! Memory of a job partitioning by value, measured by a counting allocator: 100,000 values of
 //! more rows than the limit holds within a 64 MiB limit, as are the same rows into one value
-//! where 10,000 or 300 are allowed within 24 MiB, and what each value costs whatever
+//! where 10,000 or 300 are allowed within 24 MiB, two values' files written as flushed while
+//! 5,000 more values come within 64 MiB, and what each value costs whatever
 //! its rows (a few rows into 100,000 values and into 1,000: the difference per value) within
 //! what the job sets aside for each. (One test: the allocator counts the whole process.)
 
@@ -12,7 +13,7 @@ static GLOBAL: counting::Counting = counting::Counting;
 
 use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray};
 use parquet::arrow::ArrowWriter;
-use partout_job::{Job, JobOptions};
+use partout_job::{Job, JobOptions, Manifest};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -23,16 +24,20 @@ const LARGE: i64 = 2_000_000;
 /// Rows of a small input: 4 per value at 100,000 values, less than the limit holds.
 const SMALL: i64 = 400_000;
 
-fn input(path: &Path, rows: i64, values: i64) {
+/// Rows spread over `values` values, but for the first `few_first`, in two.
+fn input(path: &Path, rows: i64, values: i64, few_first: i64) {
     let mut writer = None;
     for start in (0..rows).step_by(50_000) {
         let ids = start..start + 50_000;
         let batch = RecordBatch::try_from_iter([
             (
                 "k",
-                Arc::new(Int64Array::from_iter_values(
-                    ids.clone().map(|i| i * 7919 % values),
-                )) as ArrayRef,
+                Arc::new(Int64Array::from_iter_values(ids.clone().map(|i| {
+                    match i < few_first {
+                        true => i % 2,
+                        false => i * 7919 % values,
+                    }
+                }))) as ArrayRef,
             ),
             ("id", Arc::new(Int64Array::from_iter_values(ids.clone()))),
             (
@@ -55,13 +60,21 @@ fn input(path: &Path, rows: i64, values: i64) {
 /// The peak bytes of a job partitioning `rows` rows into `values` values above what was held
 /// before it, and what it set aside per value whatever the rows.
 fn peak(dir: &Path, rows: i64, values: i64) -> (i64, u64) {
-    peak_allowing(dir, rows, values, values as u32, 64 << 20)
+    let (peak, per_value, _) = peak_allowing(dir, rows, (values, 0), values as u32, 64 << 20);
+    (peak, per_value)
 }
 
-/// As [`peak`], with `allowed` values allowed, within `limit` bytes.
-fn peak_allowing(dir: &Path, rows: i64, values: i64, allowed: u32, limit: u64) -> (i64, u64) {
-    let path = dir.join(format!("in-{rows}-{values}.parquet"));
-    input(&path, rows, values);
+/// As [`peak`], with `allowed` values allowed, within `limit` bytes, the first `few_first`
+/// rows in two values; and the run's manifest.
+fn peak_allowing(
+    dir: &Path,
+    rows: i64,
+    (values, few_first): (i64, i64),
+    allowed: u32,
+    limit: u64,
+) -> (i64, u64, Manifest) {
+    let path = dir.join(format!("in-{rows}-{values}-{few_first}.parquet"));
+    input(&path, rows, values, few_first);
     let out = dir.join(format!("out-{rows}-{values}"));
     let options = JobOptions::new(vec![path], &out, 1)
         .with_partition_by(["k"])
@@ -74,7 +87,7 @@ fn peak_allowing(dir: &Path, rows: i64, values: i64, allowed: u32, limit: u64) -
     let report = job.run(&()).unwrap();
     let peak = counting::peak_since(base);
     assert_eq!(report.manifest.partitions, values as u32);
-    (peak, reserved / values as u64)
+    (peak, reserved / values as u64, report.manifest)
 }
 
 /// A scratch directory: in memory where the system has one (tmpfs), since 100,000 files on a
@@ -98,7 +111,7 @@ fn a_hundred_thousand_values_stay_within_64_mib_and_each_costs_what_is_set_aside
     // The same rows into one value where 10,000 are allowed, within 24 MiB: workers spill
     // sorted runs, and the value's file is written from 80 MB of staged rows, read a piece at
     // a time.
-    let (skewed, _) = peak_allowing(dir.path(), LARGE, 1, 10_000, 24 << 20);
+    let (skewed, ..) = peak_allowing(dir.path(), LARGE, (1, 0), 10_000, 24 << 20);
     println!("{LARGE} rows into one value of 10,000 allowed: peak {skewed} bytes");
     assert!(
         skewed <= 24 << 20,
@@ -109,9 +122,30 @@ fn a_hundred_thousand_values_stay_within_64_mib_and_each_costs_what_is_set_aside
     // each, not as one message of everything held.
     let held = dir.path().join("held");
     std::fs::create_dir(&held).unwrap();
-    let (one, _) = peak_allowing(&held, LARGE, 1, 300, 24 << 20);
+    let (one, ..) = peak_allowing(&held, LARGE, (1, 0), 300, 24 << 20);
     println!("{LARGE} rows into one value of 300 allowed: peak {one} bytes");
     assert!(one <= 24 << 20, "peak {one} bytes over the 24 MiB limit");
+    // Two values in the first rows, then 5,000, of 20,000 allowed, within 64 MiB: the two
+    // values' files written as flushed, the next values buffered and then sorted runs,
+    // writers open throughout.
+    let turned = dir.path().join("turned");
+    std::fs::create_dir(&turned).unwrap();
+    let (turning, _, manifest) = peak_allowing(&turned, LARGE, (5_000, 200_000), 20_000, 64 << 20);
+    let budget = manifest.memory_budget;
+    assert!(budget.direct_writers > 0, "{budget:?}");
+    assert!(
+        manifest
+            .workers
+            .iter()
+            .all(|w| w.sorted_runs_from_row.is_some()),
+        "{:?}",
+        manifest.workers
+    );
+    println!("{LARGE} rows, two values then 5,000 of 20,000 allowed: peak {turning} bytes");
+    assert!(
+        turning <= 64 << 20,
+        "peak {turning} bytes over the 64 MiB limit"
+    );
     drop(dir);
 
     let dir = scratch();
