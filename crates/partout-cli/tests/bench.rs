@@ -264,3 +264,47 @@ fn bench_presto_json_reports_pages_and_ipc() {
             .any(|o| o["format"] == "presto page" && o["variant"] == "crc32+lz4")
     );
 }
+
+/// The suites the tests above leave out run on small inputs and report each contender:
+/// partition ids, the writer against DataFusion's own hash, and the network exchange.
+#[test]
+fn the_ids_writer_and_exchange_suites_report_each_contender() {
+    let runs: [(&str, &[&str], &str); 3] = [
+        ("ids", &["--quick", "--partitions", "200"], "ours_ns"),
+        (
+            "writer",
+            &[
+                "--sf",
+                "0.01",
+                "--rounds",
+                "1",
+                "--hash",
+                "datafusion",
+                "--only",
+                "partout,datafusion",
+            ],
+            "seconds",
+        ),
+        ("exchange", &["--sf", "0.01", "--rounds", "1"], "seconds"),
+    ];
+    for (suite, options, figure) in runs {
+        let mut args = vec!["bench", suite, "--json"];
+        args.extend(options);
+        let lines = json_lines(partout(&args));
+        assert!(!lines.is_empty(), "{suite}: no result");
+        for object in &lines {
+            assert_eq!(object["suite"], suite, "{object}");
+            assert!(
+                object[figure].as_f64().is_some_and(|v| v > 0.0),
+                "{figure} in {object}"
+            );
+        }
+        if suite == "writer" {
+            let contenders: Vec<_> = lines.iter().map(|o| o["contender"].clone()).collect();
+            assert!(
+                contenders.contains(&"partout".into()) && contenders.len() >= 2,
+                "{contenders:?}"
+            );
+        }
+    }
+}
