@@ -125,9 +125,7 @@ impl ByValue {
         };
         Ok((by_value, out_schema))
     }
-}
 
-impl ByValue {
     /// Destinations met in `batches` (the input's first rows, of `schema`): every bucket of
     /// each distinct value, counted in a table of their own (the run's is left empty).
     /// As many as allowed when they hold more values than that, or cannot be read.
@@ -246,10 +244,10 @@ impl<'a> WorkerValues<'a> {
     /// `batch`'s columns written and every row's destination.
     pub(crate) fn ids(
         &mut self,
-        batch: &arrow_array::RecordBatch,
+        batch: &RecordBatch,
         options: &JobOptions,
         what: &dyn Fn() -> String,
-    ) -> Result<(arrow_array::RecordBatch, &[u32])> {
+    ) -> Result<(RecordBatch, &[u32])> {
         self.values
             .compute(batch, &mut self.ids)
             .map_err(|e| match e {
