@@ -654,6 +654,60 @@ fn many_destinations_of_flat_columns_flush_together_from_held_runs() {
     }
 }
 
+/// Held runs are laid out for the destinations met so far, not all there may be: batches
+/// whose ids reach further and further among 20,000 (a few values, then thousands, then
+/// the last destination), large and small, held together across flushes of every size, each
+/// row still lands where the reference partitioner puts it.
+#[test]
+fn held_runs_grow_with_the_destinations_met() {
+    let n = 20_000;
+    let types = [DataType::Int64, DataType::Utf8View];
+    let mut rng = rng(77);
+    let mut inputs = Vec::new();
+    for (k, (met, rows)) in [
+        (3, 8192),
+        (3, 100),
+        (40, 8192),
+        (2000, 5),
+        (2000, 9000),
+        (5000, 8192),
+        (n, 3),
+        (4, 8192),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let batch = random_batch(&types, rows, 0.2, k % 2 == 1, &mut rng);
+        let pattern = match met {
+            all if all == n => IdPattern::AllTo(n - 1),
+            _ => IdPattern::Uniform,
+        };
+        let ids = random_ids(rows, met, pattern, &mut rng);
+        inputs.push((with_ids(&batch, &ids), ids));
+    }
+    for memory_limit in [64 << 20, 256 << 10] {
+        let schema = inputs[0].0.schema();
+        let options = WriterOptions::default()
+            .with_target_bytes(1 << 10)
+            .with_memory_limit(memory_limit);
+        let mut writer = PartitionedWriter::try_new(
+            schema.clone(),
+            Partitioning::given(schema.fields().len() - 1, n),
+            options,
+            Encoding::ipc(Compression::None),
+            MemorySink::new(n as usize),
+        )
+        .unwrap();
+        for (batch, _) in &inputs {
+            writer.append(batch).unwrap();
+        }
+        let (sink, metrics) = writer.finish().unwrap();
+        let rows: usize = inputs.iter().map(|(b, _)| b.num_rows()).sum();
+        assert_eq!(metrics.rows_out, rows as u64);
+        check_outputs(&sink.into_outputs(), &inputs, n);
+    }
+}
+
 /// A batch whose view columns are compact is written the same whether the output checks them
 /// (`write_batch`) or takes the writer's word for it (`Flushed::Compact`).
 #[test]

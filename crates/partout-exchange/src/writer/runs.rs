@@ -10,6 +10,12 @@
 //!  held ≥ n × target (or the memory limit) ─► for each d: Runs { d, [(b0, d's rows), (b1, ...)] }
 //! ```
 //!
+//! Batches are laid out for the destinations met so far, not all there may be (the highest id
+//! seen, rounded up to a power of two): partitioning by value allows far more values than a
+//! dataset usually holds, and a layout for 100,000 destinations costs each held batch 400 KB
+//! of offsets, gathers 400,000 rows before one is laid out and walks every destination at each
+//! flush.
+//!
 //! Below that many destinations a batch gives each destination many rows, and moving them
 //! into its buffers while the batch is in cache costs less than holding the batch; from it, the
 //! per-destination work of every append (a few rows per destination and column) costs more.
@@ -46,7 +52,11 @@ pub(super) struct HeldRuns {
     memory_limit: usize,
     /// The most memory one held batch took.
     largest_batch: usize,
+    /// The destinations there may be, those batches are laid out for (the partitioner's), and
+    /// the highest id seen.
     destinations: usize,
+    laid_out: usize,
+    highest: usize,
     /// About the most bytes of rows one message holds ([`WriterOptions::target_bytes`]): a
     /// destination holding more of the held rows is written as several, so that encoding
     /// one never takes as much again as all the rows held.
@@ -61,7 +71,7 @@ impl HeldRuns {
         options: &WriterOptions,
     ) -> Result<Self> {
         Ok(Self {
-            partitioner: Partitioner::try_new(destinations as u32)?.with_compact_views(),
+            partitioner: Partitioner::try_new(1)?.with_compact_views(),
             held: Vec::new(),
             small: Vec::new(),
             small_ids: Vec::new(),
@@ -72,6 +82,8 @@ impl HeldRuns {
             memory_limit: options.memory_limit,
             largest_batch: 0,
             destinations,
+            laid_out: 1,
+            highest: 0,
             message_bytes: options.target_bytes.max(1),
         })
     }
@@ -90,20 +102,22 @@ impl HeldRuns {
         shared: &mut Shared<O>,
     ) -> Result<()> {
         let started = Instant::now();
-        let rows_wanted = ROWS_PER_DESTINATION * self.destinations;
+        // Checked now, so that a bad id refuses this batch, not a later one.
+        partout_core::plan::check_ids(ids, self.destinations as u32)?;
+        if ids.len() != batch.num_rows() {
+            return Err(partout_core::PartoutError::InvalidArgument(format!(
+                "{} partition ids for a batch of {} rows",
+                ids.len(),
+                batch.num_rows()
+            ))
+            .into());
+        }
+        let highest = ids.iter().copied().max().unwrap_or(0) as usize;
+        self.highest = self.highest.max(highest);
+        let rows_wanted = ROWS_PER_DESTINATION * self.layout();
         if self.small.is_empty() && batch.num_rows() >= rows_wanted {
             self.hold(batch, ids, shared)?;
         } else {
-            // Checked now, so that a bad id refuses this batch, not a later one.
-            partout_core::plan::check_ids(ids, self.destinations as u32)?;
-            if ids.len() != batch.num_rows() {
-                return Err(partout_core::PartoutError::InvalidArgument(format!(
-                    "{} partition ids for a batch of {} rows",
-                    ids.len(),
-                    batch.num_rows()
-                ))
-                .into());
-            }
             self.small.push(batch.clone());
             self.small_ids.extend_from_slice(ids);
             self.bytes += batch.get_array_memory_size();
@@ -128,12 +142,25 @@ impl HeldRuns {
         Ok(())
     }
 
+    /// The destinations a batch is laid out for: up to the highest id seen, rounded up to a
+    /// power of two, at most every destination.
+    fn layout(&self) -> usize {
+        (self.highest + 1)
+            .next_power_of_two()
+            .min(self.destinations)
+    }
+
     /// Lays `batch` out by `ids` and holds it.
     fn hold<O>(&mut self, batch: &RecordBatch, ids: &[u32], shared: &mut Shared<O>) -> Result<()> {
+        let layout = self.layout();
+        if layout > self.laid_out {
+            self.partitioner = Partitioner::try_new(layout as u32)?.with_compact_views();
+            self.laid_out = layout;
+        }
         let partitioned = self.partitioner.partition(batch, ids)?;
         let source = RunSource::new(partitioned.batch());
         // The batch's arrays and its destinations' offsets.
-        let bytes = partitioned.batch().get_array_memory_size() + 4 * (self.destinations + 1);
+        let bytes = partitioned.batch().get_array_memory_size() + 4 * (self.laid_out + 1);
         self.bytes += bytes;
         self.largest_batch = self.largest_batch.max(bytes);
         shared.metrics.bytes_in += source.bytes() as u64;
@@ -190,11 +217,13 @@ impl HeldRuns {
             return Ok(());
         }
         let mut runs = Vec::with_capacity(self.held.len());
-        for p in 0..self.destinations {
+        // Batches held before the layout grew have fewer destinations: none of them past.
+        for p in 0..self.laid_out {
             runs.clear();
             runs.extend(
                 self.held
                     .iter()
+                    .filter(|(batch, _)| p < batch.num_partitions())
                     .map(|(batch, source)| (source, batch.range(p)))
                     .filter(|(_, rows)| !rows.is_empty()),
             );
