@@ -17,12 +17,12 @@ const SORTED_DESTINATION_BYTES: u64 = 80;
 
 /// Bytes each destination allowed costs each worker that buffers rows before the destination
 /// is met: its place in the destination buffers (48: its column buffers come with its first
-/// rows), its flush target, its rows and bytes in the writer's metrics, its place in every
-/// plan and in each batch held laid out by destination (from 200 destinations, where the
-/// worker holds batches, each with its destinations' offsets). Measured with one value met
-/// of 1,000 to 20,000 allowed in 24 MiB (`tests/value_memory.rs`'s allocator): about 550
-/// bytes a value for both workers together; charged with room to spare.
-const UNMET_DESTINATION_BYTES: u64 = 512;
+/// rows), its flush target, its rows and bytes in the writer's metrics, and its share of the
+/// output's slots. Batches held laid out by destination carry offsets for the destinations
+/// met, not those allowed. Measured with one value met of 1,000 against 20,000 and 100,000
+/// allowed in 64 and 256 MiB (`tests/value_memory.rs`'s allocator): 204-365 bytes a value
+/// for both workers together; charged with room to spare.
+const UNMET_DESTINATION_BYTES: u64 = 256;
 
 /// Partitioning by value, the fewest destinations worth buffering before workers turn to
 /// sorted runs: below, they spill sorted runs from the start.

@@ -1,9 +1,10 @@
 //! Memory of a job partitioning by value, measured by a counting allocator: 100,000 values of
 //! more rows than the limit holds within a 64 MiB limit, as are the same rows into one value
 //! where 10,000 or 300 are allowed within 24 MiB, two values' files written as flushed while
-//! 5,000 more values come within 64 MiB, and what each value costs whatever
-//! its rows (a few rows into 100,000 values and into 1,000: the difference per value) within
-//! what the job sets aside for each. (One test: the allocator counts the whole process.)
+//! 5,000 more values come within 64 MiB, and what each value costs whatever its rows (a few
+//! rows into 100,000 values and into 1,000: the difference per value) within what the job
+//! sets aside for each, as is what a value allowed but never met costs. (One test: the
+//! allocator counts the whole process.)
 
 #[path = "../../partout-exchange/tests/counting/mod.rs"]
 mod counting;
@@ -160,4 +161,25 @@ fn a_hundred_thousand_values_stay_within_64_mib_and_each_costs_what_is_set_aside
         per_value <= charged as i64,
         "{per_value} bytes a value, {charged} set aside"
     );
+
+    // One value met, and 2,000, of 100,000 allowed against of a few more than met: what each
+    // value never met costs, within what the budget charges it.
+    for (met, few) in [(1, 1_000u32), (2_000, 3_000)] {
+        let [(few_peak, few_fixed), (many_peak, many_fixed)] = [few, 100_000].map(|allowed| {
+            let d = dir.path().join(format!("{met}-of-{allowed}"));
+            std::fs::create_dir(&d).unwrap();
+            let (peak, _, manifest) = peak_allowing(&d, SMALL, (met, 0), allowed, 256 << 20);
+            (peak, manifest.memory_budget.fixed)
+        });
+        let never = i64::from(100_000 - few);
+        let unmet = (many_peak - few_peak) / never;
+        let unmet_charged = (many_fixed - few_fixed) as i64 / never;
+        println!(
+            "{met} values met: a value never met costs {unmet} bytes, {unmet_charged} charged"
+        );
+        assert!(
+            unmet <= unmet_charged,
+            "{met} values met: a value never met costs {unmet} bytes, {unmet_charged} charged"
+        );
+    }
 }
