@@ -168,6 +168,22 @@ def test_sliced_empty_and_extreme_counts():
     assert all(t.num_rows > 0 for t in as_dict.values())
 
 
+def test_any_number_of_threads_lays_out_the_same_rows_in_input_order():
+    # One chunk of more rows than one thread lays out at once (2^18), and many small chunks:
+    # each destination's rows, in input order, whatever the threads.
+    rows = 600_000
+    one_chunk = pa.table({"k": pa.array(range(rows), pa.int64()),
+                          "s": pa.array([f"v{i % 1013}" for i in range(rows)])})
+    many_chunks = pa.Table.from_batches(one_chunk.slice(0, 20_000).to_batches(max_chunksize=333))
+    for table in [one_chunk, many_chunks]:
+        ids = partout.partition_ids(table, 7, by="s")
+        for threads in [1, 2, 3]:
+            parts = partout.partition(table, 7, by="s", threads=threads)
+            check_partitioned(table, parts, ids, 7)
+    with pytest.raises(partout.InvalidArgumentError, match="threads must be at least 1"):
+        partout.partition(one_chunk, 7, by="s", threads=0)
+
+
 def test_batches_and_generator_backed_readers_partition_as_their_table():
     table = every_type_table(500)
     expected = partout.partition_ids(table, 6, by="k").to_pylist()

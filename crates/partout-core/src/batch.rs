@@ -186,3 +186,54 @@ impl Partitioner {
         self.scratch.capacity() + self.plan.capacity()
     }
 }
+
+/// Lays out each of `batches` by its rows' ids, as [`Partitioner::partition`] does, on one
+/// thread per partitioner of `partitioners` (the first on the caller's): batch `i` goes to
+/// partitioner `i % partitioners.len()`, and the `i`-th result is batch `i`'s.
+///
+/// # Errors
+/// The first batch's error in batch order, as [`Partitioner::partition`] gives it;
+/// [`PartoutError::InvalidArgument`] when `partitioners` is empty.
+pub fn partition_each(
+    partitioners: &mut [Partitioner],
+    batches: &[(RecordBatch, Vec<u32>)],
+) -> Result<Vec<PartitionedBatch>> {
+    let threads = partitioners.len();
+    if threads == 0 {
+        return Err(PartoutError::InvalidArgument(
+            "no partitioner to lay batches out with".into(),
+        ));
+    }
+    let lay_out = |t: usize, partitioner: &mut Partitioner| {
+        batches
+            .iter()
+            .skip(t)
+            .step_by(threads)
+            .map(|(batch, ids)| partitioner.partition(batch, ids))
+            .collect::<Vec<_>>()
+    };
+    let mut each: Vec<Vec<Result<PartitionedBatch>>> = std::thread::scope(|scope| {
+        let (first, rest) = partitioners.split_first_mut().expect("checked not empty");
+        let handles: Vec<_> = rest
+            .iter_mut()
+            .enumerate()
+            .filter(|(t, _)| t + 1 < batches.len())
+            .map(|(t, partitioner)| scope.spawn(move || lay_out(t + 1, partitioner)))
+            .collect();
+        let mut each = vec![lay_out(0, first)];
+        for handle in handles {
+            // A panic in the scatter is a bug: raised on the caller's thread as it was.
+            each.push(
+                handle
+                    .join()
+                    .unwrap_or_else(|p| std::panic::resume_unwind(p)),
+            );
+        }
+        each
+    });
+    let mut results: Vec<std::vec::IntoIter<Result<PartitionedBatch>>> =
+        each.drain(..).map(Vec::into_iter).collect();
+    (0..batches.len())
+        .map(|i| results[i % threads].next().expect("one result a batch"))
+        .collect()
+}

@@ -22,7 +22,7 @@ pub mod ids;
 pub mod plan;
 pub mod scatter;
 
-pub use batch::{PartitionedBatch, Partitioner};
+pub use batch::{PartitionedBatch, Partitioner, partition_each};
 pub use error::{PartoutError, Result};
 pub use plan::ScatterPlan;
 pub use scatter::{

@@ -1,10 +1,12 @@
 //! Differential tests: `Partitioner` against `reference_partition` (one `take` per
-//! destination) for every type, null density, slicing, partition count and id pattern.
+//! destination) for every type, null density, slicing, partition count and id pattern; and
+//! `partition_each`, batches laid out on several threads, against the same reference batch by
+//! batch.
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::UInt32Type;
 use arrow_array::{Array, RecordBatch};
-use partout_core::{Partitioner, PartoutError};
+use partout_core::{Partitioner, PartoutError, partition_each};
 use partout_testkit::{
     IdPattern, assert_same_rows, every_type, random_batch, random_ids, random_sliced_array,
     reference_partition, rng,
@@ -234,4 +236,61 @@ proptest! {
         let ids = random_ids(rows, num_partitions, pattern, &mut rng);
         check(&batch, &ids, num_partitions, None);
     }
+
+    /// Batches laid out on one to four threads: each result is its own batch's, as the
+    /// reference partitions it, in batch order.
+    #[test]
+    fn batches_laid_out_on_several_threads_match_the_reference_in_order(
+        threads in 1usize..=4,
+        seed in any::<u64>(),
+        rows in prop::collection::vec(0usize..300, 0..7),
+        num_partitions in partition_counts(),
+    ) {
+        let mut rng = rng(seed);
+        let all = every_type();
+        let types = [all[seed as usize % all.len()].clone(), arrow_schema::DataType::Int64];
+        let batches: Vec<(RecordBatch, Vec<u32>)> = rows
+            .iter()
+            .map(|&r| {
+                let batch = random_batch(&types, r, 0.3, true, &mut rng);
+                (batch, random_ids(r, num_partitions, IdPattern::Uniform, &mut rng))
+            })
+            .collect();
+        let mut partitioners: Vec<Partitioner> =
+            (0..threads).map(|_| Partitioner::try_new(num_partitions).unwrap()).collect();
+        let out = partition_each(&mut partitioners, &batches).unwrap();
+        prop_assert_eq!(out.len(), batches.len());
+        for ((batch, ids), out) in batches.iter().zip(&out) {
+            let reference = reference_partition(batch, ids, num_partitions);
+            for (p, want) in reference.iter().enumerate() {
+                assert_same_rows(&out.partition(p), want, p);
+            }
+        }
+    }
+}
+
+/// The first failing batch's error, in batch order, whichever thread laid it out; and no
+/// partitioner, an error.
+#[test]
+fn laying_out_on_several_threads_gives_the_first_error_in_batch_order() {
+    let mut rng = rng(9);
+    let batch = random_batch(&[arrow_schema::DataType::Int64], 10, 0.0, false, &mut rng);
+    let good = (batch.clone(), vec![0u32; 10]);
+    let bad = |id: u32| {
+        let mut ids = vec![0u32; 10];
+        ids[3] = id;
+        (batch.clone(), ids)
+    };
+    let batches = [good.clone(), bad(7), bad(9), good];
+    let mut partitioners: Vec<Partitioner> =
+        (0..3).map(|_| Partitioner::try_new(4).unwrap()).collect();
+    let err = partition_each(&mut partitioners, &batches).unwrap_err();
+    assert!(
+        matches!(err, PartoutError::PartitionIdOutOfRange { id: 7, .. }),
+        "{err}"
+    );
+    assert!(matches!(
+        partition_each(&mut [], &batches),
+        Err(PartoutError::InvalidArgument(_))
+    ));
 }

@@ -43,6 +43,7 @@ def partition(
     by: str | Sequence[str] | None = ...,
     scheme: Scheme = ...,
     as_dict: Literal[False] = ...,
+    threads: int | None = ...,
 ) -> list[pyarrow.Table]: ...
 @overload
 def partition(
@@ -52,6 +53,7 @@ def partition(
     by: str | Sequence[str] | None = ...,
     scheme: Scheme = ...,
     as_dict: Literal[True],
+    threads: int | None = ...,
 ) -> dict[int, pyarrow.Table]: ...
 def partition(
     data: Any,
@@ -60,19 +62,21 @@ def partition(
     by: str | Sequence[str] | None = None,
     scheme: Scheme = "hash",
     as_dict: bool = False,
+    threads: int | None = None,
 ) -> list[pyarrow.Table] | dict[int, pyarrow.Table]:
     """Split ``data`` into ``n`` tables by the destination of each row.
 
     ``scheme``: ``"hash"`` (partout's fast hash of the ``by`` columns), ``"spark"`` (Spark's
     Murmur3 ``pmod(hash(by), n)``: Spark's bucket ids), ``"round_robin"`` (rows dealt in
     turn; no ``by``) or ``"range"`` (key ranges, ascending, split points sampled from the
-    first batch). Rows keep their input order within a destination.
+    first batch). Rows keep their input order within a destination. The rows are laid out
+    on ``threads`` threads (default: one per core), the GIL released.
 
     Returns ``n`` tables, empty ones included, or with ``as_dict=True`` a dict from
     destination to table without the empty ones (as polars' ``partition_by`` and Ray do).
     The tables are zero-copy slices of the batches partout laid out by destination.
     """
-    tables = _partout.partition(data, n, by=by, scheme=scheme)
+    tables = _partout.partition(data, n, by=by, scheme=scheme, threads=threads)
     if as_dict:
         return {p: t for p, t in enumerate(tables) if t.num_rows > 0}
     return tables

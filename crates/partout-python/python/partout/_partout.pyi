@@ -6,7 +6,12 @@ import pyarrow
 __version__: str
 
 def partition(
-    data: Any, n: int, *, by: str | Sequence[str] | None = None, scheme: str = "hash"
+    data: Any,
+    n: int,
+    *,
+    by: str | Sequence[str] | None = None,
+    scheme: str = "hash",
+    threads: int | None = None,
 ) -> list[pyarrow.Table]: ...
 def partition_ids(
     data: Any, n: int, *, by: str | Sequence[str] | None = None, scheme: str = "hash"
