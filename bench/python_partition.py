@@ -30,8 +30,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 VENV = ROOT / "bench/.venv"
 
 
-def ensure_environment() -> None:
-    """Runs this script again inside bench/.venv with what it needs installed."""
+def ensure_environment(script: str = __file__) -> None:
+    """Runs `script` (this one by default) again inside bench/.venv with what it needs
+    installed."""
     python = VENV / "bin/python"
     if pathlib.Path(sys.prefix).resolve() == VENV.resolve():
         return
@@ -45,7 +46,18 @@ def ensure_environment() -> None:
          str(ROOT / "crates/partout-python/Cargo.toml"), "-o", str(wheels)]
     )
     subprocess.check_call(pip + ["--force-reinstall", "--no-deps", *map(str, wheels.glob("partout-*.whl"))])
-    os.execv(str(python), [str(python), __file__, *sys.argv[1:]])
+    os.execv(str(python), [str(python), script, *sys.argv[1:]])
+
+
+def cpu() -> str:
+    """The CPU's name, with its family and model (the name alone does not tell a generation)."""
+    def field(name):
+        return next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
+                     if l.split(":", 1)[0].strip() == name), None)
+    text = field("model name") or platform.processor()
+    if field("cpu family"):
+        text += f" (family {field('cpu family')}, model {field('model')})"
+    return text
 
 
 def lineitem(sf: float):
@@ -123,9 +135,8 @@ def main() -> None:
     parser.add_argument("--partitions", default="64,200")
     args = parser.parse_args()
     table = lineitem(args.sf)
-    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), platform.processor())
     print(f"lineitem SF {args.sf:g}: {table.num_rows} rows, {table.nbytes / 2**20:.0f} MiB in memory; "
-          f"{cpu}, {os.cpu_count()} cores; medians of {args.rounds} alternating rounds")
+          f"{cpu()}, {os.cpu_count()} cores; medians of {args.rounds} alternating rounds")
     for n in [int(p) for p in args.partitions.split(",")]:
         runs = contenders(n)
         for name, run in runs:
