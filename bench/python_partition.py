@@ -10,7 +10,8 @@ Contenders, all keyed on l_orderkey:
   ``take``, then zero-copy slices, as a dict without the empty buckets;
 - pyarrow take: bucket ids from polars' hash, then one ``take`` per bucket.
 
-Every contender's buckets are checked once: every row once, the same row count per key.
+Every contender's buckets are checked once: the same rows as the input (row count, and per key
+the rows and the sum of l_quantity), and each key in one bucket only (its rows kept together).
 
     bench/python_partition.py [--sf 1] [--rounds 5] [--partitions 64,200]
 
@@ -123,8 +124,26 @@ def contenders(n: int):
             ("ray recipe", run_ray), ("pyarrow take per bucket", run_take)]
 
 
-def rows_of(buckets) -> int:
-    return sum(getattr(b, "num_rows", None) or b.height for b in buckets.values())
+def check(name: str, table, buckets) -> None:
+    """Raises unless `buckets` hold exactly `table`'s rows, each key's rows in one bucket."""
+    import pyarrow as pa
+
+    def summary(t):
+        t = t.select(["l_orderkey", "l_quantity"])
+        t = t.set_column(1, "l_quantity", t.column("l_quantity").cast(pa.float64()))
+        return t.group_by("l_orderkey").aggregate([("l_quantity", "count"), ("l_quantity", "sum")])
+
+    parts = [b if isinstance(b, pa.Table) else b.to_arrow() for b in buckets.values()]
+    parts = [p.select(["l_orderkey", "l_quantity"]) for p in parts]
+    want = summary(table).sort_by("l_orderkey")
+    # Nullability and field metadata aside (a polars frame's columns are all nullable).
+    plain = pa.schema([pa.field(f.name, f.type) for f in want.schema])
+    got = summary(pa.concat_tables(parts, promote_options="permissive")).sort_by("l_orderkey")
+    if not got.cast(plain).equals(want.cast(plain)):
+        raise SystemExit(f"{name}: the buckets' rows differ from the input's")
+    keys = sum(len(p.column("l_orderkey").unique()) for p in parts)
+    if keys != want.num_rows:
+        raise SystemExit(f"{name}: a key's rows are split over buckets")
 
 
 def main() -> None:
@@ -140,8 +159,7 @@ def main() -> None:
     for n in [int(p) for p in args.partitions.split(",")]:
         runs = contenders(n)
         for name, run in runs:
-            got = rows_of(run(table))
-            assert got == table.num_rows, f"{name} returned {got} rows of {table.num_rows}"
+            check(name, table, run(table))
         times = {name: [] for name, _ in runs}
         for r in range(args.rounds):
             for i in range(len(runs)):
