@@ -33,13 +33,14 @@ Python libraries to bench/.venv's (bench/e2e.sh installs them).
 import argparse
 import json
 import os
-import platform
 import shutil
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+import python_partition  # the CPU's name, as every bench script gives it
 
 ROOT = Path(__file__).resolve().parent.parent
 PARTOUT = Path(os.environ.get("PARTOUT", ROOT / "target" / "release" / "partout"))
@@ -178,13 +179,7 @@ def main():
     global MAX_PARTITIONS
     MAX_PARTITIONS = args.max_partitions
     names = args.only.split(",")
-    def cpuinfo(field):
-        return next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
-                     if l.split(":", 1)[0].strip() == field), None)
-    # The model name alone ("AMD EPYC") does not tell the generation: family and model do.
-    cpu = cpuinfo("model name") or platform.processor()
-    if cpuinfo("cpu family"):
-        cpu += f" (family {cpuinfo('cpu family')}, model {cpuinfo('model')})"
+    cpu = python_partition.cpu()
     print(f"partitioning by value: {args.input.name}, {args.threads} threads, {cpu}, "
           f"{os.cpu_count()} CPUs", flush=True)
     results = []

@@ -212,7 +212,7 @@ pub fn partition_each(
             .map(|(batch, ids)| partitioner.partition(batch, ids))
             .collect::<Vec<_>>()
     };
-    let mut each: Vec<Vec<Result<PartitionedBatch>>> = std::thread::scope(|scope| {
+    let each: Vec<Vec<Result<PartitionedBatch>>> = std::thread::scope(|scope| {
         let (first, rest) = partitioners.split_first_mut().expect("checked not empty");
         let handles: Vec<_> = rest
             .iter_mut()
@@ -231,8 +231,7 @@ pub fn partition_each(
         }
         each
     });
-    let mut results: Vec<std::vec::IntoIter<Result<PartitionedBatch>>> =
-        each.drain(..).map(Vec::into_iter).collect();
+    let mut results: Vec<_> = each.into_iter().map(Vec::into_iter).collect();
     (0..batches.len())
         .map(|i| results[i % threads].next().expect("one result a batch"))
         .collect()

@@ -52,10 +52,9 @@ pub(super) struct HeldRuns {
     memory_limit: usize,
     /// The most memory one held batch took.
     largest_batch: usize,
-    /// The destinations there may be, those batches are laid out for (the partitioner's), and
-    /// the highest id seen.
+    /// The destinations there may be (batches are laid out for the partitioner's), and the
+    /// highest id seen.
     destinations: usize,
-    laid_out: usize,
     highest: usize,
     /// About the most bytes of rows one message holds ([`WriterOptions::target_bytes`]): a
     /// destination holding more of the held rows is written as several, so that encoding
@@ -82,7 +81,6 @@ impl HeldRuns {
             memory_limit: options.memory_limit,
             largest_batch: 0,
             destinations,
-            laid_out: 1,
             highest: 0,
             message_bytes: options.target_bytes.max(1),
         })
@@ -150,17 +148,21 @@ impl HeldRuns {
             .min(self.destinations)
     }
 
+    /// The destinations batches are laid out for now.
+    fn laid_out(&self) -> usize {
+        self.partitioner.num_partitions() as usize
+    }
+
     /// Lays `batch` out by `ids` and holds it.
     fn hold<O>(&mut self, batch: &RecordBatch, ids: &[u32], shared: &mut Shared<O>) -> Result<()> {
         let layout = self.layout();
-        if layout > self.laid_out {
+        if layout > self.laid_out() {
             self.partitioner = Partitioner::try_new(layout as u32)?.with_compact_views();
-            self.laid_out = layout;
         }
         let partitioned = self.partitioner.partition(batch, ids)?;
         let source = RunSource::new(partitioned.batch());
         // The batch's arrays and its destinations' offsets.
-        let bytes = partitioned.batch().get_array_memory_size() + 4 * (self.laid_out + 1);
+        let bytes = partitioned.batch().get_array_memory_size() + 4 * (self.laid_out() + 1);
         self.bytes += bytes;
         self.largest_batch = self.largest_batch.max(bytes);
         shared.metrics.bytes_in += source.bytes() as u64;
@@ -218,7 +220,7 @@ impl HeldRuns {
         }
         let mut runs = Vec::with_capacity(self.held.len());
         // Batches held before the layout grew have fewer destinations: none of them past.
-        for p in 0..self.laid_out {
+        for p in 0..self.laid_out() {
             runs.clear();
             runs.extend(
                 self.held
