@@ -264,7 +264,10 @@ impl Producer {
                 stream.next().await
             };
             {
-                let _timer = self.repartition_time.timer();
+                // Stopped around every send: the time spent handing batches over (waiting for
+                // room included) is send_time's alone, as in DataFusion's RepartitionExec,
+                // never counted twice.
+                let mut timer = self.repartition_time.timer();
                 match fetched {
                     Some(batch) => {
                         let batch = batch?;
@@ -288,16 +291,20 @@ impl Producer {
                                 .try_resize(writer.held_bytes() + writer.output().held_bytes())?;
                             ready.extend(writer.drain_ready());
                             if start + len < rows {
-                                let _send = self.send_time.timer();
+                                timer.stop();
+                                let send = self.send_time.timer();
                                 for ready in ready.drain(..) {
                                     self.push(ready, batch_size).await?;
                                 }
+                                send.done();
+                                timer.restart();
                             }
                         }
                     }
                     None => {
                         let (mut rest, _) = writer.finish_output().map_err(external)?;
                         ready.extend(rest.drain());
+                        timer.done();
                         let _send = self.send_time.timer();
                         for piece in ready.drain(..) {
                             self.push(piece, batch_size).await?;

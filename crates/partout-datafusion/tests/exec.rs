@@ -586,3 +586,53 @@ async fn explain_analyze_shows_the_operators_metrics() {
         assert!(line.contains(&format!("{name}=")), "no {name} in {line}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn time_sending_is_counted_once_and_apart_from_repartitioning() {
+    // One producer (one input partition) whose outputs are read slowly, within a budget
+    // that makes it wait for room: most of its life is spent handing batches over. Its
+    // fetch, repartition and send times are spans of that life that must not overlap, so
+    // together they fit in the time the whole run took; a send timed inside the
+    // repartition timer counts the waiting twice and overshoots it.
+    let inputs = vec![(0..40).map(|k| rows(k * 2000, 2000)).collect::<Vec<_>>()];
+    let input = MemorySourceConfig::try_new_exec(&inputs, schema(), None).unwrap();
+    let plan: Arc<dyn ExecutionPlan> =
+        Arc::new(PartoutRepartitionExec::try_new(input, keys(), 2, 256 << 10).unwrap());
+    let context = context(1000, big_pool());
+    let started = std::time::Instant::now();
+    let tasks: Vec<_> = (0..2)
+        .map(|p| {
+            let mut stream = plan.execute(p, context.clone()).unwrap();
+            tokio::spawn(async move {
+                let mut rows = 0;
+                while let Some(batch) = stream.next().await {
+                    rows += batch.unwrap().num_rows();
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+                rows
+            })
+        })
+        .collect();
+    let mut rows = 0;
+    for task in tasks {
+        rows += task.await.unwrap();
+    }
+    let wall = started.elapsed().as_nanos() as usize;
+    assert_eq!(rows, 80_000);
+    let metrics = plan.metrics().unwrap();
+    let time = |name: &str| metrics.sum_by_name(name).unwrap().as_usize();
+    let (fetch, repartition, send) = (
+        time("fetch_time"),
+        time("repartition_time"),
+        time("send_time"),
+    );
+    assert!(
+        fetch + repartition + send <= wall,
+        "fetch {fetch} + repartition {repartition} + send {send} ns > the run's {wall} ns"
+    );
+    // The slow readers held the producer back: that is send time, not repartitioning.
+    assert!(
+        send > repartition,
+        "send {send} ns, repartition {repartition} ns"
+    );
+}
