@@ -45,10 +45,13 @@ fn every_type_round_trips_under_every_compression() {
 }
 
 /// The streams of many destinations (`StreamEncoders`, which share one encoder when the schema
-/// has no dictionaries) are, byte for byte, what one encoder per destination writes: for every
-/// type, under every compression, for destinations given batches in turn, one given none
-/// (the schema alone) and one left unended where only begun streams are ended; an ended
-/// destination given more rows begins a second stream.
+/// has no dictionaries) are what one encoder per destination writes: for every type, under
+/// every compression, for destinations given batches in turn, one given none (the schema
+/// alone) and one left unended where only begun streams are ended; an ended destination given
+/// more rows begins a second stream. Byte for byte, but for LZ4 bodies of flat columns: the
+/// shared streams write them through partout's runs encoder, whose validity bitmaps hold no
+/// bits past their rows where arrow-ipc copies what the batch held there, so those streams
+/// are compared by what they decode to.
 #[test]
 fn many_destinations_write_what_one_encoder_each_writes() {
     use partout_format::{Encoding, StreamEncoders};
@@ -87,18 +90,23 @@ fn many_destinations_write_what_one_encoder_each_writes() {
             encoder.finish(&mut out).unwrap();
             out
         };
-        assert!(got[0] == own(&[0, 2, 4]), "{types:?}: destination 0");
-        assert!(got[1] == own(&[1, 3]), "{types:?}: destination 1");
-        assert!(got[2] == own(&[]), "{types:?}: destination 2");
+        let same = |got: &[u8], own: Vec<u8>, what: &str| {
+            if compression == Compression::Lz4 {
+                let (got, own) = (decode_stream(got).unwrap(), decode_stream(&own).unwrap());
+                assert_eq!(got, own, "{types:?}: {what}");
+            } else {
+                assert!(got == own, "{types:?}: {what}");
+            }
+        };
+        same(&got[0], own(&[0, 2, 4]), "destination 0");
+        same(&got[1], own(&[1, 3]), "destination 1");
+        same(&got[2], own(&[]), "destination 2");
         assert!(encoders.encode(3, &batches[0], &mut Vec::new()).is_err());
         // An ended destination given more rows begins a new stream, schema first.
         let mut again = Vec::new();
         encoders.encode(0, &batches[3], &mut again).unwrap();
         assert!(encoders.finish_begun(0, &mut again).unwrap());
-        assert!(
-            again == own(&[3]),
-            "{types:?}: destination 0's second stream"
-        );
+        same(&again, own(&[3]), "destination 0's second stream");
     }
 }
 

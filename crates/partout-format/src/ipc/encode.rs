@@ -1,7 +1,7 @@
 //! The stream encoders: one destination's stream, or streams sharing one encoder when no
 //! column holds dictionaries; view columns compacted before they are written.
 
-use super::runs::{Run, RunsEncoder};
+use super::runs::{Run, RunSource, RunsEncoder};
 use super::{Compression, holds, holds_dictionary, ipc_options};
 use crate::{FormatError, Result};
 use arrow_array::cast::AsArray;
@@ -99,6 +99,8 @@ pub(crate) struct SharedIpcStreams {
     started: Vec<bool>,
     /// Messages written from runs of rows, when every column's type allows it.
     runs: Option<RunsEncoder>,
+    /// Whether the bodies are compressed with LZ4.
+    lz4: bool,
 }
 
 impl std::fmt::Debug for SharedIpcStreams {
@@ -157,6 +159,7 @@ impl SharedIpcStreams {
             end,
             started: vec![false; destinations],
             runs,
+            lz4: compression == Compression::Lz4,
         }))
     }
 
@@ -181,6 +184,12 @@ impl SharedIpcStreams {
         } else {
             compact_views(batch)?
         };
+        if self.lz4 && self.runs.is_some() {
+            // LZ4 bodies: the runs encoder compresses each buffer where it lies, with one
+            // compressor kept for every buffer (arrow-ipc sets up a frame encoder for each).
+            let source = RunSource::new(&batch);
+            return self.encode_runs_parts(p, &[(&source, 0..batch.num_rows())], parts);
+        }
         let message = self.encoder.encode(&batch)?;
         if !self.started[p] {
             parts.push(self.schema_message.clone());

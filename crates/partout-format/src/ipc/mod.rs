@@ -28,11 +28,13 @@ use arrow_schema::DataType;
 mod check;
 mod encode;
 pub mod frame;
+mod lz4;
 pub mod runs;
 
 pub use check::{MessageCheck, convert_schema, decode_stream};
 pub use encode::IpcStreamEncoder;
 pub(crate) use encode::SharedIpcStreams;
+pub use lz4::Lz4Frames;
 
 /// The body compression of IPC streams, and its ZSTD level: the workspace's one vocabulary
 /// ([`crate::spec`]); IPC takes every compression but Snappy.

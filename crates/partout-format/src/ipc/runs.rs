@@ -90,7 +90,7 @@ enum Segment {
 
 /// The codec a compressed body is written with.
 enum Codec {
-    Lz4,
+    Lz4(super::Lz4Frames),
     Zstd(zstd::bulk::Compressor<'static>),
 }
 
@@ -107,8 +107,10 @@ pub struct RunsEncoder {
     copied: Vec<u8>,
     /// The body written so far, in bytes.
     body: usize,
-    /// A compressed body's current buffer, uncompressed.
+    /// A compressed body's current buffer, uncompressed, gathered from its pieces...
     raw: Vec<u8>,
+    /// ...or its one piece so far, where it lies.
+    pending: Option<Buffer>,
     /// A view column's data buffer, being built.
     view_data: Vec<u8>,
     /// The last message's own buffer, taken back for the next when nothing holds it.
@@ -162,7 +164,7 @@ impl RunsEncoder {
         }
         let codec = match compression {
             Compression::None => None,
-            Compression::Lz4 => Some(Codec::Lz4),
+            Compression::Lz4 => Some(Codec::Lz4(super::Lz4Frames::new())),
             Compression::Zstd(level) => Some(Codec::Zstd(
                 zstd::bulk::Compressor::new(level.get())
                     .map_err(|e| FormatError::InvalidArgument(format!("zstd: {e}")))?,
@@ -184,6 +186,7 @@ impl RunsEncoder {
             copied: Vec::new(),
             body: 0,
             raw: Vec::new(),
+            pending: None,
             view_data: Vec::new(),
             last: None,
         }))
@@ -401,28 +404,48 @@ impl RunsEncoder {
     /// Appends `bytes` to the current buffer, copied.
     fn put(&mut self, bytes: &[u8]) {
         if self.codec.is_some() {
+            self.gather_pending();
             self.raw.extend_from_slice(bytes);
             return;
         }
         self.copy_to_body(bytes);
     }
 
-    fn copy_to_body(&mut self, bytes: &[u8]) {
-        if bytes.is_empty() {
-            return;
+    /// Moves a compressed body's pending bytes (the current buffer's only piece so far) into
+    /// its gathered bytes, before a second piece joins them.
+    fn gather_pending(&mut self) {
+        if let Some(pending) = self.pending.take() {
+            self.raw.extend_from_slice(pending.as_slice());
         }
+    }
+
+    fn copy_to_body(&mut self, bytes: &[u8]) {
         let at = self.copied.len();
         self.copied.extend_from_slice(bytes);
-        self.body += bytes.len();
+        self.copied_to_body(at);
+    }
+
+    /// Counts the bytes of the message's own buffer from `at` to its end as the body's next.
+    fn copied_to_body(&mut self, at: usize) {
+        let len = self.copied.len() - at;
+        if len == 0 {
+            return;
+        }
+        self.body += len;
         match self.segments.last_mut() {
-            Some(Segment::Copied(range)) if range.end == at => range.end += bytes.len(),
-            _ => self.segments.push(Segment::Copied(at..at + bytes.len())),
+            Some(Segment::Copied(range)) if range.end == at => range.end += len,
+            _ => self.segments.push(Segment::Copied(at..at + len)),
         }
     }
 
     /// Appends `len` bytes of `buffer` from `start` to the current buffer: by reference when
     /// they are many and the body is not compressed.
     fn share(&mut self, buffer: &Buffer, start: usize, len: usize) {
+        if self.codec.is_some() && self.raw.is_empty() && self.pending.is_none() {
+            // Compressed from where it lies if no other piece joins it.
+            self.pending = Some(buffer.slice_with_length(start, len));
+            return;
+        }
         if len >= SHARED_RUN && self.codec.is_none() {
             self.segments
                 .push(Segment::Shared(buffer.slice_with_length(start, len)));
@@ -440,30 +463,30 @@ impl RunsEncoder {
             end + pad(end)
         });
         if let Some(codec) = &mut self.codec {
-            let raw = std::mem::take(&mut self.raw);
+            let raw = match &self.pending {
+                Some(pending) => pending.as_slice(),
+                None => self.raw.as_slice(),
+            };
             if !raw.is_empty() {
-                let mut out = Vec::with_capacity(raw.len() / 2 + 16);
+                // Compressed straight into the message's own buffer.
+                let out = &mut self.copied;
+                let at = out.len();
                 out.extend_from_slice(&(raw.len() as i64).to_le_bytes());
                 match codec {
-                    Codec::Lz4 => {
-                        use std::io::Write;
-                        let mut encoder = lz4_flex::frame::FrameEncoder::new(&mut out);
-                        encoder.write_all(&raw).map_err(external)?;
-                        encoder.finish().map_err(external)?;
-                    }
+                    Codec::Lz4(frames) => frames.compress(raw, out),
                     Codec::Zstd(compressor) => {
-                        out.extend_from_slice(&compressor.compress(&raw).map_err(external)?);
+                        out.extend_from_slice(&compressor.compress(raw).map_err(external)?);
                     }
                 }
-                if out.len() > raw.len() {
+                if out.len() - at > raw.len() {
                     // Larger compressed: the bytes as they are, marked -1.
-                    out.clear();
+                    out.truncate(at);
                     out.extend_from_slice(&(-1i64).to_le_bytes());
-                    out.extend_from_slice(&raw);
+                    out.extend_from_slice(raw);
                 }
-                self.copy_to_body(&out);
+                self.copied_to_body(at);
             }
-            self.raw = raw;
+            self.pending = None;
             self.raw.clear();
         }
         let len = self.body - start;
@@ -483,7 +506,7 @@ impl RunsEncoder {
             let mut c = arrow_ipc::BodyCompressionBuilder::new(fbb);
             c.add_method(arrow_ipc::BodyCompressionMethod::BUFFER);
             c.add_codec(match codec {
-                Codec::Lz4 => arrow_ipc::CompressionType::LZ4_FRAME,
+                Codec::Lz4(_) => arrow_ipc::CompressionType::LZ4_FRAME,
                 Codec::Zstd(_) => arrow_ipc::CompressionType::ZSTD,
             });
             c.finish()
