@@ -9,7 +9,7 @@
 //!    (a pool that records every reservation), and what partout spilled,  at the default
 //!    64 MiB `buffer_bytes` (`--buffer-bytes`); each output's rows counted against DataFusion's;
 //! 3. the 22 TPC-H queries with the rule on and off, per query and in total, with the
-//!    repartition operators' own time (`repartition_time` + `send_time`, summed over their
+//!    repartition operators' `repartition_time` and `send_time` (each summed over their
 //!    metrics).
 //!
 //! Both contenders run in this one process under mimalloc, datafusion-cli's allocator.
@@ -216,23 +216,22 @@ fn metric(plan: &dyn ExecutionPlan, name: &str) -> usize {
     })
 }
 
-/// The repartition operators' own time in `plan`, in seconds.
-fn repartition_seconds(plan: &Arc<dyn ExecutionPlan>) -> f64 {
+/// The repartition operators' time in `plan` by the metric `name` (`repartition_time`: hashing
+/// and laying rows out; `send_time`: handing batches over, waiting for room included), in
+/// seconds.
+fn repartition_seconds(plan: &Arc<dyn ExecutionPlan>, name: &str) -> f64 {
     let mut seconds = 0.0;
     if matches!(plan.name(), "RepartitionExec" | "PartoutRepartitionExec")
         && let Some(metrics) = plan.metrics()
+        && let Some(value) = metrics.sum_by_name(name)
     {
-        for name in ["repartition_time", "send_time"] {
-            if let Some(value) = metrics.sum_by_name(name) {
-                seconds += value.as_usize() as f64 / 1e9;
-            }
-        }
+        seconds += value.as_usize() as f64 / 1e9;
     }
     seconds
         + plan
             .children()
             .into_iter()
-            .map(repartition_seconds)
+            .map(|child| repartition_seconds(child, name))
             .sum::<f64>()
 }
 
@@ -370,21 +369,25 @@ async fn main() -> Result<()> {
     }
     let t = args.target_partitions;
     println!(
-        "\n3. TPC-H, {t} target partitions, rule off / on; medians of {} alternating rounds (ms); repartition operators' own time (ms)",
+        "\n3. TPC-H, {t} target partitions, rule off / on; medians of {} alternating rounds (ms); \
+         the repartition operators' time (ms): repartition_time (hashing, laying out) and \
+         send_time (handing over, waiting for room included)",
         args.query_rounds
     );
     println!(
-        "{:>5} {:>10} {:>10} {:>7} {:>12} {:>12}",
-        "query", "off", "on", "ratio", "off: repart.", "on: repart."
+        "{:>5} {:>10} {:>10} {:>7} {:>11} {:>11} {:>11} {:>11}",
+        "query", "off", "on", "ratio", "off: repart", "off: send", "on: repart", "on: send"
     );
     let sessions = [tpch::session(t, false), tpch::session(t, true)];
     for ctx in &sessions {
         tpch::register(ctx, &tables, t)?;
     }
-    let (mut total_off, mut total_on, mut repart_off, mut repart_on) = (0.0, 0.0, 0.0, 0.0);
+    let metrics = ["repartition_time", "send_time"];
+    let (mut total_off, mut total_on) = (0.0, 0.0);
+    let mut totals = [[0.0; 2]; 2];
     for (k, sql) in tpch::QUERIES.iter().enumerate() {
         let mut times = [Vec::new(), Vec::new()];
-        let mut repart = [Vec::new(), Vec::new()];
+        let mut operator = [[Vec::new(), Vec::new()], [Vec::new(), Vec::new()]];
         for round in 0..args.query_rounds {
             for which in [round % 2, 1 - round % 2] {
                 let ctx = &sessions[which];
@@ -392,25 +395,37 @@ async fn main() -> Result<()> {
                 let plan = ctx.sql(sql).await?.create_physical_plan().await?;
                 collect(plan.clone(), ctx.task_ctx()).await?;
                 times[which].push(started.elapsed().as_secs_f64() * 1e3);
-                repart[which].push(repartition_seconds(&plan) * 1e3);
+                for (m, name) in metrics.iter().enumerate() {
+                    operator[which][m].push(repartition_seconds(&plan, name) * 1e3);
+                }
             }
         }
         let [off, on] = times.map(median);
-        let [r_off, r_on] = repart.map(median);
+        let operator = operator.map(|side| side.map(median));
         total_off += off;
         total_on += on;
-        repart_off += r_off;
-        repart_on += r_on;
+        for (total, side) in totals.iter_mut().zip(&operator) {
+            total[0] += side[0];
+            total[1] += side[1];
+        }
         println!(
-            "{:>5} {off:>10.1} {on:>10.1} {:>6.2}x {r_off:>12.1} {r_on:>12.1}",
+            "{:>5} {off:>10.1} {on:>10.1} {:>6.2}x {:>11.1} {:>11.1} {:>11.1} {:>11.1}",
             format!("q{}", k + 1),
-            off / on
+            off / on,
+            operator[0][0],
+            operator[0][1],
+            operator[1][0],
+            operator[1][1]
         );
     }
     println!(
-        "{:>5} {total_off:>10.1} {total_on:>10.1} {:>6.2}x {repart_off:>12.1} {repart_on:>12.1}",
+        "{:>5} {total_off:>10.1} {total_on:>10.1} {:>6.2}x {:>11.1} {:>11.1} {:>11.1} {:>11.1}",
         "total",
-        total_off / total_on
+        total_off / total_on,
+        totals[0][0],
+        totals[0][1],
+        totals[1][0],
+        totals[1][1]
     );
     Ok(())
 }
