@@ -99,8 +99,6 @@ pub(crate) struct SharedIpcStreams {
     started: Vec<bool>,
     /// Messages written from runs of rows, when every column's type allows it.
     runs: Option<RunsEncoder>,
-    /// Whether the bodies are compressed with LZ4.
-    lz4: bool,
 }
 
 impl std::fmt::Debug for SharedIpcStreams {
@@ -159,7 +157,6 @@ impl SharedIpcStreams {
             end,
             started: vec![false; destinations],
             runs,
-            lz4: compression == Compression::Lz4,
         }))
     }
 
@@ -184,7 +181,11 @@ impl SharedIpcStreams {
         } else {
             compact_views(batch)?
         };
-        if self.lz4 && self.runs.is_some() {
+        if self
+            .runs
+            .as_ref()
+            .is_some_and(RunsEncoder::compresses_with_lz4)
+        {
             // LZ4 bodies: the runs encoder compresses each buffer where it lies, with one
             // compressor kept for every buffer (arrow-ipc sets up a frame encoder for each).
             let source = RunSource::new(&batch);

@@ -192,6 +192,11 @@ impl RunsEncoder {
         }))
     }
 
+    /// Whether its bodies are compressed with LZ4.
+    pub fn compresses_with_lz4(&self) -> bool {
+        matches!(self.codec, Some(Codec::Lz4(_)))
+    }
+
     /// Adds to `parts` the message holding `runs`, in order: the bytes that, written one after
     /// the other, are the message.
     ///
