@@ -3,7 +3,9 @@
 //!
 //! 1. the operator alone: TPC-H lineitem batches from 2 input partitions hash-repartitioned
 //!    by `l_orderkey` into 16, 64 and 200 partitions, every output drained concurrently,
-//!    with the memory pool's peak and what partout spilled;
+//!    with the memory pool's peak and what partout spilled; and the same preserving order
+//!    (`preserve_order`: the inputs declared sorted by `l_orderkey`, each output merged), into
+//!    16 and 64 partitions, every output's order checked;
 //! 2. the operator alone with its outputs read one after another to their ends (a consumer
 //!    that reads partitions in order), into 4 and 64 partitions: time, the memory pool's peak
 //!    (a pool that records every reservation), and what partout spilled,  at the default
@@ -22,11 +24,15 @@
 mod tpch;
 
 use clap::Parser;
+use datafusion::arrow::array::AsArray;
 use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::compute::SortOptions;
+use datafusion::arrow::datatypes::Int64Type;
 use datafusion::common::{DataFusionError, Result};
-use datafusion::datasource::memory::MemorySourceConfig;
+use datafusion::datasource::memory::{DataSourceExec, MemorySourceConfig};
 use datafusion::execution::TaskContext;
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+use datafusion::physical_expr::PhysicalSortExpr;
 use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_plan::repartition::RepartitionExec;
 use datafusion::physical_plan::{
@@ -56,6 +62,9 @@ struct Args {
     /// Output partition counts of the operator alone.
     #[arg(long, value_delimiter = ',', default_value = "16,64,200")]
     partitions: Vec<usize>,
+    /// Output partition counts of the order-preserving repartitions (`--ordered` alone: none).
+    #[arg(long, value_delimiter = ',', num_args = 0.., default_value = "16,64")]
+    ordered: Vec<usize>,
     /// Output partition counts of the outputs read one after another (`--sequential` alone: none).
     #[arg(long, value_delimiter = ',', num_args = 0.., default_value = "4,64")]
     sequential: Vec<usize>,
@@ -150,6 +159,40 @@ async fn check_outputs(
     Ok(())
 }
 
+/// Checks both contenders' order-preserving outputs before any is timed: every partition's
+/// rows and values, and its `l_orderkey` (the first column) never decreasing.
+async fn check_ordered(
+    plan: impl Fn(bool) -> Result<Arc<dyn ExecutionPlan>>,
+    batches: &[RecordBatch],
+    n: usize,
+    context: &Arc<TaskContext>,
+) -> Result<()> {
+    let expected = expected(batches, n)?;
+    for (ours, who) in [(false, "DataFusion's RepartitionExec"), (true, "partout")] {
+        let start: (Fingerprint, i64) = ((0, 0), i64::MIN);
+        let got = per_output(
+            plan(ours)?,
+            context.clone(),
+            start,
+            |(print, last), batch| {
+                for &key in batch.column(0).as_primitive::<Int64Type>().values() {
+                    if key < *last {
+                        return Err(DataFusionError::Execution(format!(
+                            "l_orderkey {key} after {last}"
+                        )));
+                    }
+                    *last = key;
+                }
+                Ok(fingerprint::add_batch(print, batch)?)
+            },
+        )
+        .await?;
+        let got: Vec<Fingerprint> = got.into_iter().map(|(print, _)| print).collect();
+        fingerprint::check(who, &expected, &got).map_err(DataFusionError::Execution)?;
+    }
+    Ok(())
+}
+
 /// Reads every output partition of `plan` to its end, one after another; the rows of each.
 async fn drain_in_order(
     plan: Arc<dyn ExecutionPlan>,
@@ -179,17 +222,17 @@ fn repartition(
     buffer_bytes: Option<usize>,
 ) -> Result<Arc<dyn ExecutionPlan>> {
     let keys = vec![key.clone()];
+    let mut theirs = RepartitionExec::try_new(input.clone(), Partitioning::Hash(keys, n))?;
+    // An input declared sorted: the order is preserved (each output merged).
+    if input.output_ordering().is_some() {
+        theirs = theirs.with_preserve_order();
+    }
     Ok(match buffer_bytes {
-        Some(bytes) => Arc::new(PartoutRepartitionExec::try_new(
-            input.clone(),
-            keys,
-            n,
-            bytes,
-        )?),
-        None => Arc::new(RepartitionExec::try_new(
-            input.clone(),
-            Partitioning::Hash(keys, n),
-        )?),
+        Some(bytes) => Arc::new(
+            PartoutRepartitionExec::from_repartition(&theirs, bytes)
+                .ok_or_else(|| DataFusionError::Plan(format!("partout refuses {n} outputs")))?,
+        ),
+        None => Arc::new(theirs),
     })
 }
 
@@ -235,6 +278,59 @@ fn repartition_seconds(plan: &Arc<dyn ExecutionPlan>, name: &str) -> f64 {
             .sum::<f64>()
 }
 
+/// One warm-up of each contender, then `rounds` alternating rounds (the order flips every
+/// round), every output drained concurrently: the median seconds of DataFusion's and
+/// partout's, the memory pools' peaks (DataFusion's, partout's), and partout's median
+/// spilled bytes.
+async fn timed_rounds(
+    plan: impl Fn(bool) -> Result<Arc<dyn ExecutionPlan>>,
+    rows: usize,
+    rounds: usize,
+    context: &Arc<TaskContext>,
+) -> Result<(f64, f64, [usize; 2], f64)> {
+    drain(plan(false)?, context.clone()).await?;
+    drain(plan(true)?, context.clone()).await?;
+    let (mut their_times, mut our_times) = (Vec::new(), Vec::new());
+    let (mut peaks, mut spilled) = ([0usize; 2], Vec::new());
+    for round in 0..rounds {
+        for ours in [round % 2 == 0, round % 2 != 0] {
+            let plan = plan(ours)?;
+            let pool = PeakPool::new(usize::MAX);
+            let started = Instant::now();
+            let out = drain(plan.clone(), peak_context(&pool)?).await?;
+            assert_eq!(out, rows, "every row out");
+            let seconds = started.elapsed().as_secs_f64();
+            peaks[usize::from(ours)] = peaks[usize::from(ours)].max(pool.peak());
+            if ours {
+                our_times.push(seconds);
+                spilled.push(metric(plan.as_ref(), "spilled_bytes") as f64);
+            } else {
+                their_times.push(seconds)
+            }
+        }
+    }
+    Ok((
+        median(their_times),
+        median(our_times),
+        peaks,
+        median(spilled),
+    ))
+}
+
+/// A row of sections 1 and 1b.
+fn print_row(n: usize, rows: usize, theirs_s: f64, ours_s: f64, peaks: [usize; 2], spilled: f64) {
+    let mib = |bytes: f64| bytes / (1 << 20) as f64;
+    println!(
+        "{n:>10} {:>16.1} {:>16.1} {:>8.2}x {:>16.1} {:>16.1} {:>14.1}",
+        rows as f64 / theirs_s / 1e6,
+        rows as f64 / ours_s / 1e6,
+        theirs_s / ours_s,
+        mib(peaks[0] as f64),
+        mib(peaks[1] as f64),
+        mib(spilled),
+    );
+}
+
 #[tokio::main(flavor = "multi_thread")]
 async fn main() -> Result<()> {
     let args = Args::parse();
@@ -276,41 +372,42 @@ async fn main() -> Result<()> {
     for &n in &args.partitions {
         // A fresh plan for every run: a RepartitionExec executes each partition once.
         let plan = |ours: bool| repartition(&input, &key, n, ours.then_some(args.buffer_bytes));
-        let (mut their_times, mut our_times) = (Vec::new(), Vec::new());
-        let (mut peaks, mut spilled) = ([0usize; 2], Vec::new());
-        // Both outputs checked, destination by destination, then one warm-up each, then
-        // alternating rounds (the order flips every round).
         check_outputs(plan, &lineitem.batches, n, &context).await?;
-        drain(plan(false)?, context.clone()).await?;
-        drain(plan(true)?, context.clone()).await?;
-        for round in 0..args.rounds {
-            for ours in [round % 2 == 0, round % 2 != 0] {
-                let plan = plan(ours)?;
-                let pool = PeakPool::new(usize::MAX);
-                let started = Instant::now();
-                let out = drain(plan.clone(), peak_context(&pool)?).await?;
-                assert_eq!(out, rows, "every row out");
-                let seconds = started.elapsed().as_secs_f64();
-                peaks[usize::from(ours)] = peaks[usize::from(ours)].max(pool.peak());
-                if ours {
-                    our_times.push(seconds);
-                    spilled.push(metric(plan.as_ref(), "spilled_bytes") as f64);
-                } else {
-                    their_times.push(seconds)
-                }
-            }
-        }
-        let (theirs_s, ours_s) = (median(their_times), median(our_times));
-        let mib = |bytes: f64| bytes / (1 << 20) as f64;
+        let (theirs_s, ours_s, peaks, spilled) =
+            timed_rounds(plan, rows, args.rounds, &context).await?;
+        print_row(n, rows, theirs_s, ours_s, peaks, spilled);
+    }
+    if !args.ordered.is_empty() {
+        // tpchgen writes lineitem in l_orderkey order, and each input partition takes every
+        // other batch: both are sorted by it (check_ordered fails otherwise).
+        let orderkey: Arc<dyn PhysicalExpr> = Arc::new(Column::new("l_orderkey", 0));
+        let sorted = MemorySourceConfig::try_new(&inputs, lineitem.schema.clone(), None)?
+            .try_with_sort_information(vec![
+                [PhysicalSortExpr::new(orderkey, SortOptions::default())].into(),
+            ])?;
+        let sorted: Arc<dyn ExecutionPlan> = DataSourceExec::from_data_source(sorted);
         println!(
-            "{n:>10} {:>16.1} {:>16.1} {:>8.2}x {:>16.1} {:>16.1} {:>14.1}",
-            rows as f64 / theirs_s / 1e6,
-            rows as f64 / ours_s / 1e6,
-            theirs_s / ours_s,
-            mib(peaks[0] as f64),
-            mib(peaks[1] as f64),
-            mib(median(spilled)),
+            "\n1b. Preserving order (inputs sorted by l_orderkey, outputs merged); medians of {} alternating rounds",
+            args.rounds
         );
+        println!(
+            "{:>10} {:>16} {:>16} {:>9} {:>16} {:>16} {:>14}",
+            "partitions",
+            "DataFusion Mrows/s",
+            "partout Mrows/s",
+            "ratio",
+            "DataFusion MiB",
+            "partout MiB",
+            "spilled MiB"
+        );
+        for &n in &args.ordered {
+            let plan =
+                |ours: bool| repartition(&sorted, &key, n, ours.then_some(args.buffer_bytes));
+            check_ordered(plan, &lineitem.batches, n, &context).await?;
+            let (theirs_s, ours_s, peaks, spilled) =
+                timed_rounds(plan, rows, args.rounds, &context).await?;
+            print_row(n, rows, theirs_s, ours_s, peaks, spilled);
+        }
     }
     println!(
         "\n2. Outputs read one after another to their ends; medians of {} alternating rounds; peak memory reserved from the pool",

@@ -16,8 +16,8 @@ extensions_options! {
         /// reuse their buffers. Past it, producers wait for room; when a consumer waits on an output
         /// with nothing for it, they spill to the disk manager: at once while rows of outputs
         /// nobody asked for yet are held, after 100 ms without room otherwise. Not counted:
-        /// the batch each output gathers to `batch_size` rows, and a spilled batch being
-        /// read back.
+        /// the batch each output gathers to `batch_size` rows, the batches an
+        /// order-preserving merge holds (reserved apart), and a spilled batch being read back.
         pub buffer_bytes: usize, default = 64 * 1024 * 1024
     }
 }

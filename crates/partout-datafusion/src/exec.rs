@@ -2,28 +2,26 @@
 
 use crate::exchange::{Pool, Queued, from_datafusion, spill_target, to_datafusion};
 use crate::ids::DataFusionIds;
-use arrow_array::RecordBatch;
+use crate::output::{Lane, Output};
+use crate::producer::Producer;
 use datafusion::common::runtime::SpawnedTask;
 use datafusion::common::tree_node::TreeNodeRecursion;
-use datafusion::common::{DataFusionError, Result, Statistics, internal_err};
+use datafusion::common::{Result, Statistics, internal_err};
 use datafusion::execution::TaskContext;
 use datafusion::execution::memory_pool::MemoryConsumer;
 use datafusion::physical_plan::execution_plan::{CardinalityEffect, apply_expression_roots};
 use datafusion::physical_plan::metrics::{
-    Count, ExecutionPlanMetricsSet, MetricBuilder, MetricsSet, Time,
+    BaselineMetrics, Count, ExecutionPlanMetricsSet, MetricBuilder, MetricsSet, Time,
 };
 use datafusion::physical_plan::repartition::RepartitionExec;
+use datafusion::physical_plan::sorts::streaming_merge::StreamingMergeBuilder;
 use datafusion::physical_plan::statistics::{ChildStats, StatisticsArgs};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, ExecutionPlanProperties, Partitioning,
     PhysicalExpr, PlanProperties, SendableRecordBatchStream,
 };
-use futures::StreamExt;
-use partout_exchange::{
-    BoundedExchange, BoundedOptions, Gather, PartitionedWriter, Ready, Spares, WriterError,
-    WriterOptions,
-};
+use partout_exchange::{BoundedExchange, BoundedOptions, Gather, Spares};
 use std::fmt::Formatter;
 use std::sync::{Arc, Mutex};
 
@@ -31,9 +29,18 @@ use std::sync::{Arc, Mutex};
 /// `RepartitionExec` with `Partitioning::Hash` does and with the same plan properties, done
 /// with partout's writer and exchange: every row goes to the partition DataFusion's hash
 /// gives it ([`DataFusionIds`]); each producer (one per input partition) appends rows to a
-/// [`PartitionedWriter`] that hands a destination's rows over as a batch of the session's
+/// [`PartitionedWriter`](partout_exchange::PartitionedWriter) that hands a destination's rows over as a batch of the session's
 /// `batch_size` rows (sooner at its share of the budget); the batches wait for consumers in
 /// a [`BoundedExchange`].
+///
+/// **Order**: a repartition that preserves order (`preserve_order`, over an ordered input of
+/// several partitions) keeps a queue per input and output: each input's rows reach an output
+/// in the input's order, and the output merges its queues with DataFusion's streaming merge
+/// by the input's ordering, as `RepartitionExec` does. Otherwise one input's rows keep their
+/// order in every output, and several inputs interleave.
+///
+/// **Unbounded inputs**: every row is handed over with the input batch it came in, never held
+/// back for a full batch (the next may never come), as `RepartitionExec` does.
 ///
 /// **What `buffer_bytes` covers**: everything the operator holds between its input and its
 /// outputs, reserved from the session's memory pool: up to 3/4 of it for the producers'
@@ -41,7 +48,10 @@ use std::sync::{Arc, Mutex};
 /// has not yet handed over), an eighth for the batches waiting for consumers, and an eighth
 /// for batches whose rows the outputs have gathered, on their way back to the producers,
 /// whose next flushes reuse their buffers ([`Spares`]): in steady state the operator
-/// allocates only what it hands downstream. Not covered: the batch each output is gathering to `batch_size` rows, and a spilled batch while it is read back. When
+/// allocates only what it hands downstream. Preserving order, the exchange's eighth is
+/// shared evenly by the inputs' queues. Not covered: the batch each output is gathering to
+/// `batch_size` rows, the batches a merge holds (reserved apart, as DataFusion's merge
+/// reserves them), and a spilled batch while it is read back. When
 /// the exchange's eighth is full and a consumer waits for an output with nothing for it,
 /// batches are spilled to the session's disk manager instead of waiting. This happens at once
 /// when rows are held for outputs not read yet (outputs read one after another), and after
@@ -57,16 +67,18 @@ pub struct PartoutRepartitionExec {
     /// The node replaced: its statistics are this node's.
     replaced: Arc<RepartitionExec>,
     buffer_bytes: usize,
+    /// Whether each output keeps the order of every input (merging them).
+    preserve_order: bool,
     metrics: ExecutionPlanMetricsSet,
     /// The run whose outputs are being handed out, and which outputs it has handed out.
     pending: Mutex<Option<(Arc<Run>, Vec<bool>)>>,
 }
 
-/// One execution: the exchange and the producers' tasks (aborted when the last output
-/// holding the run is dropped).
+/// One execution: the exchange (one per input when order is preserved) and the producers'
+/// tasks (aborted when the last output holding the run is dropped).
 #[derive(Debug)]
-struct Run {
-    exchange: Arc<BoundedExchange<Queued>>,
+pub(crate) struct Run {
+    pub(crate) exchanges: Vec<Arc<BoundedExchange<Queued>>>,
     /// Batches the outputs gathered rows from, back to the producers for their buffers.
     spares: Arc<Spares>,
     _tasks: Vec<SpawnedTask<()>>,
@@ -77,17 +89,19 @@ struct Run {
 
 impl Drop for Run {
     fn drop(&mut self) {
-        let spill = self.exchange.metrics().spill;
-        self.spill_count.add(spill.spill_count as usize);
-        self.spilled_bytes.add(spill.spilled_bytes as usize);
-        self.spill_time.add_duration(spill.spill_time);
+        for exchange in &self.exchanges {
+            let spill = exchange.metrics().spill;
+            self.spill_count.add(spill.spill_count as usize);
+            self.spilled_bytes.add(spill.spilled_bytes as usize);
+            self.spill_time.add_duration(spill.spill_time);
+        }
     }
 }
 
 impl PartoutRepartitionExec {
-    /// Replaces `repartition`, a hash `RepartitionExec` that does not preserve order, keeping
-    /// its properties (equivalences, partitioning, emission, boundedness); `None` for any
-    /// other, and for partition counts partout's scatter refuses (above 2^20).
+    /// Replaces `repartition`, a hash `RepartitionExec` (preserving order or not), keeping its
+    /// properties (equivalences, ordering, partitioning, emission, boundedness); `None` for
+    /// any other, and for partition counts partout's scatter refuses (above 2^20).
     pub fn from_repartition(repartition: &RepartitionExec, buffer_bytes: usize) -> Option<Self> {
         let Partitioning::Hash(exprs, n) = repartition.partitioning() else {
             return None;
@@ -95,7 +109,7 @@ impl PartoutRepartitionExec {
         let fits = u32::try_from(*n)
             .ok()
             .is_some_and(|n| partout_core::plan::check_partition_count(n).is_ok());
-        if repartition.preserve_order() || !fits {
+        if !fits {
             return None;
         }
         Some(Self {
@@ -105,6 +119,7 @@ impl PartoutRepartitionExec {
             properties: repartition.properties().clone(),
             replaced: Arc::new(repartition.clone()),
             buffer_bytes: buffer_bytes.max(1),
+            preserve_order: repartition.preserve_order(),
             metrics: ExecutionPlanMetricsSet::new(),
             pending: Mutex::new(None),
         })
@@ -134,6 +149,12 @@ impl PartoutRepartitionExec {
         &self.input
     }
 
+    /// Whether each output keeps the order of every input, merging them (the replaced
+    /// node's `preserve_order`).
+    pub fn preserve_order(&self) -> bool {
+        self.preserve_order
+    }
+
     /// The bytes the operator holds between its input and its outputs (see the type's
     /// docs).
     pub fn buffer_bytes(&self) -> usize {
@@ -150,18 +171,31 @@ impl PartoutRepartitionExec {
         // An input of no partitions counts as one producer that finishes at once.
         let inputs = input_partitions.max(1);
         let operator = self.operator();
-        let reservation = MemoryConsumer::new(operator.clone()).register(context.memory_pool());
-        let mut options =
-            BoundedOptions::new(self.partitions, inputs, (self.buffer_bytes / 8).max(1))
-                .with_account(Arc::new(Pool(reservation)));
-        if let Some(target) = spill_target(context, &operator) {
-            options = options.with_spill(target);
-        }
-        let exchange =
-            Arc::new(BoundedExchange::try_new(options).map_err(|e| to_datafusion(e, &operator))?);
-        if input_partitions == 0 {
-            exchange.producer_finished();
-        }
+        // Preserving order, a queue per input and output: an exchange per input, each
+        // with its share of the exchanges' eighth of the budget.
+        let exchanges = if self.preserve_order { inputs } else { 1 };
+        let exchanges = (0..exchanges)
+            .map(|i| {
+                let name = match self.preserve_order {
+                    true => format!("{operator} input {i}"),
+                    false => operator.clone(),
+                };
+                let reservation = MemoryConsumer::new(name).register(context.memory_pool());
+                let producers = inputs / exchanges;
+                let budget = (self.buffer_bytes / 8 / exchanges).max(1);
+                let mut options = BoundedOptions::new(self.partitions, producers, budget)
+                    .with_account(Arc::new(Pool(reservation)));
+                if let Some(target) = spill_target(context, &operator) {
+                    options = options.with_spill(target);
+                }
+                let exchange =
+                    BoundedExchange::try_new(options).map_err(|e| to_datafusion(e, &operator))?;
+                if input_partitions == 0 {
+                    exchange.producer_finished();
+                }
+                Ok(Arc::new(exchange))
+            })
+            .collect::<Result<Vec<_>>>()?;
         // An eighth of the budget: batches whose rows the outputs have gathered, on
         // their way back to the producers, whose next flushes reuse their buffers.
         let spares = Arc::new(
@@ -175,6 +209,7 @@ impl PartoutRepartitionExec {
         // budget, the exchange within an eighth, the spares within the last eighth. The
         // writers' share sets the flush size at high output counts, so it is the largest.
         let writer_limit = (self.buffer_bytes / 8 * 3 / inputs).max(1);
+        let unbounded = self.input.boundedness().is_unbounded();
         let mut tasks = Vec::with_capacity(inputs);
         for i in 0..input_partitions {
             let producer = Producer {
@@ -184,7 +219,8 @@ impl PartoutRepartitionExec {
                 ids: DataFusionIds::new(self.exprs.clone(), self.partitions),
                 partitions: self.partitions,
                 writer_limit,
-                exchange: exchange.clone(),
+                unbounded,
+                exchange: exchanges[i % exchanges.len()].clone(),
                 spares: spares.clone(),
                 operator: operator.clone(),
                 fetch_time: MetricBuilder::new(&self.metrics).subset_time("fetch_time", i),
@@ -201,7 +237,7 @@ impl PartoutRepartitionExec {
             }));
         }
         Ok(Arc::new(Run {
-            exchange,
+            exchanges,
             spares,
             _tasks: tasks,
             spill_count: MetricBuilder::new(&self.metrics).spill_count(0),
@@ -209,150 +245,74 @@ impl PartoutRepartitionExec {
             spill_time: MetricBuilder::new(&self.metrics).subset_time("spill_time", 0),
         }))
     }
-}
 
-/// One input partition's producer: rows appended to partout's writer by DataFusion's ids, a
-/// destination's rows handed to the exchange as a batch once they reach the session's batch
-/// size or the destination's share of the writer's memory, the rest at the end.
-struct Producer {
-    input: Arc<dyn ExecutionPlan>,
-    partition: usize,
-    context: Arc<TaskContext>,
-    ids: DataFusionIds,
-    partitions: usize,
-    /// The memory the writer's buffers may hold.
-    writer_limit: usize,
-    exchange: Arc<BoundedExchange<Queued>>,
-    spares: Arc<Spares>,
-    operator: String,
-    fetch_time: Time,
-    repartition_time: Time,
-    send_time: Time,
-}
-
-impl Producer {
-    async fn run(mut self) -> Result<()> {
-        let mut stream = self.input.execute(self.partition, self.context.clone())?;
-        let n = u32::try_from(self.partitions)
-            .map_err(|_| DataFusionError::Internal("too many partitions".into()))?;
-        let batch_size = self.context.session_config().batch_size().max(1);
-        // Each destination flushes at `batch_size` rows or its even share of the writer's
-        // memory, whichever comes first: with room for whole batches, they pass the outputs'
-        // gathering by, uncopied (a fixed 256 KiB target before cut every flush to ~1,300
-        // lineitem rows, each copied again at the output).
-        let options = WriterOptions::default()
-            .with_target_bytes((self.writer_limit / self.partitions.max(1)).max(1))
-            .with_memory_limit(self.writer_limit)
-            .with_target_rows(batch_size);
-        // The ids are DataFusion's (append_with_ids).
-        let mut writer = PartitionedWriter::with_given_ids(
-            self.input.schema(),
-            n,
-            options,
-            Ready::new(batch_size).with_spares(self.spares.clone()),
-        )
-        .map_err(external)?;
-        // The writer's buffers and the batches it flushed, reserved as they change.
-        let reservation =
-            MemoryConsumer::new(format!("{} producer {}", self.operator, self.partition))
-                .register(self.context.memory_pool());
-        let mut ids = Vec::new();
-        let mut ready = Vec::new();
-        loop {
-            let fetched = {
-                let _timer = self.fetch_time.timer();
-                stream.next().await
-            };
-            {
-                // Stopped around every send: the time spent handing batches over (waiting for
-                // room included) is send_time's alone, as in DataFusion's RepartitionExec,
-                // never counted twice.
-                let mut timer = self.repartition_time.timer();
-                match fetched {
-                    Some(batch) => {
-                        let batch = batch?;
-                        self.ids.compute(&batch, &mut ids)?;
-                        // In pieces of an eighth of the writer's memory, each handed over
-                        // before the next is appended: what the writer flushed and what it
-                        // holds stay within its share, whatever the input's batch size; and
-                        // one piece brings a destination a small part of its flush target,
-                        // so fills stay within the buffers their last fill left (a larger
-                        // fill would grow them, copying).
-                        let rows = batch.num_rows();
-                        let row_bytes = batch.get_array_memory_size() / rows.max(1);
-                        let piece =
-                            (self.writer_limit / 8 / row_bytes.max(1)).clamp(1, rows.max(1));
-                        for start in (0..rows).step_by(piece) {
-                            let len = piece.min(rows - start);
-                            writer
-                                .append_with_ids(&batch.slice(start, len), &ids[start..start + len])
-                                .map_err(external)?;
-                            reservation
-                                .try_resize(writer.held_bytes() + writer.output().held_bytes())?;
-                            ready.extend(writer.drain_ready());
-                            if start + len < rows {
-                                timer.stop();
-                                let send = self.send_time.timer();
-                                for ready in ready.drain(..) {
-                                    self.push(ready, batch_size).await?;
-                                }
-                                send.done();
-                                timer.restart();
-                            }
-                        }
-                    }
-                    None => {
-                        let (mut rest, _) = writer.finish_output().map_err(external)?;
-                        ready.extend(rest.drain());
-                        timer.done();
-                        let _send = self.send_time.timer();
-                        for piece in ready.drain(..) {
-                            self.push(piece, batch_size).await?;
-                        }
-                        return Ok(());
-                    }
-                }
-            }
-            let _timer = self.send_time.timer();
-            for piece in ready.drain(..) {
-                self.push(piece, batch_size).await?;
-            }
-            reservation.try_resize(writer.held_bytes())?;
-            if self.exchange.all_closed() {
-                return Ok(());
-            }
-        }
-    }
-
-    async fn push(&self, piece: partout_exchange::ReadyBatch, batch_size: usize) -> Result<()> {
-        let queued = Queued {
-            whole: piece.batch.num_rows() == batch_size,
-            rows: piece.batch,
-            bytes: piece.bytes,
+    /// Output `partition` of `run` in order: a lane per input, merged by the input's
+    /// ordering with DataFusion's streaming merge into batches of the session's size.
+    fn merged(
+        &self,
+        run: Arc<Run>,
+        partition: usize,
+        context: &Arc<TaskContext>,
+    ) -> Result<SendableRecordBatchStream> {
+        let Some(ordering) = self.input.output_ordering() else {
+            return internal_err!(
+                "{} preserves an order its input does not have",
+                self.operator()
+            );
         };
-        self.exchange
-            .push_async(piece.destination, queued)
-            .await
-            .map_err(|e| to_datafusion(e, &self.operator))
+        let schema = self.input.schema();
+        let lanes = (0..run.exchanges.len())
+            .map(|input| {
+                let lane = Lane {
+                    run: run.clone(),
+                    input,
+                    partition,
+                    operator: self.operator(),
+                    done: false,
+                };
+                let stream = futures::stream::unfold(lane, |mut lane| async move {
+                    let next = lane.next().await;
+                    next.map(|item| (item, lane))
+                });
+                Box::pin(RecordBatchStreamAdapter::new(schema.clone(), stream))
+                    as SendableRecordBatchStream
+            })
+            .collect();
+        let reservation = MemoryConsumer::new(format!("{}[Merge {partition}]", self.operator()))
+            .register(context.memory_pool());
+        StreamingMergeBuilder::new()
+            .with_streams(lanes)
+            .with_schema(schema)
+            .with_expressions(ordering)
+            .with_metrics(BaselineMetrics::new(&self.metrics, partition))
+            .with_batch_size(context.session_config().batch_size().max(1))
+            .with_reservation(reservation)
+            .build()
     }
-}
-
-fn external(e: WriterError) -> DataFusionError {
-    DataFusionError::External(Box::new(e))
 }
 
 impl DisplayAs for PartoutRepartitionExec {
     fn fmt_as(&self, t: DisplayFormatType, f: &mut Formatter) -> std::fmt::Result {
         let inputs = self.input.output_partitioning().partition_count();
         match t {
-            DisplayFormatType::Default | DisplayFormatType::Verbose => write!(
-                f,
-                "PartoutRepartitionExec: partitioning={}, input_partitions={inputs}",
-                self.properties.output_partitioning()
-            ),
+            DisplayFormatType::Default | DisplayFormatType::Verbose => {
+                write!(
+                    f,
+                    "PartoutRepartitionExec: partitioning={}, input_partitions={inputs}",
+                    self.properties.output_partitioning()
+                )?;
+                if self.preserve_order {
+                    write!(f, ", preserve_order=true")?;
+                }
+                Ok(())
+            }
             DisplayFormatType::TreeRender => {
                 writeln!(f, "partitioning={}", self.properties.output_partitioning())?;
-                write!(f, "input_partitions={inputs}")
+                write!(f, "input_partitions={inputs}")?;
+                if self.preserve_order {
+                    write!(f, "\npreserve_order=true")?;
+                }
+                Ok(())
             }
         }
     }
@@ -388,12 +348,15 @@ impl ExecutionPlan for PartoutRepartitionExec {
                 children.len()
             );
         }
-        Ok(Arc::new(Self::try_new(
-            children.swap_remove(0),
-            self.exprs.clone(),
-            self.partitions,
-            self.buffer_bytes,
-        )?))
+        let partitioning = Partitioning::Hash(self.exprs.clone(), self.partitions);
+        let mut repartition = RepartitionExec::try_new(children.swap_remove(0), partitioning)?;
+        if self.preserve_order {
+            repartition = repartition.with_preserve_order();
+        }
+        match Self::from_repartition(&repartition, self.buffer_bytes) {
+            Some(exec) => Ok(Arc::new(exec)),
+            None => internal_err!("PartoutRepartitionExec lost its partitioning"),
+        }
     }
 
     fn benefits_from_input_partitioning(&self) -> Vec<bool> {
@@ -402,8 +365,8 @@ impl ExecutionPlan for PartoutRepartitionExec {
 
     fn maintains_input_order(&self) -> Vec<bool> {
         // One input partition's rows keep their order in each output (the scatter is
-        // stable); several inputs interleave.
-        vec![self.input.output_partitioning().partition_count() <= 1]
+        // stable); several inputs interleave, unless merged by their order.
+        vec![self.preserve_order || self.input.output_partitioning().partition_count() <= 1]
     }
 
     fn execute(
@@ -435,6 +398,9 @@ impl ExecutionPlan for PartoutRepartitionExec {
         };
         let schema = self.input.schema();
         let batch_size = context.session_config().batch_size().max(1);
+        if self.preserve_order {
+            return self.merged(run, partition, &context);
+        }
         let output = Output {
             // Remainders (a producer's last rows, the tail of a split) are gathered here into
             // batches of `batch_size`; whole batches pass by.
@@ -472,67 +438,5 @@ impl ExecutionPlan for PartoutRepartitionExec {
 
     fn cardinality_effect(&self) -> CardinalityEffect {
         CardinalityEffect::Equal
-    }
-}
-
-/// One output partition's stream state.
-struct Output {
-    gather: Gather,
-    /// Whether the output keeps its one input's order.
-    ordered: bool,
-    run: Arc<Run>,
-    partition: usize,
-    operator: String,
-    done: bool,
-    output_rows: Count,
-    output_batches: Count,
-}
-
-impl Output {
-    async fn next(&mut self) -> Option<Result<RecordBatch>> {
-        loop {
-            if let Some(batch) = self.gather.next_batch() {
-                self.output_rows.add(batch.num_rows());
-                self.output_batches.add(1);
-                return Some(Ok(batch));
-            }
-            if self.done {
-                return None;
-            }
-            match self.run.exchange.take(self.partition).await {
-                // Rows from one input keep their order (the plan's properties say so): a whole
-                // batch then waits behind gathered remainders.
-                Ok(Some(queued))
-                    if queued.whole && (!self.ordered || self.gather.buffered_rows() == 0) =>
-                {
-                    self.output_rows.add(queued.rows.num_rows());
-                    self.output_batches.add(1);
-                    return Some(Ok(queued.rows));
-                }
-                Ok(Some(queued)) => {
-                    if let Err(e) = self.gather.push(queued.rows) {
-                        self.done = true;
-                        return Some(Err(e.into()));
-                    }
-                }
-                Ok(None) => {
-                    self.done = true;
-                    if let Err(e) = self.gather.finish() {
-                        return Some(Err(e.into()));
-                    }
-                }
-                Err(e) => {
-                    self.done = true;
-                    return Some(Err(to_datafusion(e, &self.operator)));
-                }
-            }
-        }
-    }
-}
-
-impl Drop for Output {
-    fn drop(&mut self) {
-        // The partition is in range: execute checked it.
-        let _ = self.run.exchange.close(self.partition);
     }
 }

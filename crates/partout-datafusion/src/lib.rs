@@ -2,7 +2,9 @@
 //! `RepartitionExec` does, with partout's writer and bounded exchange (one byte budget
 //! reserved from DataFusion's memory pool; back-pressure, or spilling to the disk manager when
 //! waiting could wait forever); [`PartoutRepartitionRule`] swaps it in for every hash
-//! `RepartitionExec` that does not preserve order.
+//! `RepartitionExec`. One that preserves order keeps a queue per input and output and merges
+//! an output's queues by the input's ordering; from an unbounded input, rows are handed over
+//! with the batch they came in.
 //!
 //! ```text
 //!  input partition i ─► DataFusion's hash ids (create_hashes, REPARTITION_RANDOM_STATE, % n)
@@ -41,6 +43,8 @@ mod config;
 mod exchange;
 mod exec;
 mod ids;
+mod output;
+mod producer;
 mod rule;
 
 pub use config::PartoutConfig;

@@ -11,7 +11,7 @@ use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::repartition::RepartitionExec;
 use std::sync::Arc;
 
-/// Replaces every hash `RepartitionExec` that does not preserve order with a
+/// Replaces every hash `RepartitionExec`, order-preserving ones included, with a
 /// [`PartoutRepartitionExec`] of the same properties, unless `partout.enabled` is false.
 /// Registered after DataFusion's own rules, so it sees the plan they settled.
 #[derive(Debug, Default, Clone, Copy)]

@@ -915,3 +915,39 @@ fn flush_targets_are_shared_among_the_destinations_met() {
         "{many} flushes over 150 destinations, {few} over 4"
     );
 }
+
+/// `flush` hands every row appended so far to the output and the writer goes on: after each
+/// batch and flush, the rows handed over equal the rows in and none are held, in every buffering mode (destinations
+/// filled one batch at a time, batches merged from 512 destinations, held runs from
+/// `RUNS_FROM`); at the end every row is where the reference partitioner puts it, once, in
+/// input order.
+#[test]
+fn a_flush_hands_over_every_row_so_far_and_writing_goes_on() {
+    let types = [DataType::Int64, DataType::Utf8View, DataType::Utf8];
+    let runs_from = partout_exchange::RUNS_FROM as u32;
+    for n in [7, 600, runs_from.max(700)] {
+        let rows = [3, 1000, 1, 0, 5000, 20];
+        let inputs = random_inputs(&types, &rows, n, u64::from(n));
+        let schema = inputs[0].0.schema();
+        let mut writer = PartitionedWriter::try_new(
+            schema.clone(),
+            Partitioning::given(schema.fields().len() - 1, n),
+            WriterOptions::default(),
+            Encoding::ipc(Compression::None),
+            MemorySink::new(n as usize),
+        )
+        .unwrap();
+        let mut appended = 0u64;
+        for (batch, _) in &inputs {
+            writer.append(batch).unwrap();
+            writer.flush().unwrap();
+            appended += batch.num_rows() as u64;
+            let handed: u64 = writer.metrics().destination_rows.iter().sum();
+            assert_eq!(handed, appended, "{n} destinations");
+            assert_eq!(writer.held_bytes(), 0, "{n} destinations hold rows");
+        }
+        let (sink, metrics) = writer.finish().unwrap();
+        assert_eq!(metrics.rows_out, appended);
+        check_outputs(&sink.into_outputs(), &inputs, n);
+    }
+}

@@ -620,6 +620,22 @@ impl<O: BatchSink> PartitionedWriter<O> {
         Ok(())
     }
 
+    /// Hands every row buffered or held to the output now, and goes on writing: for an input
+    /// whose rows must not wait for more (an unbounded stream, where more may never come).
+    ///
+    /// # Errors
+    /// As [`into_output`](Self::into_output); a failed flush leaves the writer failed.
+    pub fn flush(&mut self) -> Result<()> {
+        if self.shared.failed {
+            return Err(WriterError::Failed);
+        }
+        let result = self.buffering.finish(&mut self.shared);
+        if result.is_err() {
+            self.shared.failed = true;
+        }
+        result
+    }
+
     /// Hands every row still buffered or held to the output without ending it, and returns
     /// the output with the metrics: its caller may go on writing to the output another way
     /// (through another writer, as a worker that turns to sorted runs does) and end it then.
