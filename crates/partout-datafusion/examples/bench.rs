@@ -122,18 +122,6 @@ async fn drain(plan: Arc<dyn ExecutionPlan>, context: Arc<TaskContext>) -> Resul
     Ok(rows.await?.into_iter().sum())
 }
 
-/// Every output partition of `plan` drained concurrently (untimed), each one's fingerprint
-/// ([`partout_testkit::fingerprint`]): its rows, every column, in whatever order.
-async fn fingerprints(
-    plan: Arc<dyn ExecutionPlan>,
-    context: Arc<TaskContext>,
-) -> Result<Vec<Fingerprint>> {
-    per_output(plan, context, (0, 0), |print, batch| {
-        Ok(fingerprint::add_batch(print, batch)?)
-    })
-    .await
-}
-
 /// What each of `n` partitions must hold of `batches` repartitioned by DataFusion's hash of
 /// `l_orderkey` (the first column), by the test kit's re-creation of DataFusion's ids.
 fn expected(batches: &[RecordBatch], n: usize) -> Result<Vec<Fingerprint>> {
@@ -144,50 +132,38 @@ fn expected(batches: &[RecordBatch], n: usize) -> Result<Vec<Fingerprint>> {
     })?)
 }
 
-/// Checks both contenders' outputs, every partition's rows and values, before any is timed.
+/// Checks both contenders' outputs before any is timed: every partition's rows and values,
+/// and when `ordered`, its `l_orderkey` (the first column) never decreasing.
 async fn check_outputs(
     plan: impl Fn(bool) -> Result<Arc<dyn ExecutionPlan>>,
     batches: &[RecordBatch],
     n: usize,
     context: &Arc<TaskContext>,
+    ordered: bool,
 ) -> Result<()> {
     let expected = expected(batches, n)?;
     for (ours, who) in [(false, "DataFusion's RepartitionExec"), (true, "partout")] {
-        let got = fingerprints(plan(ours)?, context.clone()).await?;
-        fingerprint::check(who, &expected, &got).map_err(DataFusionError::Execution)?;
-    }
-    Ok(())
-}
-
-/// Checks both contenders' order-preserving outputs before any is timed: every partition's
-/// rows and values, and its `l_orderkey` (the first column) never decreasing.
-async fn check_ordered(
-    plan: impl Fn(bool) -> Result<Arc<dyn ExecutionPlan>>,
-    batches: &[RecordBatch],
-    n: usize,
-    context: &Arc<TaskContext>,
-) -> Result<()> {
-    let expected = expected(batches, n)?;
-    for (ours, who) in [(false, "DataFusion's RepartitionExec"), (true, "partout")] {
-        let start: (Fingerprint, i64) = ((0, 0), i64::MIN);
+        // Each output's fingerprint, its last l_orderkey, and whether they never decreased.
+        let start: (Fingerprint, i64, bool) = ((0, 0), i64::MIN, true);
         let got = per_output(
             plan(ours)?,
             context.clone(),
             start,
-            |(print, last), batch| {
+            |(print, last, sorted), batch| {
                 for &key in batch.column(0).as_primitive::<Int64Type>().values() {
-                    if key < *last {
-                        return Err(DataFusionError::Execution(format!(
-                            "l_orderkey {key} after {last}"
-                        )));
-                    }
+                    *sorted &= key >= *last;
                     *last = key;
                 }
                 Ok(fingerprint::add_batch(print, batch)?)
             },
         )
         .await?;
-        let got: Vec<Fingerprint> = got.into_iter().map(|(print, _)| print).collect();
+        if ordered && got.iter().any(|(_, _, sorted)| !sorted) {
+            return Err(DataFusionError::Execution(format!(
+                "{who}: an output out of l_orderkey order"
+            )));
+        }
+        let got: Vec<Fingerprint> = got.into_iter().map(|(print, _, _)| print).collect();
         fingerprint::check(who, &expected, &got).map_err(DataFusionError::Execution)?;
     }
     Ok(())
@@ -372,14 +348,14 @@ async fn main() -> Result<()> {
     for &n in &args.partitions {
         // A fresh plan for every run: a RepartitionExec executes each partition once.
         let plan = |ours: bool| repartition(&input, &key, n, ours.then_some(args.buffer_bytes));
-        check_outputs(plan, &lineitem.batches, n, &context).await?;
+        check_outputs(plan, &lineitem.batches, n, &context, false).await?;
         let (theirs_s, ours_s, peaks, spilled) =
             timed_rounds(plan, rows, args.rounds, &context).await?;
         print_row(n, rows, theirs_s, ours_s, peaks, spilled);
     }
     if !args.ordered.is_empty() {
         // tpchgen writes lineitem in l_orderkey order, and each input partition takes every
-        // other batch: both are sorted by it (check_ordered fails otherwise).
+        // other batch: both are sorted by it (check_outputs fails otherwise).
         let orderkey: Arc<dyn PhysicalExpr> = Arc::new(Column::new("l_orderkey", 0));
         let sorted = MemorySourceConfig::try_new(&inputs, lineitem.schema.clone(), None)?
             .try_with_sort_information(vec![
@@ -403,7 +379,7 @@ async fn main() -> Result<()> {
         for &n in &args.ordered {
             let plan =
                 |ours: bool| repartition(&sorted, &key, n, ours.then_some(args.buffer_bytes));
-            check_ordered(plan, &lineitem.batches, n, &context).await?;
+            check_outputs(plan, &lineitem.batches, n, &context, true).await?;
             let (theirs_s, ours_s, peaks, spilled) =
                 timed_rounds(plan, rows, args.rounds, &context).await?;
             print_row(n, rows, theirs_s, ours_s, peaks, spilled);
