@@ -29,9 +29,9 @@ use std::sync::{Arc, Mutex};
 /// `RepartitionExec` with `Partitioning::Hash` does and with the same plan properties, done
 /// with partout's writer and exchange: every row goes to the partition DataFusion's hash
 /// gives it ([`DataFusionIds`]); each producer (one per input partition) appends rows to a
-/// [`PartitionedWriter`](partout_exchange::PartitionedWriter) that hands a destination's rows over as a batch of the session's
-/// `batch_size` rows (sooner at its share of the budget); the batches wait for consumers in
-/// a [`BoundedExchange`].
+/// [`PartitionedWriter`](partout_exchange::PartitionedWriter) that hands a destination's rows
+/// over as a batch of the session's `batch_size` rows (sooner at its share of the budget);
+/// the batches wait for consumers in a [`BoundedExchange`].
 ///
 /// **Order**: a repartition that preserves order (`preserve_order`, over an ordered input of
 /// several partitions) keeps a queue per input and output: each input's rows reach an output
