@@ -293,6 +293,20 @@ async fn timed_rounds(
     ))
 }
 
+/// The columns of sections 1 and 1b.
+fn print_header() {
+    println!(
+        "{:>10} {:>16} {:>16} {:>9} {:>16} {:>16} {:>14}",
+        "partitions",
+        "DataFusion Mrows/s",
+        "partout Mrows/s",
+        "ratio",
+        "DataFusion MiB",
+        "partout MiB",
+        "spilled MiB"
+    );
+}
+
 /// A row of sections 1 and 1b.
 fn print_row(n: usize, rows: usize, theirs_s: f64, ours_s: f64, peaks: [usize; 2], spilled: f64) {
     let mib = |bytes: f64| bytes / (1 << 20) as f64;
@@ -335,16 +349,7 @@ async fn main() -> Result<()> {
         "\n1. The operator alone: {rows} lineitem rows, 2 input partitions, by l_orderkey; medians of {} alternating rounds",
         args.rounds
     );
-    println!(
-        "{:>10} {:>16} {:>16} {:>9} {:>16} {:>16} {:>14}",
-        "partitions",
-        "DataFusion Mrows/s",
-        "partout Mrows/s",
-        "ratio",
-        "DataFusion MiB",
-        "partout MiB",
-        "spilled MiB"
-    );
+    print_header();
     for &n in &args.partitions {
         // A fresh plan for every run: a RepartitionExec executes each partition once.
         let plan = |ours: bool| repartition(&input, &key, n, ours.then_some(args.buffer_bytes));
@@ -356,26 +361,16 @@ async fn main() -> Result<()> {
     if !args.ordered.is_empty() {
         // tpchgen writes lineitem in l_orderkey order, and each input partition takes every
         // other batch: both are sorted by it (check_outputs fails otherwise).
-        let orderkey: Arc<dyn PhysicalExpr> = Arc::new(Column::new("l_orderkey", 0));
         let sorted = MemorySourceConfig::try_new(&inputs, lineitem.schema.clone(), None)?
             .try_with_sort_information(vec![
-                [PhysicalSortExpr::new(orderkey, SortOptions::default())].into(),
+                [PhysicalSortExpr::new(key.clone(), SortOptions::default())].into(),
             ])?;
         let sorted: Arc<dyn ExecutionPlan> = DataSourceExec::from_data_source(sorted);
         println!(
             "\n1b. Preserving order (inputs sorted by l_orderkey, outputs merged); medians of {} alternating rounds",
             args.rounds
         );
-        println!(
-            "{:>10} {:>16} {:>16} {:>9} {:>16} {:>16} {:>14}",
-            "partitions",
-            "DataFusion Mrows/s",
-            "partout Mrows/s",
-            "ratio",
-            "DataFusion MiB",
-            "partout MiB",
-            "spilled MiB"
-        );
+        print_header();
         for &n in &args.ordered {
             let plan =
                 |ours: bool| repartition(&sorted, &key, n, ours.then_some(args.buffer_bytes));
