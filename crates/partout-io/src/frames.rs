@@ -1,13 +1,14 @@
 //! Frames: the inputs cut into pieces that workers read independently.
 //!
-//! A Parquet file is cut by row groups (a large row group into equal row ranges), an Arrow IPC
+//! A Parquet file is cut by row groups (a large row group into equal row ranges, but not in an
+//! object store, where each range would get the group's bytes again), an Arrow IPC
 //! file by record batches; a CSV file or an IPC stream can only be read from its start and is
 //! one frame. Pieces are grouped into frames of about the asked size, and a frame that would
 //! come out under half of it is merged into its neighbour, so no tiny trailing task is made.
 
 use crate::{
-    Contained, Format, InputFile, IoError, Result, contain, file_error, file_io_error, ipc_file,
-    open, parquet_metadata,
+    Contained, Format, InputFile, IoError, Result, contain, file_error, ipc_file, open,
+    parquet_metadata,
 };
 use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
@@ -15,7 +16,6 @@ use parquet::arrow::arrow_reader::{
     ArrowReaderMetadata, ParquetRecordBatchReaderBuilder, RowSelection, RowSelector,
 };
 use std::fmt;
-use std::fs::File;
 use std::path::{Path, PathBuf};
 
 /// Bytes of a Parquet file per frame: a file is cut into about one frame per this many of
@@ -85,8 +85,7 @@ impl Frame {
                 groups,
                 rows,
             } => {
-                let handle =
-                    File::open(path).map_err(|e| file_io_error(path, "cannot be opened", e))?;
+                let handle = crate::source::parquet_bytes(&self.file, metadata.metadata())?;
                 let reader = contain(&self.file, || {
                     let mut builder = ParquetRecordBatchReaderBuilder::new_with_metadata(
                         handle,
@@ -212,8 +211,7 @@ pub fn plan_frames_by(
         let path = &file.path;
         let (file_schema, source) = match file.format {
             Format::Parquet => {
-                let (handle, metadata) = parquet_metadata(file)?;
-                let len = handle.metadata().map_err(|e| file_error(path, e))?.len();
+                let (metadata, len) = parquet_metadata(file)?;
                 // (Row counts are checked not negative and to sum within i64.)
                 let group_rows: Vec<usize> = metadata
                     .metadata()
@@ -270,7 +268,12 @@ pub fn plan_frames_by(
                 // No more frames than the file's bytes could hold, however many rows it claims.
                 let max_frames = len / PARQUET_BYTES_PER_FRAME;
                 let rows: u64 = group_rows.iter().map(|&r| r as u64).sum();
-                let frame_rows = frame_rows.max(rows.div_ceil(max_frames.max(1)) as usize);
+                let mut frame_rows = frame_rows.max(rows.div_ceil(max_frames.max(1)) as usize);
+                if file.in_store() {
+                    // A row group cut into row ranges is read by each of them from its start:
+                    // from a store, every frame would get its bytes again.
+                    frame_rows = frame_rows.max(group_rows.iter().copied().max().unwrap_or(0));
+                }
                 frames.extend(parquet_parts(&group_rows, frame_rows).into_iter().map(
                     |(groups, rows, count)| {
                         let part = Part::Parquet {

@@ -25,13 +25,17 @@
 
 #![forbid(unsafe_code)]
 
+mod discover;
 mod frames;
 mod ipc;
 pub mod manifest;
 pub mod output;
 mod parquet_footer;
 mod runs;
+mod source;
+mod store;
 
+pub use discover::{discover, discover_in};
 pub use frames::{Frame, FrameReader, Frames, plan_frames, plan_frames_by};
 pub use output::{
     DestinationFile, DestinationFiles, DirectParquet, DirectSink, FilesHandle, PAGE_ROWS,
@@ -39,6 +43,8 @@ pub use output::{
     parse_shuffle_index, read_shuffle_index,
 };
 pub use runs::{RunOptions, SortedRuns};
+pub use source::READ_BYTES as STORE_READ_BYTES;
+pub use store::is_store_url;
 
 use arrow_array::RecordBatch;
 use arrow_schema::{ArrowError, SchemaRef};
@@ -191,7 +197,12 @@ impl Format {
                 Err(e) => return Err(file_io_error(path, "cannot be read", e)),
             }
         }
-        let head = &head[..len];
+        Self::from_head(path, &head[..len])
+    }
+
+    /// [`detect`](Self::detect) for the file `path` that begins with `head` (its first 64
+    /// bytes, or all of it when shorter).
+    pub(crate) fn from_head(path: &Path, head: &[u8]) -> Result<Format> {
         if head.is_empty() {
             return Err(file_error(path, "an empty file: no format to read"));
         }
@@ -267,74 +278,28 @@ fn describe_head(head: &[u8]) -> String {
 /// One input file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InputFile {
-    /// Where it is.
+    /// Where it is: its path, or its URL in an object store.
     pub path: PathBuf,
     /// How to read it.
     pub format: Format,
+    /// Where its bytes are read from.
+    pub(crate) source: source::Source,
 }
 
-/// The input files `paths` name: files as given, and the files of directories, in name
-/// order, recursively, skipping hidden files (`.` or `_` first) and files of no format partout
-/// reads. A file's first bytes say its format ([`Format::detect`]), its name only for CSV.
-///
-/// # Errors
-/// [`IoError::File`] for a path that does not exist, a file given by name that
-/// [`Format::detect`] refuses, or a file in a directory whose name promises a format its bytes
-/// do not hold; [`IoError::Inputs`] when no input file is found.
-pub fn discover(paths: &[PathBuf]) -> Result<Vec<InputFile>> {
-    let mut files = Vec::new();
-    for path in paths {
-        let meta = std::fs::metadata(path).map_err(|e| file_io_error(path, "cannot be read", e))?;
-        if meta.is_dir() {
-            walk(path, &mut files)?;
-        } else {
-            let format = Format::detect(path)?;
-            files.push(InputFile {
-                path: path.clone(),
-                format,
-            });
+impl InputFile {
+    /// The local file `path`, to be read as `format`.
+    pub fn local(path: impl Into<PathBuf>, format: Format) -> Self {
+        Self {
+            path: path.into(),
+            format,
+            source: source::Source::Local,
         }
     }
-    if files.is_empty() {
-        return Err(IoError::Inputs(
-            "no input files (Parquet, Arrow files or streams, or CSV named .csv, .csv.gz or .csv.zst) found".into(),
-        ));
-    }
-    Ok(files)
-}
 
-fn walk(dir: &Path, files: &mut Vec<InputFile>) -> Result<()> {
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map_err(|e| file_io_error(dir, "cannot be listed", e))?
-        .map(|entry| {
-            entry
-                .map(|e| e.path())
-                .map_err(|e| file_io_error(dir, "cannot be listed", e))
-        })
-        .collect::<Result<_>>()?;
-    entries.sort();
-    for path in entries {
-        let hidden = path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .is_some_and(|n| n.starts_with('.') || n.starts_with('_'));
-        if hidden {
-            continue;
-        }
-        if path.is_dir() {
-            walk(&path, files)?;
-        } else {
-            match Format::detect(&path) {
-                Ok(format) => files.push(InputFile { path, format }),
-                // A file whose name promises data it does not hold is an error, never rows
-                // silently left out.
-                Err(e) if Format::from_extension(&path).is_some() => return Err(e),
-                // Files of no format partout reads (notes, checksums) are passed over.
-                Err(_) => {}
-            }
-        }
+    /// Whether it is an object of an object store.
+    pub fn in_store(&self) -> bool {
+        matches!(self.source, source::Source::Store(_))
     }
-    Ok(())
 }
 
 type Batches = Box<dyn Iterator<Item = std::result::Result<RecordBatch, ArrowError>>>;
@@ -427,29 +392,18 @@ impl Iterator for Contained {
     }
 }
 
-/// Opens `file` and gives its length.
-fn open_file(file: &InputFile) -> Result<(File, u64)> {
-    let handle =
-        File::open(&file.path).map_err(|e| file_io_error(&file.path, "cannot be opened", e))?;
-    let len = handle
-        .metadata()
-        .map_err(|e| file_error(&file.path, e))?
-        .len();
-    Ok((handle, len))
-}
-
-/// The metadata of a Parquet file, checked.
+/// The metadata of a Parquet file, checked, and the file's length.
 fn parquet_metadata(
     file: &InputFile,
-) -> Result<(File, parquet::arrow::arrow_reader::ArrowReaderMetadata)> {
-    let (mut handle, len) = open_file(file)?;
+) -> Result<(parquet::arrow::arrow_reader::ArrowReaderMetadata, u64)> {
+    let (mut handle, len) = source::open(file)?;
     let metadata = contain(file, || parquet_footer::read_metadata(&mut handle, len))?;
-    Ok((handle, metadata))
+    Ok((metadata, len))
 }
 
 /// An Arrow IPC file opened, its footer read.
-fn ipc_file(file: &InputFile) -> Result<(SchemaRef, ipc::IpcFile<BufReader<File>>)> {
-    let (handle, len) = open_file(file)?;
+fn ipc_file(file: &InputFile) -> Result<(SchemaRef, ipc::IpcFile<BufReader<source::Opened>>)> {
+    let (handle, len) = source::open(file)?;
     contain(file, || ipc::IpcFile::try_new(BufReader::new(handle), len))
 }
 
@@ -459,7 +413,8 @@ fn open(file: &InputFile, csv_schema: Option<&SchemaRef>) -> Result<(SchemaRef, 
     let mut claimed_rows = None;
     let (schema, batches): (SchemaRef, Batches) = match file.format {
         Format::Parquet => {
-            let (handle, metadata) = parquet_metadata(file)?;
+            let (metadata, _) = parquet_metadata(file)?;
+            let handle = source::parquet_bytes(file, metadata.metadata())?;
             // (Checked not negative and to sum within i64.)
             let rows = metadata
                 .metadata()
@@ -482,7 +437,7 @@ fn open(file: &InputFile, csv_schema: Option<&SchemaRef>) -> Result<(SchemaRef, 
             (schema, Box::new(reader))
         }
         Format::IpcStream => {
-            let (handle, len) = open_file(file)?;
+            let (handle, len) = source::open(file)?;
             let (schema, reader) = contain(file, || {
                 ipc::IpcStream::try_new(BufReader::new(handle), len)
             })?;
@@ -491,7 +446,7 @@ fn open(file: &InputFile, csv_schema: Option<&SchemaRef>) -> Result<(SchemaRef, 
         Format::Csv | Format::CsvGzip | Format::CsvZstd => {
             // The text, decompressed as it is read; opened anew after schema inference.
             let text = || -> Result<Box<dyn std::io::BufRead>> {
-                let (handle, _) = open_file(file)?;
+                let (handle, _) = source::open(file)?;
                 Ok(match file.format {
                     Format::CsvGzip => {
                         Box::new(BufReader::new(flate2::read::MultiGzDecoder::new(handle)))

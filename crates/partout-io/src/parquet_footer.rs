@@ -22,7 +22,6 @@
 
 use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
 use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
-use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::sync::Arc;
 
@@ -35,7 +34,10 @@ const MAX_SCHEMA_DEPTH: usize = 64;
 /// # Errors
 /// What is wrong, for a file that is not Parquet, a footer that claims more than it holds
 /// or is nested too deep, or metadata that does not fit the file.
-pub(crate) fn read_metadata(file: &mut File, len: u64) -> Result<ArrowReaderMetadata, String> {
+pub(crate) fn read_metadata(
+    file: &mut (impl Read + Seek),
+    len: u64,
+) -> Result<ArrowReaderMetadata, String> {
     if len < 12 {
         return Err(format!("{len} bytes are too few for a Parquet file"));
     }

@@ -26,7 +26,7 @@ use partout_core::ids::Partitioning;
 use partout_exchange::{Flush, PartitionedWriter, WriterOptions};
 use partout_io::manifest::{Budget, Manifest, WorkerTimings};
 use partout_io::output::{Destinations, Finish, Location, OutputSpec};
-use partout_io::{Frames, InputFile, RunOptions, discover, plan_frames_by};
+use partout_io::{Frames, InputFile, RunOptions, discover_in, plan_frames_by};
 use std::path::Path;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize};
@@ -147,8 +147,12 @@ impl Job {
             false => options.partitions,
             true => by_value::check(&options)?,
         };
+        // The storage options are for whatever of the inputs and output is in a store.
         let location = match options.output.to_str() {
-            Some(text) => Location::parse(text, &options.storage_options)?,
+            Some(text) if partout_io::is_store_url(text) || !stores_in(&options.inputs) => {
+                Location::parse(text, &options.storage_options)?
+            }
+            Some(text) => Location::parse(text, &Default::default())?,
             None => Location::local(&options.output),
         };
         location.place().check(options.overwrite)?;
@@ -168,21 +172,33 @@ impl Job {
             location,
         )?;
         let table_bytes = by_value::table_bytes(&options)?;
+        // Each worker reading from a store holds windows of the objects it reads.
+        let read_bytes = match stores_in(&options.inputs) {
+            true => threads as u64 * partout_io::STORE_READ_BYTES,
+            false => 0,
+        };
+        let shared = options
+            .memory_limit
+            .checked_sub(table_bytes + read_bytes)
+            .filter(|&left| left > 0)
+            .ok_or_else(|| {
+                JobError::InvalidOption(format!(
+                    "a memory limit of {} bytes leaves nothing once {read_bytes} bytes are set \
+                     aside for reading {threads} worker(s)' inputs from a store",
+                    options.memory_limit
+                ))
+            })?;
         let budget = match by_value {
             false => Budget::try_new,
             true => Budget::try_discovered,
-        }(
-            options.memory_limit - table_bytes,
-            destinations,
-            threads,
-            spec.is_staged(by_value),
-        )?;
+        }(shared, destinations, threads, spec.is_staged(by_value))?;
 
         // Frames: about sixteen per worker, of 64K rows at least: the workers' last frames
         // end within a small frame of each other, and frames do not shrink to nothing.
         let (frames, mut stream) = match stream {
             None => {
-                let files = inputs_outside(discover(&options.inputs)?, &options.output)?;
+                let files = discover_in(&options.inputs, &options.storage_options)?;
+                let files = inputs_outside(files, &options.output)?;
                 let frames = plan_frames_by(&files, |rows| {
                     rows.map_or(1 << 20, |rows| {
                         (rows as usize / (threads * 16)).max(64 << 10)
@@ -236,7 +252,7 @@ impl Job {
                     sampled: by_value.sampled(&frames.schema, &first_rows(&frames, &mut stream)),
                 });
                 Budget::direct(
-                    options.memory_limit - table_bytes,
+                    shared,
                     destinations,
                     threads,
                     partout_io::DirectParquet::writer_bytes(&out_schema),
@@ -255,12 +271,7 @@ impl Job {
         let turn = match budget.buffered_destinations {
             0 => None,
             past => {
-                let sorted = Budget::try_new(
-                    options.memory_limit - table_bytes,
-                    destinations,
-                    threads,
-                    spec.is_staged(true),
-                )?;
+                let sorted = Budget::try_new(shared, destinations, threads, spec.is_staged(true))?;
                 let writers = budget.direct_writers / threads as u64;
                 let sorted = Budget {
                     sorted_runs: true,
@@ -493,13 +504,22 @@ fn first_rows(frames: &Frames, stream: &mut Option<StreamInput>) -> Vec<arrow_ar
 /// output directory lies in an input directory: it is about to be replaced, and reading it
 /// would duplicate rows).
 fn inputs_outside(files: Vec<InputFile>, out: &Path) -> Result<Vec<InputFile>> {
-    let Ok(out) = out.canonicalize() else {
-        return Ok(files);
+    let inside: Box<dyn Fn(&InputFile) -> bool> = match out.to_str() {
+        // An object under the output's prefix.
+        Some(url) if partout_io::is_store_url(url) => {
+            let prefix = format!("{}/", url.trim_end_matches('/'));
+            Box::new(move |f| {
+                f.in_store() && f.path.to_str().is_some_and(|p| p.starts_with(&prefix))
+            })
+        }
+        _ => match out.canonicalize() {
+            Ok(out) => Box::new(move |f| {
+                !f.in_store() && f.path.canonicalize().is_ok_and(|p| p.starts_with(&out))
+            }),
+            Err(_) => return Ok(files),
+        },
     };
-    let kept: Vec<_> = files
-        .into_iter()
-        .filter(|f| !f.path.canonicalize().is_ok_and(|p| p.starts_with(&out)))
-        .collect();
+    let kept: Vec<_> = files.into_iter().filter(|f| !inside(f)).collect();
     if kept.is_empty() {
         return Err(JobError::InvalidOption(format!(
             "every input file is inside the output directory {}",
@@ -507,6 +527,13 @@ fn inputs_outside(files: Vec<InputFile>, out: &Path) -> Result<Vec<InputFile>> {
         )));
     }
     Ok(kept)
+}
+
+/// Whether any of `inputs` is a URL of an object store.
+fn stores_in(inputs: &[std::path::PathBuf]) -> bool {
+    inputs
+        .iter()
+        .any(|i| i.to_str().is_some_and(partout_io::is_store_url))
 }
 
 /// The workers' writer options under `budget` (reading a `stream` of another library's

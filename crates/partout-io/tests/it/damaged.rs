@@ -226,15 +226,37 @@ fn parquet_row_group_claiming_2_pow_62_rows_is_not_cut_into_2_pow_62_frames() {
 #[test]
 fn parquet_row_counts_past_i64_are_an_error() {
     // Each was cut into a frame per row too, and their sum wrapped (or panicked, with
-    // overflow checks).
-    let bytes = parquet_with_metadata(|mut m| {
-        let groups = m
-            .take_row_groups()
-            .into_iter()
-            .map(|g| g.into_builder().set_num_rows(i64::MAX).build().unwrap())
-            .collect();
+    // overflow checks). The parquet crate's writer sums the counts it writes, so the second
+    // group is written claiming `MARK` rows (its Thrift varint as long as i64::MAX's) and
+    // that claim is then rewritten in the footer's bytes.
+    const MARK: i64 = i64::MAX - 64;
+    let varint = |n: i64| {
+        let mut zigzag = ((n << 1) ^ (n >> 63)) as u64;
+        let mut out = Vec::new();
+        while zigzag >= 0x80 {
+            out.push((zigzag as u8) | 0x80);
+            zigzag >>= 7;
+        }
+        out.push(zigzag as u8);
+        out
+    };
+    let mut bytes = parquet_with_metadata(|mut m| {
+        let mut groups = m.take_row_groups();
+        groups[1] = groups[1]
+            .clone()
+            .into_builder()
+            .set_num_rows(MARK)
+            .build()
+            .unwrap();
         m.set_row_groups(groups)
     });
+    let (mark, max) = (varint(MARK), varint(i64::MAX));
+    assert_eq!(mark.len(), max.len());
+    let at: Vec<usize> = (0..bytes.len() - mark.len())
+        .filter(|&i| bytes[i..].starts_with(&mark))
+        .collect();
+    assert_eq!(at.len(), 1, "the claim is in the footer once");
+    bytes[at[0]..at[0] + max.len()].copy_from_slice(&max);
     let errors = read_all_ways("sum.parquet", &bytes);
     assert!(
         errors.contains("row group 1 claims 9223372036854775807 rows"),

@@ -21,9 +21,10 @@
 use super::{Pending, Place};
 use crate::manifest::{FileName, MANIFEST_FILE, Manifest};
 use crate::output::{OutputError, Result, io};
+use crate::store::Client;
 use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path as ObjectPath;
-use object_store::{ObjectStore, ObjectStoreExt, ObjectStoreScheme, PutPayload};
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tokio::io::AsyncReadExt;
@@ -74,52 +75,11 @@ impl StorePrefix {
     /// [`OutputError::Invalid`] for a URL of no object store, an option its store does not
     /// know (naming the key, never the value), or a client that cannot be configured.
     pub fn try_new(url: &url::Url, options: &[(String, String)]) -> Result<Self> {
-        let unknown = || {
-            OutputError::Invalid(format!(
-                "{}: not an object store partout writes to (s3://, gs://, az://, abfss://)",
-                shown(url)
-            ))
-        };
-        let (scheme, prefix) = ObjectStoreScheme::parse(url).map_err(|_| unknown())?;
-        let invalid = |e: object_store::Error| OutputError::Invalid(format!("{}: {e}", shown(url)));
-        let (retry, options) = retry_config(options)?;
-        let store: Arc<dyn ObjectStore> = match scheme {
-            ObjectStoreScheme::AmazonS3 => {
-                use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
-                let mut builder = AmazonS3Builder::from_env()
-                    .with_url(url.as_str())
-                    .with_retry(retry);
-                for (key, value) in options {
-                    builder = builder.with_config(key_of::<AmazonS3ConfigKey>(key, "S3")?, value);
-                }
-                Arc::new(builder.build().map_err(invalid)?)
-            }
-            ObjectStoreScheme::GoogleCloudStorage => {
-                use object_store::gcp::{GoogleCloudStorageBuilder, GoogleConfigKey};
-                let mut builder = GoogleCloudStorageBuilder::from_env()
-                    .with_url(url.as_str())
-                    .with_retry(retry);
-                for (key, value) in options {
-                    builder = builder.with_config(key_of::<GoogleConfigKey>(key, "GCS")?, value);
-                }
-                Arc::new(builder.build().map_err(invalid)?)
-            }
-            ObjectStoreScheme::MicrosoftAzure => {
-                use object_store::azure::{AzureConfigKey, MicrosoftAzureBuilder};
-                let mut builder = MicrosoftAzureBuilder::from_env()
-                    .with_url(url.as_str())
-                    .with_retry(retry);
-                for (key, value) in options {
-                    builder = builder.with_config(key_of::<AzureConfigKey>(key, "Azure")?, value);
-                }
-                Arc::new(builder.build().map_err(invalid)?)
-            }
-            _ => return Err(unknown()),
-        };
+        let client = Client::try_new(url, options).map_err(OutputError::Invalid)?;
         Ok(Self {
-            url: shown(url),
-            store,
-            prefix,
+            url: client.url,
+            store: client.store,
+            prefix: client.path,
         })
     }
 
@@ -157,56 +117,6 @@ impl StorePrefix {
         })?;
         listed.map_err(|e| store_error(format!("listing {}", self.url), e))
     }
-}
-
-/// `url` as it may be shown: scheme, host and path, never a user, password or query.
-fn shown(url: &url::Url) -> String {
-    let mut shown = url.clone();
-    let _ = shown.set_username("");
-    let _ = shown.set_password(None);
-    shown.set_query(None);
-    shown.set_fragment(None);
-    shown.to_string()
-}
-
-/// How failed requests are retried (object_store's `RetryConfig`: transient errors — 5xx,
-/// `SlowDown`, connection resets, timeouts — retried with exponential backoff), as the options
-/// `max_retries` (default 10) and `retry_timeout` (seconds from a request's first try after
-/// which it is not tried again, `30` or `30s`; default 180), which Polars' storage options
-/// also take; and the options left for the store's client.
-fn retry_config(
-    options: &[(String, String)],
-) -> Result<(object_store::RetryConfig, Vec<&(String, String)>)> {
-    let mut retry = object_store::RetryConfig::default();
-    let mut rest = Vec::new();
-    for pair in options {
-        let (key, value) = pair;
-        let number = |unit: &str| {
-            value
-                .trim()
-                .trim_end_matches(unit)
-                .parse::<u64>()
-                .map_err(|_| {
-                    OutputError::Invalid(format!("{key} takes a whole number, not {value:?}"))
-                })
-        };
-        match key.as_str() {
-            "max_retries" => retry.max_retries = number("")? as usize,
-            "retry_timeout" => retry.retry_timeout = std::time::Duration::from_secs(number("s")?),
-            _ => rest.push(pair),
-        }
-    }
-    Ok((retry, rest))
-}
-
-/// The configuration key `key` of a store, or an error naming it (never its value).
-fn key_of<K: std::str::FromStr>(key: &str, store: &str) -> Result<K> {
-    key.parse().map_err(|_| {
-        OutputError::Invalid(format!(
-            "{key:?} is not an option of {store} (object_store's configuration keys, e.g. \
-             aws_endpoint, aws_region, aws_allow_http)"
-        ))
-    })
 }
 
 /// An object store's error while `doing`.
@@ -539,14 +449,6 @@ mod tests {
         assert!(dir.starts_with(std::env::temp_dir()));
         drop(staged);
         assert!(!dir.exists());
-    }
-
-    #[test]
-    fn a_url_is_shown_without_its_secrets() {
-        let url = url::Url::parse("s3://key:secret@bucket/out?token=abc").unwrap();
-        let text = shown(&url);
-        assert!(!text.contains("secret") && !text.contains("abc") && !text.contains("key"));
-        assert!(text.starts_with("s3://bucket/out"), "{text}");
     }
 
     #[test]

@@ -1,0 +1,505 @@
+//! Where an input file's bytes are: the local file system, or an object of an object store
+//! (S3, GCS, Azure) read by ranged GETs, in bounded memory, behind the same readers.
+//!
+//! ```text
+//!  s3://bucket/data/, s3://bucket/data/*.parquet, s3://bucket/data/part-0.parquet
+//!    ─► discover: HEAD (an object?) or LIST (a prefix, a glob), hidden names passed over,
+//!       each object's first 64 bytes GOT for its format
+//!    ─► Opened (Read + Seek over windows of WINDOW_BYTES: footers, IPC files, CSV)
+//!    ─► StoreChunks (a Parquet reader's bytes: each column chunk of the row group being
+//!       read through a window of its own, the row group's first windows got together,
+//!       REQUESTS_IN_FLIGHT at once; READ_BYTES per reader in all, pages past a window
+//!       got whole)
+//! ```
+//!
+//! Every range is checked against the object's size before it is asked for, and a response
+//! of another length than asked is an error naming the object: never bytes short or past
+//! the end handed to a format crate.
+
+use crate::store;
+use crate::{InputFile, Result, file_error, file_io_error};
+use bytes::Bytes;
+use futures::{StreamExt, TryStreamExt};
+use object_store::path::Path as ObjectPath;
+use object_store::{ObjectStore, ObjectStoreExt};
+use parquet::file::reader::{ChunkReader, Length};
+use std::fmt;
+use std::fs::File;
+use std::io::{self, BufReader, Read, Seek, SeekFrom};
+use std::ops::Range;
+use std::sync::{Arc, Mutex};
+
+/// Bytes a reader of a store's Parquet object holds in windows, about (each column chunk of
+/// the row group being read gets a share, at least [`MIN_WINDOW_BYTES`]; a page larger than
+/// its window is got whole). What the job charges each worker reading from a store.
+pub const READ_BYTES: u64 = 8 << 20;
+
+/// The least window of a column chunk.
+const MIN_WINDOW_BYTES: u64 = 64 << 10;
+
+/// The window of a reader reading on from where it is (footers, IPC files, CSV).
+const WINDOW_BYTES: u64 = 4 << 20;
+
+/// Requests one reader has in flight at once, at most.
+const REQUESTS_IN_FLIGHT: usize = 8;
+
+/// The bytes read of an object to tell its format.
+pub(crate) const HEAD_BYTES: u64 = 64;
+
+/// Where an input file's bytes are.
+#[derive(Clone, Default)]
+pub(crate) enum Source {
+    /// The local file system, at the file's path.
+    #[default]
+    Local,
+    /// An object of a store.
+    Store(Arc<StoreObject>),
+}
+
+impl fmt::Debug for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Local => f.write_str("Local"),
+            Self::Store(object) => write!(f, "Store({}, {} bytes)", object.url, object.size),
+        }
+    }
+}
+
+impl PartialEq for Source {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Self::Local, Self::Local) => true,
+            (Self::Store(a), Self::Store(b)) => a.url == b.url && a.size == b.size,
+            _ => false,
+        }
+    }
+}
+
+impl Eq for Source {}
+
+/// An object of a store, its size as listed.
+pub(crate) struct StoreObject {
+    pub(crate) store: Arc<dyn ObjectStore>,
+    pub(crate) path: ObjectPath,
+    /// Its URL, as shown.
+    pub(crate) url: String,
+    pub(crate) size: u64,
+}
+
+impl StoreObject {
+    fn error(&self, doing: &str, e: impl fmt::Display) -> io::Error {
+        io::Error::other(format!("{}: {doing}: {e}", self.url))
+    }
+
+    /// Bytes `range` of the object, checked to lie in it and to come back whole.
+    pub(crate) fn get(&self, range: Range<u64>) -> io::Result<Bytes> {
+        Ok(self.get_all(vec![range])?.remove(0))
+    }
+
+    /// Each of `ranges`, [`REQUESTS_IN_FLIGHT`] requests at once, in order.
+    fn get_all(&self, ranges: Vec<Range<u64>>) -> io::Result<Vec<Bytes>> {
+        for range in &ranges {
+            if range.start > range.end || range.end > self.size {
+                return Err(self.error(
+                    &format!("bytes {}..{} asked", range.start, range.end),
+                    format_args!("the object holds {}", self.size),
+                ));
+            }
+        }
+        let store = self.store.clone();
+        let path = self.path.clone();
+        let asked = ranges.clone();
+        let got = store::run(async move {
+            futures::stream::iter(asked)
+                .map(|range| {
+                    let (store, path) = (store.clone(), path.clone());
+                    async move {
+                        match range.is_empty() {
+                            true => Ok(Bytes::new()),
+                            false => store.get_range(&path, range).await,
+                        }
+                    }
+                })
+                .buffered(REQUESTS_IN_FLIGHT)
+                .try_collect::<Vec<Bytes>>()
+                .await
+        })
+        .map_err(io::Error::other)?
+        .map_err(|e| self.error("reading", e))?;
+        for (range, bytes) in ranges.iter().zip(&got) {
+            if bytes.len() as u64 != range.end - range.start {
+                return Err(self.error(
+                    &format!("bytes {}..{} asked", range.start, range.end),
+                    format_args!("{} came back", bytes.len()),
+                ));
+            }
+        }
+        Ok(got)
+    }
+}
+
+/// An input file opened for reading from where it is.
+pub(crate) enum Opened {
+    Local(File),
+    Store(RangedReader),
+}
+
+impl Read for Opened {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Self::Local(file) => file.read(buf),
+            Self::Store(reader) => reader.read(buf),
+        }
+    }
+}
+
+impl Seek for Opened {
+    fn seek(&mut self, pos: SeekFrom) -> io::Result<u64> {
+        match self {
+            Self::Local(file) => file.seek(pos),
+            Self::Store(reader) => reader.seek(pos),
+        }
+    }
+}
+
+/// Opens `file`, and gives its length.
+pub(crate) fn open(file: &InputFile) -> Result<(Opened, u64)> {
+    match &file.source {
+        Source::Local => {
+            let handle = File::open(&file.path)
+                .map_err(|e| file_io_error(&file.path, "cannot be opened", e))?;
+            let len = handle
+                .metadata()
+                .map_err(|e| file_error(&file.path, e))?
+                .len();
+            Ok((Opened::Local(handle), len))
+        }
+        Source::Store(object) => Ok((
+            Opened::Store(RangedReader::new(object.clone(), WINDOW_BYTES)),
+            object.size,
+        )),
+    }
+}
+
+/// An object read from where it is, a window of it at a time; reads larger than the
+/// window go to the store as asked.
+pub(crate) struct RangedReader {
+    object: Arc<StoreObject>,
+    window_bytes: u64,
+    position: u64,
+    window_start: u64,
+    window: Bytes,
+}
+
+impl RangedReader {
+    fn new(object: Arc<StoreObject>, window_bytes: u64) -> Self {
+        Self {
+            object,
+            window_bytes,
+            position: 0,
+            window_start: 0,
+            window: Bytes::new(),
+        }
+    }
+}
+
+impl Read for RangedReader {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let size = self.object.size;
+        if self.position >= size || buf.is_empty() {
+            return Ok(0);
+        }
+        let in_window = self.position >= self.window_start
+            && self.position < self.window_start + self.window.len() as u64;
+        if !in_window {
+            let want = (buf.len() as u64).min(size - self.position);
+            if want >= self.window_bytes {
+                let bytes = self.object.get(self.position..self.position + want)?;
+                buf[..bytes.len()].copy_from_slice(&bytes);
+                self.position += want;
+                return Ok(bytes.len());
+            }
+            let end = (self.position + self.window_bytes).min(size);
+            self.window = self.object.get(self.position..end)?;
+            self.window_start = self.position;
+        }
+        let from = (self.position - self.window_start) as usize;
+        let n = (self.window.len() - from).min(buf.len());
+        buf[..n].copy_from_slice(&self.window[from..from + n]);
+        self.position += n as u64;
+        Ok(n)
+    }
+}
+
+impl Seek for RangedReader {
+    fn seek(&mut self, pos: SeekFrom) -> io::Result<u64> {
+        let target = match pos {
+            SeekFrom::Start(at) => Some(at),
+            SeekFrom::End(by) => self.object.size.checked_add_signed(by),
+            SeekFrom::Current(by) => self.position.checked_add_signed(by),
+        };
+        self.position = target.ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{}: a seek before its start", self.object.url),
+            )
+        })?;
+        Ok(self.position)
+    }
+}
+
+/// A Parquet file's bytes, for its reader: a local file, or an object's column chunks read
+/// through windows.
+pub(crate) enum ParquetBytes {
+    Local(File),
+    Store(StoreChunks),
+}
+
+/// The bytes of a Parquet file `file` whose metadata is `metadata`.
+pub(crate) fn parquet_bytes(
+    file: &InputFile,
+    metadata: &parquet::file::metadata::ParquetMetaData,
+) -> Result<ParquetBytes> {
+    match &file.source {
+        Source::Local => File::open(&file.path)
+            .map(ParquetBytes::Local)
+            .map_err(|e| file_io_error(&file.path, "cannot be opened", e)),
+        Source::Store(object) => Ok(ParquetBytes::Store(StoreChunks::new(
+            object.clone(),
+            metadata,
+        ))),
+    }
+}
+
+impl Length for ParquetBytes {
+    fn len(&self) -> u64 {
+        match self {
+            Self::Local(file) => file.len(),
+            Self::Store(chunks) => chunks.inner.object.size,
+        }
+    }
+}
+
+impl ChunkReader for ParquetBytes {
+    type T = ChunkRead;
+
+    fn get_read(&self, start: u64) -> parquet::errors::Result<ChunkRead> {
+        match self {
+            Self::Local(file) => file.get_read(start).map(ChunkRead::Local),
+            Self::Store(chunks) => Ok(ChunkRead::Store {
+                chunks: chunks.inner.clone(),
+                position: start,
+                bytes: Bytes::new(),
+            }),
+        }
+    }
+
+    fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<Bytes> {
+        match self {
+            Self::Local(file) => file.get_bytes(start, length),
+            Self::Store(chunks) => chunks
+                .inner
+                .bytes(start, length as u64)
+                .map_err(|e| parquet::errors::ParquetError::External(Box::new(e))),
+        }
+    }
+}
+
+/// A reader of a Parquet file's bytes from an offset (a page's header).
+pub(crate) enum ChunkRead {
+    Local(BufReader<File>),
+    Store {
+        chunks: Arc<Chunks>,
+        position: u64,
+        bytes: Bytes,
+    },
+}
+
+impl Read for ChunkRead {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Self::Local(reader) => reader.read(buf),
+            Self::Store {
+                chunks,
+                position,
+                bytes,
+            } => {
+                if bytes.is_empty() {
+                    if *position >= chunks.object.size || buf.is_empty() {
+                        return Ok(0);
+                    }
+                    *bytes = chunks.bytes_from(*position)?;
+                }
+                let n = bytes.len().min(buf.len());
+                buf[..n].copy_from_slice(&bytes[..n]);
+                *bytes = bytes.slice(n..);
+                *position += n as u64;
+                Ok(n)
+            }
+        }
+    }
+}
+
+/// An object's column chunks, each read through a window of its own.
+pub(crate) struct StoreChunks {
+    inner: Arc<Chunks>,
+}
+
+/// One column chunk: its bytes in the file and its row group.
+struct Chunk {
+    range: Range<u64>,
+    group: usize,
+}
+
+pub(crate) struct Chunks {
+    object: Arc<StoreObject>,
+    /// Every column chunk, by where it starts.
+    chunks: Vec<Chunk>,
+    /// Each row group's window per chunk.
+    windows: Vec<u64>,
+    held: Mutex<Held>,
+}
+
+/// The windows held: those of one row group, by chunk.
+#[derive(Default)]
+struct Held {
+    group: Option<usize>,
+    windows: Vec<(usize, u64, Bytes)>,
+}
+
+impl StoreChunks {
+    fn new(object: Arc<StoreObject>, metadata: &parquet::file::metadata::ParquetMetaData) -> Self {
+        let mut chunks = Vec::new();
+        let mut windows = Vec::new();
+        for (group, row_group) in metadata.row_groups().iter().enumerate() {
+            let columns = row_group.columns();
+            for column in columns {
+                let (start, len) = column.byte_range();
+                chunks.push(Chunk {
+                    range: start..start.saturating_add(len),
+                    group,
+                });
+            }
+            windows.push((READ_BYTES / columns.len().max(1) as u64).max(MIN_WINDOW_BYTES));
+        }
+        Self::of(object, chunks, windows)
+    }
+
+    /// The `chunks` of `object`, each row group's chunks read through windows of
+    /// `windows[group]` bytes.
+    fn of(object: Arc<StoreObject>, mut chunks: Vec<Chunk>, windows: Vec<u64>) -> Self {
+        chunks.sort_by_key(|c| c.range.start);
+        Self {
+            inner: Arc::new(Chunks {
+                object,
+                chunks,
+                windows,
+                held: Mutex::new(Held::default()),
+            }),
+        }
+    }
+}
+
+impl Chunks {
+    /// The chunk holding byte `at`.
+    fn chunk_at(&self, at: u64) -> Option<usize> {
+        let i = self.chunks.partition_point(|c| c.range.start <= at);
+        (i > 0 && self.chunks[i - 1].range.contains(&at)).then(|| i - 1)
+    }
+
+    /// What a held window holds from `at` on.
+    fn held_from(&self, at: u64) -> Option<Bytes> {
+        let held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        held.windows.iter().find_map(|(_, start, bytes)| {
+            (at >= *start && at < start + bytes.len() as u64)
+                .then(|| bytes.slice((at - start) as usize..))
+        })
+    }
+
+    /// What the window of the chunk holding `at` holds from there: at least a byte (a byte
+    /// alone outside every chunk).
+    fn bytes_from(&self, at: u64) -> io::Result<Bytes> {
+        let first = self.bytes(at, 1)?;
+        Ok(self.held_from(at).unwrap_or(first))
+    }
+
+    /// Bytes `start..start + len`: from the window of their chunk, which is moved on to
+    /// hold them when it does not; entering another row group, every chunk's first window
+    /// of that group is got first, together. Bytes outside every chunk are got as asked.
+    fn bytes(&self, start: u64, len: u64) -> io::Result<Bytes> {
+        let end = start.saturating_add(len);
+        let Some(i) = self.chunk_at(start) else {
+            return self.object.get(start..end);
+        };
+        if let Some(held) = self.held_from(start)
+            && held.len() as u64 >= len
+        {
+            return Ok(held.slice(..len as usize));
+        }
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        let chunk = &self.chunks[i];
+        let window = self.windows[chunk.group];
+        // A window from `from` holding at least up to `need`, within its chunk otherwise.
+        let reach = |from: u64, need: u64, chunk: &Chunk| {
+            from..from
+                .saturating_add(window)
+                .max(need)
+                .min(chunk.range.end.max(need))
+        };
+        if held.group != Some(chunk.group) {
+            // Another row group: the first window of each of its chunks, this one's from here.
+            let members: Vec<usize> = (0..self.chunks.len())
+                .filter(|&c| self.chunks[c].group == chunk.group)
+                .collect();
+            let ranges: Vec<Range<u64>> = members
+                .iter()
+                .map(|&c| match c == i {
+                    true => reach(start, end, chunk),
+                    false => {
+                        let other = &self.chunks[c];
+                        reach(other.range.start, other.range.start, other)
+                    }
+                })
+                .collect();
+            held.windows.clear();
+            held.group = None;
+            let got = self.object.get_all(ranges.clone())?;
+            held.group = Some(chunk.group);
+            held.windows = members
+                .into_iter()
+                .zip(ranges)
+                .zip(got)
+                .map(|((c, range), bytes)| (c, range.start, bytes))
+                .collect();
+        } else {
+            let range = reach(start, end, chunk);
+            // What the window holds from `start` on is kept: only the rest is got.
+            let kept = held.windows.iter().find_map(|(c, from, bytes)| {
+                (*c == i && start >= *from && start < from + bytes.len() as u64)
+                    .then(|| bytes.slice((start - from) as usize..))
+            });
+            let bytes = match kept {
+                Some(kept) => {
+                    let rest = self.object.get(start + kept.len() as u64..range.end)?;
+                    let mut joined = Vec::with_capacity(kept.len() + rest.len());
+                    joined.extend_from_slice(&kept);
+                    joined.extend_from_slice(&rest);
+                    Bytes::from(joined)
+                }
+                None => self.object.get(range.clone())?,
+            };
+            held.windows.retain(|(c, _, _)| *c != i);
+            held.windows.push((i, range.start, bytes));
+        }
+        let (_, from, bytes) = held
+            .windows
+            .iter()
+            .find(|(c, _, _)| *c == i)
+            .expect("the window just got");
+        let at = (start - from) as usize;
+        Ok(bytes.slice(at..at + len as usize))
+    }
+}
+
+#[cfg(test)]
+mod tests;
