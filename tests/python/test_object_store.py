@@ -1,12 +1,16 @@
-"""Outputs written to an object store: an S3 server (moto's, in server mode) on 127.0.0.1,
-started by the tests. Every format and layout round-trips (read back from the store by
-pyarrow's S3 file system, Polars, and partout's own reader over a downloaded copy), equal to
-the same run on local disk; an output prefix that holds data is refused unless overwriting,
-which replaces it; a failing run commits nothing; a secret never shows in an error."""
+"""Outputs written to and inputs read from an object store: an S3 server (moto's, in server
+mode) on 127.0.0.1, started by the tests. Every format and layout round-trips (read back from
+the store by pyarrow's S3 file system, Polars, and partout's own reader over a downloaded
+copy), equal to the same run on local disk; inputs read from a prefix or a pattern equal the
+same files read from disk; an output prefix that holds data is refused unless overwriting,
+which replaces it; a failing run commits nothing; a run interrupted while uploading leaves no
+object and no upload pending; a secret never shows in an error."""
 
 import json
 import os
+import signal
 import subprocess
+import time
 
 import pyarrow as pa
 import pyarrow.fs
@@ -200,3 +204,89 @@ def test_the_cli_writes_to_the_store_with_storage_options(s3, tmp_path):
     assert SECRET not in again.stderr + again.stdout
     helped = subprocess.run([binary, "repartition", "--help"], capture_output=True, text=True, timeout=60)
     assert "--storage-option" in helped.stdout and SECRET not in helped.stdout
+
+
+def test_inputs_in_the_store_read_as_the_same_files_on_disk(s3, tmp_path):
+    endpoint, client = s3
+    data = table(24_000)
+    local = tmp_path / "in"
+    (local / "sub").mkdir(parents=True)
+    pq.write_table(data.slice(0, 12_000), local / "a.parquet", row_group_size=2500)
+    import pyarrow.csv as csv
+
+    csv.write_csv(data.slice(12_000), local / "sub" / "b.csv")
+    for path in sorted(p for p in local.rglob("*") if p.is_file()):
+        client.upload_file(str(path), "lake", f"in/{path.relative_to(local)}")
+    client.put_object(Bucket="lake", Key="in/_SUCCESS", Body=b"")
+    run = dict(by="k", format="ipc", threads=2)
+    stored = partout.repartition("s3://lake/in/", tmp_path / "remote", 4, storage_options=options(endpoint), **run)
+    here = partout.repartition(local, tmp_path / "here", 4, **run)
+    assert stored["input_rows"] == here["input_rows"] == 24_000
+    for p in range(4):
+        got = partout.read(tmp_path / "remote", destination=p)
+        want = partout.read(tmp_path / "here", destination=p)
+        assert got.sort_by("v").equals(want.sort_by("v")), f"destination {p}"
+    # A pattern names only its files; storage options without a store are refused.
+    only = partout.repartition("s3://lake/in/*.parquet", tmp_path / "only", 2, storage_options=options(endpoint), **run)
+    assert only["input_rows"] == 12_000
+    with pytest.raises(partout.PartoutError, match="storage options"):
+        partout.repartition(local, tmp_path / "refused", 2, storage_options=options(endpoint), **run)
+
+
+def test_the_cli_reads_from_and_writes_to_the_store(s3, tmp_path):
+    endpoint, client = s3
+    binary = os.environ.get("PARTOUT_BIN")
+    if not binary:
+        pytest.fail("PARTOUT_BIN names the partout binary (./run-tests sets it)")
+    source = tmp_path / "in.parquet"
+    pq.write_table(table(9000), source, row_group_size=1000)
+    client.upload_file(str(source), "lake", "cli-in/part-0.parquet")
+    def cli(source, out):
+        args = [binary, "repartition", "--quiet", source, "--by", "k", "-n", "3", "-o", out]
+        for key, value in options(endpoint).items():
+            args += ["--storage-option", f"{key}={value}"]
+        return subprocess.run(args, capture_output=True, text=True, timeout=120)
+
+    done = cli("s3://lake/cli-in/", "s3://lake/cli-both")
+    assert done.returncode == 0, done.stderr
+    manifest = json.loads(client.get_object(Bucket="lake", Key="cli-both/_manifest.json")["Body"].read())
+    assert manifest["input_rows"] == manifest["output_rows"] == 9000
+    missing = cli("s3://lake/no-such-prefix/", "s3://lake/x")
+    assert missing.returncode == 2 and "s3://lake/no-such-prefix" in missing.stderr, missing.stderr
+    assert SECRET not in missing.stderr
+
+
+def test_an_upload_interrupted_leaves_no_object_and_no_upload_pending(s3, tmp_path):
+    endpoint, client = s3
+    binary = os.environ.get("PARTOUT_BIN")
+    if not binary:
+        pytest.fail("PARTOUT_BIN names the partout binary (./run-tests sets it)")
+    # One destination of about 120 MB: fifteen parts, uploaded two at a time.
+    rows = 120_000
+    blob = os.urandom(1000 * rows)
+    data = pa.table({
+        "k": pa.array([i % 7 for i in range(rows)], pa.int64()),
+        "v": pa.array([blob[i * 1000:(i + 1) * 1000] for i in range(rows)], pa.binary()),
+    })
+    source = tmp_path / "big.arrow"
+    with pa.ipc.new_file(source, data.schema) as writer:
+        writer.write_table(data, max_chunksize=8192)
+    args = [binary, "repartition", "--quiet", str(source), "--by", "k", "-n", "1", "--format", "ipc",
+            "-o", "s3://lake/interrupted"]
+    for key, value in options(endpoint).items():
+        args += ["--storage-option", f"{key}={value}"]
+    run = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not client.list_multipart_uploads(Bucket="lake", Prefix="interrupted/").get("Uploads"):
+            assert run.poll() is None, "the run ended before its upload was seen: " + run.stderr.read()
+            assert time.monotonic() < deadline, "no upload began"
+            time.sleep(0.005)
+        run.send_signal(signal.SIGINT)
+        _, stderr = run.communicate(timeout=60)
+    finally:
+        run.kill()
+    assert run.returncode == 130, stderr
+    assert "interrupted" in stderr and SECRET not in stderr, stderr
+    assert keys(client, "interrupted") == []
+    assert not client.list_multipart_uploads(Bucket="lake", Prefix="interrupted/").get("Uploads")

@@ -181,6 +181,10 @@ fn main() -> ExitCode {
         {
             ExitCode::SUCCESS
         }
+        Err(e) if e.downcast_ref::<repartition::Interrupted>().is_some() => {
+            eprintln!("partout: {e:#}");
+            ExitCode::from(130)
+        }
         Err(e) => {
             eprintln!("partout: {e:#}");
             ExitCode::from(2)

@@ -9,7 +9,7 @@ use partout_job::{
 };
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// How rows find their destination.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -152,13 +152,46 @@ impl RepartitionArgs {
     }
 }
 
+/// Set by the first Ctrl-C (or SIGTERM, SIGHUP): the run stops and undoes what it wrote.
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+/// The run was interrupted, and left nothing: exit code 130, as a shell reports SIGINT.
+#[derive(Debug)]
+pub struct Interrupted;
+
+impl std::fmt::Display for Interrupted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("interrupted: nothing was written")
+    }
+}
+
+impl std::error::Error for Interrupted {}
+
+/// The first signal asks the run to stop (it then aborts its uploads and removes what it
+/// wrote); a second one ends the process at once.
+fn on_interrupt() {
+    // (Refused only where another handler is installed: the run is then not cancellable.)
+    let _ = ctrlc::set_handler(|| {
+        if INTERRUPTED.swap(true, Ordering::SeqCst) {
+            std::process::exit(130);
+        }
+        eprintln!("partout: interrupted, undoing what was written (again to quit at once)");
+    });
+}
+
 /// `partout repartition`: the run, then its summary on stderr.
 pub fn run(args: &RepartitionArgs) -> Result<()> {
+    on_interrupt();
     let job = Job::try_new(args.to_options()).map_err(with_flags)?;
     let bar = Bar::new(args.quiet, job.input_rows());
     let result = job.run(&bar);
     bar.bar.finish_and_clear();
-    let report = result.map_err(with_flags)?;
+    let report = match result {
+        Err(JobError::Cancelled) if INTERRUPTED.load(Ordering::SeqCst) => {
+            return Err(Interrupted.into());
+        }
+        result => result.map_err(with_flags)?,
+    };
     if !args.quiet {
         let manifest = &report.manifest;
         let mib = |b: u64| b as f64 / (1 << 20) as f64;
@@ -240,5 +273,9 @@ impl Progress for Bar {
     fn advance(&self, rows: u64, bytes: u64) {
         self.bytes.fetch_add(bytes, Ordering::Relaxed);
         self.bar.inc(rows);
+    }
+
+    fn cancelled(&self) -> bool {
+        INTERRUPTED.load(Ordering::SeqCst)
     }
 }

@@ -100,6 +100,7 @@ impl From<OutputError> for JobError {
             OutputError::Invalid(what) => Self::InvalidOption(what),
             OutputError::NotEmpty(location) => Self::OutputNotEmpty(PathBuf::from(location)),
             OutputError::Io { context, source } => Self::Io { context, source },
+            OutputError::Cancelled => Self::Cancelled,
             other => Self::InvalidOption(other.to_string()),
         }
     }

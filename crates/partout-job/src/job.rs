@@ -25,7 +25,7 @@ use arrow_schema::SchemaRef;
 use partout_core::ids::Partitioning;
 use partout_exchange::{Flush, PartitionedWriter, WriterOptions};
 use partout_io::manifest::{Budget, Manifest, WorkerTimings};
-use partout_io::output::{Destinations, Finish, Location, OutputSpec};
+use partout_io::output::{Commit, Destinations, Finish, Location, OutputSpec};
 use partout_io::{Frames, InputFile, RunOptions, discover_in, plan_frames_by};
 use std::path::Path;
 use std::sync::Mutex;
@@ -197,7 +197,11 @@ impl Job {
         // end within a small frame of each other, and frames do not shrink to nothing.
         let (frames, mut stream) = match stream {
             None => {
-                let files = discover_in(&options.inputs, &options.storage_options)?;
+                let storage = match stores_in(&options.inputs) {
+                    true => options.storage_options.clone(),
+                    false => Default::default(),
+                };
+                let files = discover_in(&options.inputs, &storage)?;
                 let files = inputs_outside(files, &options.output)?;
                 let frames = plan_frames_by(&files, |rows| {
                     rows.map_or(1 << 20, |rows| {
@@ -361,7 +365,13 @@ impl Job {
         let stage = self.spec.location().place().stage()?;
         progress.start(self.input_rows());
         let manifest = self.write_all(progress, stage.dir())?;
-        let manifest = stage.commit(manifest)?;
+        // The workers and their buffers are gone: the commit may hold most of the limit.
+        let cancelled = || progress.cancelled();
+        let commit = Commit {
+            memory: self.options.memory_limit / 4 * 3,
+            cancelled: &cancelled,
+        };
+        let manifest = stage.commit(manifest, &commit)?;
         Ok(Report {
             manifest,
             seconds: self.started.elapsed().as_secs_f64(),

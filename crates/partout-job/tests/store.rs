@@ -11,6 +11,7 @@ use arrow_array::RecordBatchIterator;
 use partout_format::Format;
 use partout_job::{Job, JobError, JobOptions, Layout, Manifest, StorageOptions};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 mod s3;
@@ -229,4 +230,80 @@ fn a_server_failing_for_good_ends_the_run_with_nothing_committed_or_pending() {
         0,
         "a multipart upload was left pending"
     );
+}
+
+/// Cancelled once the server has taken `after` writes.
+struct CancelAfter {
+    faults: Arc<Faults>,
+    after: usize,
+}
+
+impl partout_job::Progress for CancelAfter {
+    fn cancelled(&self) -> bool {
+        self.faults.counted() >= self.after
+    }
+}
+
+#[test]
+fn a_run_cancelled_while_uploading_leaves_nothing_and_no_upload_pending() {
+    // Writes are counted, none fails. One destination of 30 MB goes in four parts, two in
+    // flight: cancelled once its upload began and took a part, the run sends no more parts,
+    // aborts the upload and leaves nothing.
+    let faults = Faults::new(usize::MAX, 0, 503);
+    let server = Server::with_faults(faults.clone());
+    let options = |prefix: &str| {
+        JobOptions::new(Vec::<PathBuf>::new(), format!("s3://lake/{prefix}"), 1)
+            .with_keys(["k"])
+            .with_format(Format::Ipc)
+            .with_threads(2)
+            .with_storage_options(server.options(SECRET))
+    };
+    // The writes of the whole run, uncancelled.
+    run(options("whole"), 400_000, 60).unwrap();
+    let whole = faults.counted();
+    let batches = batches(400_000, 60);
+    let schema = batches[0].schema();
+    let stream = RecordBatchIterator::new(batches.into_iter().map(Ok), schema);
+    let job = Job::from_stream(options("cancelled"), Box::new(stream)).unwrap();
+    let error = job
+        .run(&CancelAfter {
+            faults: faults.clone(),
+            after: whole + 2,
+        })
+        .unwrap_err();
+    assert!(matches!(error, JobError::Cancelled), "{error:?}");
+    // Its uploads stopped at the next part: fewer writes than the run's (the deletes that
+    // undo them are not writes).
+    let writes = faults.counted() - whole;
+    assert!(
+        writes >= 2 && writes + 3 <= whole,
+        "{writes} writes of {whole}"
+    );
+    assert!(
+        server.objects("cancelled").is_empty(),
+        "{:?}",
+        server.objects("cancelled")
+    );
+    assert_eq!(
+        server.pending_uploads(),
+        0,
+        "a multipart upload was left pending"
+    );
+}
+
+#[test]
+fn a_commit_in_a_small_memory_limit_uploads_every_row() {
+    // 12 MiB: parts of 5 MiB, one upload at a time (the plan's bound is the unit test's).
+    let server = Server::start();
+    let options = JobOptions::new(Vec::<PathBuf>::new(), "s3://lake/small", 2)
+        .with_keys(["k"])
+        .with_format(Format::Ipc)
+        .with_threads(2)
+        .with_memory_limit(12 << 20)
+        .with_storage_options(server.options(SECRET));
+    let manifest = run(options, 400_000, 60).unwrap();
+    assert_eq!(server.objects("small"), named(&manifest));
+    let mut ids = ids_by_destination(&server.dir("small")).concat();
+    ids.sort_unstable();
+    assert_eq!(ids, (0..400_000).collect::<Vec<_>>());
 }

@@ -48,7 +48,7 @@ mod staged;
 pub use direct::{DirectParquet, DirectSink, PAGE_ROWS};
 pub use files::{DestinationFiles, FilesHandle};
 pub use finished::{FileCursor, FinishedOutput};
-pub use location::{LocalDir, Location, Pending, Place, StorageOptions};
+pub use location::{Commit, LocalDir, Location, Pending, Place, StorageOptions};
 pub(crate) use shuffle::for_each_shuffle_range;
 pub use shuffle::{
     SHUFFLE_INDEX_MAGIC, ShuffleFile, ShuffleRange, parse_shuffle_index, read_shuffle_index,
@@ -73,6 +73,8 @@ pub enum OutputError {
     Invalid(String),
     /// The location holds data, and overwriting it was not asked for: the location.
     NotEmpty(String),
+    /// The commit was cancelled before it was done: nothing is left of the output.
+    Cancelled,
     /// A storage operation failed.
     Io {
         /// What was being done, naming the path.
@@ -90,6 +92,7 @@ impl fmt::Display for OutputError {
                 f,
                 "{location} exists and is not empty (replacing it takes the overwrite option)"
             ),
+            Self::Cancelled => f.write_str("cancelled while committing: nothing was written"),
             Self::Io { context, .. } => f.write_str(context),
         }
     }
@@ -99,7 +102,7 @@ impl std::error::Error for OutputError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Self::Io { source, .. } => Some(source),
-            Self::Invalid(_) | Self::NotEmpty(_) => None,
+            Self::Invalid(_) | Self::NotEmpty(_) | Self::Cancelled => None,
         }
     }
 }

@@ -54,6 +54,11 @@ impl Faults {
         Arc::new(faults)
     }
 
+    /// Requests of the methods counted so far (failed or not).
+    pub fn counted(&self) -> usize {
+        self.requests.load(Ordering::SeqCst)
+    }
+
     /// Whether this request fails; records a GET's range.
     fn fails(&self, request: &http::Request<hyper::body::Incoming>) -> bool {
         let method = request.method();

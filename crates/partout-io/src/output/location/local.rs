@@ -3,7 +3,7 @@
 //! everything succeeded, so a failed or interrupted run never leaves output that looks
 //! complete. Leftovers of runs whose process is gone are removed.
 
-use super::{Pending, Place};
+use super::{Commit, Pending, Place};
 use crate::manifest::Manifest;
 use crate::output::{OutputError, Result, io};
 use std::path::{Path, PathBuf};
@@ -115,7 +115,10 @@ impl Pending for Staging {
 
     /// Writes the manifest into the staged output, then moves it to the output directory,
     /// replacing what is there.
-    fn commit(mut self: Box<Self>, manifest: Manifest) -> Result<Manifest> {
+    fn commit(mut self: Box<Self>, manifest: Manifest, commit: &Commit<'_>) -> Result<Manifest> {
+        if (commit.cancelled)() {
+            return Err(OutputError::Cancelled);
+        }
         manifest.write(&self.path).map_err(|e| OutputError::Io {
             context: e.context,
             source: e.source,
@@ -184,10 +187,28 @@ mod tests {
             Err(OutputError::NotEmpty(_))
         ));
         check_output(&out, true).unwrap();
+        let (manifest, _) = crate::manifest::tests::presto_files();
+        // Cancelled, a commit leaves the old output and nothing of the new.
+        let cancelled = Box::new(Staging::try_new(&out).unwrap());
+        let left = cancelled.dir().to_path_buf();
+        let yes = || true;
+        let refused = cancelled.commit(
+            manifest.clone(),
+            &Commit {
+                memory: 0,
+                cancelled: &yes,
+            },
+        );
+        assert!(matches!(refused, Err(OutputError::Cancelled)));
+        assert!(out.join("old").exists() && !left.exists());
         let staging = Box::new(Staging::try_new(&out).unwrap());
         std::fs::write(staging.dir().join("new"), "y").unwrap();
-        let (manifest, _) = crate::manifest::tests::presto_files();
-        let committed = staging.commit(manifest.clone()).unwrap();
+        let no = || false;
+        let go_on = Commit {
+            memory: 0,
+            cancelled: &no,
+        };
+        let committed = staging.commit(manifest.clone(), &go_on).unwrap();
         assert_eq!(committed, manifest);
         assert!(out.join("new").exists() && !out.join("old").exists());
         assert_eq!(

@@ -57,9 +57,28 @@ pub trait Pending: std::fmt::Debug + Send + Sync {
     /// with `manifest` (what the writers wrote, its files named as in [`dir`](Self::dir))
     /// written last; the manifest as committed (a place may rename the files).
     ///
+    /// The commit uses at most about `commit.memory` bytes, and ends as soon as
+    /// `commit.cancelled` says so, leaving nothing.
+    ///
     /// # Errors
-    /// [`OutputError::Io`]; nothing is left behind then.
-    fn commit(self: Box<Self>, manifest: Manifest) -> Result<Manifest>;
+    /// [`OutputError::Io`]; [`OutputError::Cancelled`]; nothing is left behind then.
+    fn commit(self: Box<Self>, manifest: Manifest, commit: &Commit<'_>) -> Result<Manifest>;
+}
+
+/// What a commit may use, and whether it is to stop.
+pub struct Commit<'a> {
+    /// Bytes it may hold at once (a place that uploads holds parts of files in memory).
+    pub memory: u64,
+    /// Asked between steps; once it says yes, the commit undoes what it did and ends.
+    pub cancelled: &'a (dyn Fn() -> bool + Sync),
+}
+
+impl std::fmt::Debug for Commit<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Commit")
+            .field("memory", &self.memory)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Options of an object store's client (`aws_endpoint`, `aws_region`, credentials, …), by

@@ -9,16 +9,18 @@
 //! ```text
 //!  writers fill a local staging directory (Pending::dir), as for a local output
 //!  commit: every data object uploaded under PREFIX/ with the run's id in its name
-//!          (part-00003-RUN.parquet; multipart past one part, parts bounded in flight)
+//!          (part-00003-RUN.parquet; multipart past one part, parts in flight and
+//!          uploads at once bounded by the commit's memory)
 //!       ─► _manifest.json (naming those objects) ─► _SUCCESS
 //!       ─► objects of an output replaced (--overwrite) deleted, only now
-//!  any failure: multipart uploads aborted, objects of this run deleted, nothing committed
+//!  any failure, or cancelled before the manifest: multipart uploads aborted, objects of
+//!  this run deleted, nothing committed
 //! ```
 //!
 //! Readers that honour the manifest or `_SUCCESS` see all of a run or none of it, and an
 //! overwrite never changes an object a reader of the old manifest reads.
 
-use super::{Pending, Place};
+use super::{Commit, Pending, Place};
 use crate::manifest::{FileName, MANIFEST_FILE, Manifest};
 use crate::output::{OutputError, Result, io};
 use crate::store::Client;
@@ -31,15 +33,45 @@ use tokio::io::AsyncReadExt;
 
 /// The object written after the manifest: the run is complete.
 pub const SUCCESS_FILE: &str = "_SUCCESS";
-/// Bytes of one part of a multipart upload, at least (S3 takes no smaller part but the last).
+/// Bytes of one part of a multipart upload, when the commit's memory allows.
 const PART_BYTES: usize = 8 << 20;
-/// Parts S3 takes in one upload, at most: past `PART_BYTES × MAX_PARTS` parts grow.
+/// The least part S3 takes (but the last of an upload).
+const MIN_PART_BYTES: usize = 5 << 20;
+/// Parts S3 takes in one upload, at most: past `part × MAX_PARTS` parts grow.
 const MAX_PARTS: u64 = 10_000;
-/// Parts of one upload in flight at once.
+/// Parts of one upload in flight at once, at most.
 const PARTS_IN_FLIGHT: usize = 2;
-/// Objects uploaded at once: with `PARTS_IN_FLIGHT`, what bounds the commit's memory
-/// (about `UPLOADS × (PARTS_IN_FLIGHT + 1) × PART_BYTES`, 96 MiB).
+/// Objects uploaded at once, at most.
 const UPLOADS: usize = 4;
+
+/// How a commit uploads within its memory: each upload holds the part being read and those
+/// in flight, so `uploads × (parts_in_flight + 1) × part_bytes` bytes at most (96 MiB with
+/// memory to spare; two parts of 5 MiB at the least).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Plan {
+    uploads: usize,
+    parts_in_flight: usize,
+    part_bytes: usize,
+}
+
+impl Plan {
+    fn within(memory: u64) -> Self {
+        let part_bytes = match memory >= 3 * PART_BYTES as u64 {
+            true => PART_BYTES,
+            false => MIN_PART_BYTES,
+        };
+        let parts = (memory / part_bytes as u64).max(2) as usize;
+        let parts_in_flight = match parts >= 3 {
+            true => PARTS_IN_FLIGHT,
+            false => 1,
+        };
+        Self {
+            uploads: (parts / (parts_in_flight + 1)).clamp(1, UPLOADS),
+            parts_in_flight,
+            part_bytes,
+        }
+    }
+}
 
 /// A prefix of an object store.
 #[derive(Clone)]
@@ -246,7 +278,7 @@ impl Pending for StoreStaging {
         &self.dir
     }
 
-    fn commit(self: Box<Self>, mut manifest: Manifest) -> Result<Manifest> {
+    fn commit(self: Box<Self>, mut manifest: Manifest, commit: &Commit<'_>) -> Result<Manifest> {
         // Each file the manifest names, uploaded under its tagged name.
         let mut files = Vec::new();
         let mut rename = |name: &mut String| {
@@ -265,7 +297,8 @@ impl Pending for StoreStaging {
         }
         let before = self.target.list()?;
         let target = &self.target;
-        block_on(upload_all(target, &files))??;
+        let plan = Plan::within(commit.memory);
+        block_on(upload_all(target, &files, plan, commit.cancelled))??;
         // The manifest last, naming the objects just written; then `_SUCCESS`.
         manifest.write(&self.dir).map_err(|e| OutputError::Io {
             context: format!("committing to {}: the manifest", target.url),
@@ -278,8 +311,13 @@ impl Pending for StoreStaging {
         // A failure after the manifest takes it back too: no manifest is left naming objects
         // that are deleted (with --overwrite, the old output's manifest is gone by then).
         let staged_manifest = self.dir.join(MANIFEST_FILE);
+        if (commit.cancelled)() {
+            block_on(delete_all(store.clone(), written))?;
+            return Err(OutputError::Cancelled);
+        }
+        // The commit's point: once the manifest is written, the run is committed.
         let committed = block_on(async {
-            upload(&store, &staged_manifest, &manifest_object).await?;
+            upload(&store, &staged_manifest, &manifest_object, plan, &|| false).await?;
             if let Err(e) = store.put(&success, PutPayload::default()).await {
                 let _ = store.delete(&manifest_object).await;
                 return Err(store_error(format!("writing {success}"), e));
@@ -301,7 +339,12 @@ impl Pending for StoreStaging {
 
 /// Uploads each `(local file, object name)`, a few at a time; on the first failure, deletes
 /// what was uploaded and says which object failed and why.
-async fn upload_all(target: &StorePrefix, files: &[(PathBuf, String)]) -> Result<()> {
+async fn upload_all(
+    target: &StorePrefix,
+    files: &[(PathBuf, String)],
+    plan: Plan,
+    cancelled: &(dyn Fn() -> bool + Sync),
+) -> Result<()> {
     let jobs: Vec<(PathBuf, ObjectPath)> = files
         .iter()
         .map(|(file, name)| (file.clone(), target.object(name)))
@@ -310,11 +353,14 @@ async fn upload_all(target: &StorePrefix, files: &[(PathBuf, String)]) -> Result
         .map(|(file, object)| {
             let store = target.store.clone();
             async move {
-                let result = upload(&store, &file, &object).await;
+                let result = match cancelled() {
+                    true => Err(OutputError::Cancelled),
+                    false => upload(&store, &file, &object, plan, cancelled).await,
+                };
                 (object, result)
             }
         })
-        .buffer_unordered(UPLOADS)
+        .buffer_unordered(plan.uploads)
         .collect()
         .await;
     let mut failure = None;
@@ -335,8 +381,14 @@ async fn upload_all(target: &StorePrefix, files: &[(PathBuf, String)]) -> Result
 }
 
 /// Uploads `file` as `object`: in one request when it fits a part, else in parts (aborted
-/// on failure); about `(PARTS_IN_FLIGHT + 1) × part` bytes held at once.
-async fn upload(store: &Arc<dyn ObjectStore>, file: &Path, object: &ObjectPath) -> Result<()> {
+/// on failure or once `cancelled`); about `(parts in flight + 1) × part` bytes held at once.
+async fn upload(
+    store: &Arc<dyn ObjectStore>,
+    file: &Path,
+    object: &ObjectPath,
+    plan: Plan,
+    cancelled: &(dyn Fn() -> bool + Sync),
+) -> Result<()> {
     let failed = |e: object_store::Error| store_error(format!("uploading {object}"), e);
     let mut reader = tokio::fs::File::open(file)
         .await
@@ -346,7 +398,7 @@ async fn upload(store: &Arc<dyn ObjectStore>, file: &Path, object: &ObjectPath) 
         .await
         .map_err(io(format!("reading {}", file.display())))?
         .len();
-    let part = (PART_BYTES as u64).max(len.div_ceil(MAX_PARTS)) as usize;
+    let part = (plan.part_bytes as u64).max(len.div_ceil(MAX_PARTS)) as usize;
     if len <= part as u64 {
         let mut bytes = Vec::with_capacity(len as usize);
         reader
@@ -382,10 +434,13 @@ async fn upload(store: &Arc<dyn ObjectStore>, file: &Path, object: &ObjectPath) 
                 break;
             }
             chunk.truncate(filled);
-            while in_flight.len() >= PARTS_IN_FLIGHT {
+            while in_flight.len() >= plan.parts_in_flight {
                 if let Some(done) = in_flight.next().await {
                     done.map_err(failed)?;
                 }
+            }
+            if cancelled() {
+                return Err(OutputError::Cancelled);
             }
             in_flight.push(upload.put_part(PutPayload::from(chunk)));
             if filled < part {
@@ -430,6 +485,37 @@ mod tests {
         );
         assert_eq!(tagged("shuffle-000.index", "r1"), "shuffle-000-r1.index");
         assert_eq!(tagged("noext", "r1"), "noext-r1");
+    }
+
+    #[test]
+    fn an_upload_plan_holds_its_parts_within_the_memory_given() {
+        for memory in [
+            0u64,
+            4 << 20,
+            10 << 20,
+            16 << 20,
+            24 << 20,
+            64 << 20,
+            1 << 30,
+        ] {
+            let plan = Plan::within(memory);
+            let held = (plan.uploads * (plan.parts_in_flight + 1) * plan.part_bytes) as u64;
+            assert!(plan.uploads >= 1 && plan.parts_in_flight >= 1, "{plan:?}");
+            assert!(plan.part_bytes >= MIN_PART_BYTES, "{plan:?}");
+            // Two of S3's least parts whatever the memory; within it once it holds them.
+            assert!(
+                held <= memory.max(2 * MIN_PART_BYTES as u64),
+                "{memory}: {plan:?}"
+            );
+        }
+        assert_eq!(
+            Plan::within(1 << 30),
+            Plan {
+                uploads: UPLOADS,
+                parts_in_flight: PARTS_IN_FLIGHT,
+                part_bytes: PART_BYTES
+            }
+        );
     }
 
     #[test]
