@@ -108,6 +108,10 @@ def test_every_format_and_layout_round_trips_through_the_store(s3, tmp_path, fmt
         else:
             got = partout.read(copy, destination=p, schema=schema)
             want = partout.read(tmp_path / "local", destination=p, schema=schema)
+            # Read from the store itself, by ranged GETs: the same rows.
+            remote = partout.read(f"s3://lake/{prefix}", destination=p, schema=schema,
+                                  storage_options=options(endpoint))
+            assert remote.equals(got), f"destination {p} read from the store"
         assert got.sort_by("v").equals(want.sort_by("v")), f"destination {p}"
 
 
@@ -290,3 +294,44 @@ def test_an_upload_interrupted_leaves_no_object_and_no_upload_pending(s3, tmp_pa
     assert "interrupted" in stderr and SECRET not in stderr, stderr
     assert keys(client, "interrupted") == []
     assert not client.list_multipart_uploads(Bucket="lake", Prefix="interrupted/").get("Uploads")
+
+
+def test_partout_serve_serves_an_output_in_the_store_over_flight(s3, tmp_path):
+    endpoint, client = s3
+    binary = os.environ.get("PARTOUT_BIN")
+    if not binary:
+        pytest.fail("PARTOUT_BIN names the partout binary (./run-tests sets it)")
+    import pyarrow.flight as flight
+
+    data = table(12_000)
+    pq.write_table(data, tmp_path / "in.parquet", row_group_size=3000)
+    for layout in ["files", "shuffle"]:
+        partout.repartition(tmp_path / "in.parquet", f"s3://lake/served-{layout}", 5, by="k", format="ipc",
+                            layout=layout, threads=2, storage_options=options(endpoint))
+    args = [binary, "serve", "--flight", "127.0.0.1:0", "s3://lake/served-files", "shuffle=s3://lake/served-shuffle"]
+    for key, value in options(endpoint).items():
+        args += ["--storage-option", f"{key}={value}"]
+    server = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = server.stdout.readline()
+        assert line.startswith("flight: 127.0.0.1:"), line + server.stderr.read()
+        reader = flight.connect(f"grpc://{line.split(': ', 1)[1].strip()}")
+        reader.wait_for_available(timeout=10)
+        for exchange in ["served-files", "shuffle"]:
+            parts = []
+            for p in range(5):
+                ticket = flight.Ticket(json.dumps({"exchange": exchange, "destination": p}).encode())
+                got = reader.do_get(ticket, options=flight.FlightCallOptions(timeout=30)).read_all()
+                direct = partout.read(f"s3://lake/served-{exchange.split('-')[-1]}", destination=p,
+                                      storage_options=options(endpoint))
+                assert got.sort_by("v").equals(direct.sort_by("v")), f"{exchange} {p}"
+                parts.append(got)
+            assert pa.concat_tables(parts).sort_by("v").equals(data.sort_by("v")), exchange
+    finally:
+        server.kill()
+        server.wait(timeout=10)
+    # A prefix holding no output: one line naming it, without the secret.
+    missing = subprocess.run(args[:4] + ["s3://lake/nothing-here"] + args[6:], capture_output=True, text=True,
+                             timeout=60)
+    assert missing.returncode == 2 and "s3://lake/nothing-here" in missing.stderr, missing.stderr
+    assert SECRET not in missing.stderr

@@ -5,7 +5,7 @@ use anyhow::Result;
 use clap::builder::TypedValueParser;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 use partout_job::{
-    Compression, Format, Job, JobError, JobOptions, Layout, Progress, Scheme, StorageOptions,
+    Compression, Format, Job, JobError, JobOptions, Layout, Progress, Scheme, StorageOption,
 };
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -102,22 +102,8 @@ pub struct RepartitionArgs {
     pub output: PathBuf,
     /// An option of the output's object store client, KEY=VALUE by object_store's key names
     /// (aws_endpoint, aws_region, aws_allow_http, aws_access_key_id, …); repeatable.
-    #[arg(long = "storage-option", value_name = "KEY=VALUE", value_parser = storage_option)]
+    #[arg(long = "storage-option", value_name = "KEY=VALUE")]
     pub storage_options: Vec<StorageOption>,
-}
-
-/// One `--storage-option`: shown by its key only (its value may be a secret).
-#[derive(Clone)]
-pub struct StorageOption(String, String);
-
-impl std::fmt::Debug for StorageOption {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}=…", self.0)
-    }
-}
-
-fn storage_option(text: &str) -> Result<StorageOption, String> {
-    StorageOptions::parse_pair(text).map(|(key, value)| StorageOption(key, value))
 }
 
 impl RepartitionArgs {
@@ -143,11 +129,7 @@ impl RepartitionArgs {
             max_partitions: self.max_partitions,
             keep_partition_columns: self.keep_partition_columns,
             output: self.output.clone(),
-            storage_options: StorageOptions::new(
-                self.storage_options
-                    .iter()
-                    .map(|StorageOption(k, v)| (k.clone(), v.clone())),
-            ),
+            storage_options: self.storage_options.iter().cloned().collect(),
         }
     }
 }

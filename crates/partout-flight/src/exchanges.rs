@@ -3,7 +3,7 @@
 
 use crate::error::{ExchangeError, Result};
 use crate::live::LiveExchange;
-use partout_io::output::FinishedOutput;
+use partout_io::output::{FinishedOutput, StorageOptions};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, RwLock, Weak};
@@ -248,6 +248,24 @@ impl Exchanges {
     /// As [`FinishedOutput::open`] and [`add`](Self::add).
     pub fn add_directory(&self, name: impl Into<String>, dir: impl AsRef<Path>) -> Result<()> {
         let output = FinishedOutput::open(dir)?;
+        self.add(name, Exchange::Finished(Arc::new(output)))
+    }
+
+    /// Serves the finished output at `location` (a directory, or an object store's prefix
+    /// whose client takes `options`) as `name`.
+    ///
+    /// # Errors
+    /// As [`FinishedOutput::open_at`] and [`add`](Self::add).
+    pub fn add_output(
+        &self,
+        name: impl Into<String>,
+        location: &Path,
+        options: &StorageOptions,
+    ) -> Result<()> {
+        let output = match location.to_str() {
+            Some(text) => FinishedOutput::open_at(text, options)?,
+            None => FinishedOutput::open(location)?,
+        };
         self.add(name, Exchange::Finished(Arc::new(output)))
     }
 

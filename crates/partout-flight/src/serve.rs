@@ -11,6 +11,7 @@
 use crate::conn::{self, ConnectionLimits};
 use crate::exchanges::{Exchanges, Limits};
 use crate::flight::ExchangeService;
+use partout_io::output::{StorageOption, StorageOptions};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -20,10 +21,15 @@ use tokio::sync::Semaphore;
 /// What `partout serve` serves, and where.
 #[derive(clap::Args, Debug, Clone)]
 pub struct ServeOptions {
-    /// Finished `repartition` output directories (Arrow IPC or Presto pages): DIR, served
-    /// under its directory's name, or NAME=DIR.
+    /// Finished `repartition` outputs (Arrow IPC or Presto pages): DIR, served under its
+    /// directory's name, or NAME=DIR; DIR may be an object store's prefix (`s3://bucket/out`,
+    /// …), read by ranged GETs.
     #[arg(value_parser = parse_exchange)]
     pub dirs: Vec<(String, PathBuf)>,
+    /// An option of the object store's client, for outputs in a store (`aws_endpoint`,
+    /// `aws_region`, …), after the environment's; repeatable. Values are never shown.
+    #[arg(long = "storage-option", value_name = "KEY=VALUE")]
+    pub storage_options: Vec<StorageOption>,
     /// Serve Arrow Flight on this address (bind loopback unless the network should reach it).
     #[arg(long)]
     pub flight: Option<SocketAddr>,
@@ -42,8 +48,24 @@ pub struct ServeOptions {
 }
 
 fn parse_exchange(text: &str) -> Result<(String, PathBuf), String> {
-    if let Some((name, dir)) = text.split_once('=') {
+    if let Some((name, dir)) = text.split_once('=')
+        && !partout_io::is_store_url(text)
+    {
         return Ok((name.to_string(), PathBuf::from(dir)));
+    }
+    if partout_io::is_store_url(text) {
+        // Served under the prefix's last part.
+        let name = text
+            .trim_end_matches('/')
+            .rsplit('/')
+            .next()
+            .unwrap_or_default();
+        return match name.is_empty() || name.contains(':') {
+            true => Err(format!(
+                "{text:?}: no name to serve it under (use NAME=URL)"
+            )),
+            false => Ok((name.to_string(), PathBuf::from(text))),
+        };
     }
     let dir = PathBuf::from(text);
     let name = dir
@@ -67,9 +89,10 @@ pub fn run(options: ServeOptions) -> Result<(), String> {
         max_exchanges: options.max_exchanges,
         memory_limit: options.memory_limit,
     });
+    let storage: StorageOptions = options.storage_options.iter().cloned().collect();
     for (name, dir) in &options.dirs {
         exchanges
-            .add_directory(name, dir)
+            .add_output(name, dir, &storage)
             .map_err(|e| format!("{}: {e}", dir.display()))?;
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -273,8 +273,17 @@ impl Manifest {
     pub fn read(dir: &Path) -> Result<Self, ManifestError> {
         let path = dir.join(MANIFEST_FILE);
         let context = || format!("reading {}", path.display());
-        let text = std::fs::read_to_string(&path).map_err(failed(context()))?;
-        serde_json::from_str(&text).map_err(|e| failed(context())(std::io::Error::other(e)))
+        let text = std::fs::read(&path).map_err(failed(context()))?;
+        Self::parse(&text, &path)
+    }
+
+    /// The manifest `bytes` hold, read from `path` (named in errors).
+    ///
+    /// # Errors
+    /// [`ManifestError`] when they are not a manifest.
+    pub fn parse(bytes: &[u8], path: &Path) -> Result<Self, ManifestError> {
+        serde_json::from_slice(bytes)
+            .map_err(|e| failed(format!("reading {}", path.display()))(std::io::Error::other(e)))
     }
 
     /// Writes it as `_manifest.json` into the directory `dir`.

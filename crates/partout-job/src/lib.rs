@@ -56,7 +56,8 @@ pub use budget::{BudgetExt, Discovered};
 pub use error::{JobError, Result};
 pub use job::{Job, Progress, Report, repartition};
 pub use options::{
-    DEFAULT_MAX_PARTITIONS, DEFAULT_MEMORY_LIMIT, JobOptions, Scheme, StorageOptions, parse_bytes,
+    DEFAULT_MAX_PARTITIONS, DEFAULT_MEMORY_LIMIT, JobOptions, Scheme, StorageOption,
+    StorageOptions, parse_bytes,
 };
 // The manifest and the options of the outputs it names are partout-io's; here as ever.
 pub use partout_io::manifest::{

@@ -2,7 +2,7 @@
 //! [`Job::try_new`](crate::Job::try_new).
 
 use partout_io::manifest::{Compression, Format, Layout};
-pub use partout_io::output::StorageOptions;
+pub use partout_io::output::{StorageOption, StorageOptions};
 use std::path::PathBuf;
 
 /// How rows find their destination: partout-core's scheme, named and parsed there

@@ -1,4 +1,5 @@
-//! Reading a finished output back: [`FinishedOutput`] opens an output through its manifest
+//! Reading a finished output back, from a local directory or a store's prefix (by ranged
+//! GETs): [`FinishedOutput`] opens an output through its manifest
 //! (the spec it records, its files, its shuffle indexes) and a [`FileCursor`] reads one
 //! destination's [`Message`]s in order, one at a time, through the shuffle index or from the
 //! destination's own file — never the whole destination at once. Every reader of an output
@@ -9,9 +10,11 @@
 //! is checked against the bytes the ranges hold before anything is allocated; each message is
 //! checked again when it is decoded ([`Message::to_batch`]).
 
-use super::Location;
-use crate::manifest::{Layout, Manifest};
-use crate::read_shuffle_index;
+use super::location::StorePrefix;
+use super::{Location, StorageOptions};
+use crate::manifest::{Layout, MANIFEST_FILE, Manifest};
+use crate::source::{Opened, StoreObject};
+use crate::{parse_shuffle_index, read_shuffle_index};
 use arrow_schema::SchemaRef;
 use bytes::Bytes;
 use partout_exchange::ExchangeError;
@@ -31,17 +34,26 @@ type Result<T, E = ExchangeError> = std::result::Result<T, E>;
 /// One stream of a destination: byte ranges of one file, concatenated.
 #[derive(Debug, Clone)]
 struct Segment {
+    /// The file, as errors show it.
     path: PathBuf,
+    /// The object, when the file is one of a store.
+    object: Option<Arc<StoreObject>>,
     ranges: Vec<(u64, u64)>,
 }
 
-/// A finished output directory (its manifest read, its schema known for Arrow IPC).
+/// A finished output (its manifest read, its schema known for Arrow IPC), in a local
+/// directory or under a store's prefix.
 #[derive(Debug)]
 pub struct FinishedOutput {
+    /// The directory, or the prefix's URL.
     dir: PathBuf,
+    store: Option<StorePrefix>,
     manifest: Manifest,
     schema: Option<SchemaRef>,
 }
+
+/// A file of a finished output: as errors show it, the object when in a store, its length.
+type OutputFile = (PathBuf, Option<Arc<StoreObject>>, u64);
 
 impl FinishedOutput {
     /// The finished `repartition` output in `dir` (Arrow IPC or Presto pages, files or shuffle
@@ -54,10 +66,45 @@ impl FinishedOutput {
         let dir = dir.as_ref().to_path_buf();
         let manifest = Manifest::read(&dir)
             .map_err(|e| ExchangeError::NotFound(format!("{}: {e}", dir.display())))?;
+        Self::with_manifest(Location::local(&dir), dir, None, manifest)
+    }
+
+    /// The finished output `location` names: a local directory, or a prefix of an object
+    /// store (`s3://bucket/out`, …; its client configured from the environment, then
+    /// `options`), its files read by ranged GETs.
+    ///
+    /// # Errors
+    /// As [`open`](Self::open); [`ExchangeError::InvalidArgument`] for a location that names
+    /// no place or options its store does not take.
+    pub fn open_at(location: &str, options: &StorageOptions) -> Result<Self> {
+        let prefix = match Location::parse(location, options) {
+            Ok(Location::Store(prefix)) => prefix,
+            Ok(Location::Local(dir)) => return Self::open(dir.path()),
+            Err(e) => return Err(ExchangeError::InvalidArgument(e.to_string())),
+        };
+        let dir = PathBuf::from(prefix.url());
+        let object = prefix
+            .open_object(MANIFEST_FILE)
+            .map_err(|e| ExchangeError::NotFound(format!("{}: {e}", dir.display())))?;
+        let bytes = object
+            .get(0..object.size)
+            .map_err(|e| ExchangeError::NotFound(format!("{}: {e}", dir.display())))?;
+        let manifest = Manifest::parse(&bytes, &dir.join(MANIFEST_FILE))
+            .map_err(|e| ExchangeError::NotFound(format!("{}: {e}", dir.display())))?;
+        Self::with_manifest(Location::Store(prefix.clone()), dir, Some(prefix), manifest)
+    }
+
+    /// The output `manifest` describes, at `location`.
+    fn with_manifest(
+        location: Location,
+        dir: PathBuf,
+        store: Option<StorePrefix>,
+        manifest: Manifest,
+    ) -> Result<Self> {
         // The output is what its manifest records, as the output layer reads it back: a spec
         // no run writes (Parquet in the shuffle layout, Snappy streams) is a damaged manifest.
         let spec = manifest
-            .output_spec(Location::local(&dir))
+            .output_spec(location)
             .map_err(|e| ExchangeError::corrupt(format!("{}: {e}", dir.display())))?;
         if spec.format() == Format::Parquet {
             return Err(ExchangeError::InvalidArgument(format!(
@@ -67,6 +114,7 @@ impl FinishedOutput {
         }
         let mut output = Self {
             dir,
+            store,
             manifest,
             schema: None,
         };
@@ -102,6 +150,24 @@ impl FinishedOutput {
         self.manifest.partitions
     }
 
+    /// The output's file `name`.
+    fn file(&self, name: &str) -> Result<OutputFile> {
+        let path = self.dir.join(name);
+        let unreadable =
+            |e: io::Error| ExchangeError::corrupt_because(path.display().to_string(), e);
+        match &self.store {
+            None => {
+                let len = std::fs::metadata(&path).map_err(unreadable)?.len();
+                Ok((path, None, len))
+            }
+            Some(prefix) => {
+                let object = prefix.open_object(name).map_err(unreadable)?;
+                let len = object.size;
+                Ok((path, Some(object), len))
+            }
+        }
+    }
+
     /// Destination `p`'s streams.
     fn segments(&self, p: u32) -> Result<Vec<Segment>> {
         let corrupt = ExchangeError::corrupt;
@@ -114,25 +180,27 @@ impl FinishedOutput {
                 let Some(name) = entry.file.name() else {
                     return Ok(Vec::new());
                 };
-                let path = self.dir.join(name);
-                let len = std::fs::metadata(&path)
-                    .map_err(|e| ExchangeError::corrupt_because(path.display().to_string(), e))?
-                    .len();
+                let (path, object, len) = self.file(name)?;
                 Ok(vec![Segment {
                     path,
+                    object,
                     ranges: vec![(0, len)],
                 }])
             }
             Layout::Shuffle => {
                 let mut segments = Vec::new();
                 for files in self.manifest.shuffle_files.iter().flatten() {
-                    let data = self.dir.join(&files.data);
-                    let len = std::fs::metadata(&data)
-                        .map_err(|e| ExchangeError::corrupt_because(data.display().to_string(), e))?
-                        .len();
+                    let (data, object, len) = self.file(&files.data)?;
+                    let (index, index_object, _) = self.file(&files.index)?;
+                    let read = match index_object {
+                        None => read_shuffle_index(&index, len),
+                        Some(o) => o
+                            .get(0..o.size)
+                            .map_err(|e| crate::file_io_error(&index, "cannot be read", e))
+                            .and_then(|bytes| parse_shuffle_index(&index, &bytes, len)),
+                    };
                     let (destinations, ranges) =
-                        read_shuffle_index(&self.dir.join(&files.index), len)
-                            .map_err(|e| ExchangeError::corrupt_because("a shuffle index", e))?;
+                        read.map_err(|e| ExchangeError::corrupt_because("a shuffle index", e))?;
                     if p >= destinations {
                         return Err(corrupt(format!(
                             "{}: {destinations} destinations, the manifest says {}",
@@ -146,7 +214,11 @@ impl FinishedOutput {
                         .map(|r| (r.offset, r.len))
                         .collect();
                     if !ranges.is_empty() {
-                        segments.push(Segment { path: data, ranges });
+                        segments.push(Segment {
+                            path: data,
+                            object,
+                            ranges,
+                        });
                     }
                 }
                 Ok(segments)
@@ -178,7 +250,7 @@ impl FinishedOutput {
 
 /// Reads a segment's ranges in order as one byte stream.
 struct RangeReader {
-    file: BufReader<File>,
+    file: BufReader<Opened>,
     path: PathBuf,
     ranges: std::collections::VecDeque<(u64, u64)>,
     /// Bytes left in the current range.
@@ -189,8 +261,12 @@ struct RangeReader {
 
 impl RangeReader {
     fn open(segment: Segment) -> Result<Self> {
-        let file = File::open(&segment.path)
-            .map_err(|e| ExchangeError::corrupt_because(segment.path.display().to_string(), e))?;
+        let file = match &segment.object {
+            Some(object) => object.reader(),
+            None => File::open(&segment.path).map(Opened::Local).map_err(|e| {
+                ExchangeError::corrupt_because(segment.path.display().to_string(), e)
+            })?,
+        };
         Ok(Self {
             file: BufReader::with_capacity(1 << 16, file),
             path: segment.path,
@@ -331,6 +407,7 @@ impl FileCursor {
             format,
             segments: [Segment {
                 path,
+                object: None,
                 ranges: vec![(0, len)],
             }]
             .into(),

@@ -48,7 +48,7 @@ mod staged;
 pub use direct::{DirectParquet, DirectSink, PAGE_ROWS};
 pub use files::{DestinationFiles, FilesHandle};
 pub use finished::{FileCursor, FinishedOutput};
-pub use location::{Commit, LocalDir, Location, Pending, Place, StorageOptions};
+pub use location::{Commit, LocalDir, Location, Pending, Place, StorageOption, StorageOptions};
 pub(crate) use shuffle::for_each_shuffle_range;
 pub use shuffle::{
     SHUFFLE_INDEX_MAGIC, ShuffleFile, ShuffleRange, parse_shuffle_index, read_shuffle_index,

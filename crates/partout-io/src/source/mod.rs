@@ -60,7 +60,7 @@ impl fmt::Debug for Source {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Local => f.write_str("Local"),
-            Self::Store(object) => write!(f, "Store({}, {} bytes)", object.url, object.size),
+            Self::Store(object) => write!(f, "Store({object:?})"),
         }
     }
 }
@@ -86,7 +86,45 @@ pub(crate) struct StoreObject {
     pub(crate) size: u64,
 }
 
+impl fmt::Debug for StoreObject {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "StoreObject({}, {} bytes)", self.url, self.size)
+    }
+}
+
 impl StoreObject {
+    /// The object `path` of `store`, shown as `url`, its size asked with a HEAD.
+    ///
+    /// # Errors
+    /// The store's error (not found among them), naming `url`.
+    pub(crate) fn head(
+        store: Arc<dyn ObjectStore>,
+        path: ObjectPath,
+        url: String,
+    ) -> io::Result<Arc<Self>> {
+        let (client, at) = (store.clone(), path.clone());
+        let meta = store::run(async move { client.head(&at).await })
+            .map_err(io::Error::other)?
+            .map_err(|e| {
+                let kind = match e {
+                    object_store::Error::NotFound { .. } => io::ErrorKind::NotFound,
+                    _ => io::ErrorKind::Other,
+                };
+                io::Error::new(kind, format!("{url}: {e}"))
+            })?;
+        Ok(Arc::new(Self {
+            store,
+            path,
+            url,
+            size: meta.size,
+        }))
+    }
+
+    /// A reader of the object from where it is asked, a window at a time.
+    pub(crate) fn reader(self: &Arc<Self>) -> Opened {
+        Opened::Store(RangedReader::new(self.clone(), WINDOW_BYTES))
+    }
+
     fn error(&self, doing: &str, e: impl fmt::Display) -> io::Error {
         io::Error::other(format!("{}: {doing}: {e}", self.url))
     }

@@ -217,13 +217,16 @@ def read(
     *,
     schema: Any = None,
     destination: int | None = None,
+    storage_options: dict[str, str] | None = None,
 ) -> pyarrow.Table:
     """One of partout's outputs as a table: an Arrow IPC stream file (``.arrows``); a file of
     Presto pages (``.presto``) given the ``schema`` it was written with (anything exporting
     ``__arrow_c_schema__``, such as a ``pyarrow.Schema``); or, given ``destination``, that
-    destination's rows of a finished ``repartition`` output directory of Arrow IPC or Presto
-    pages, in either layout (read through its manifest; Presto pages need ``schema``)."""
-    return _partout.read(path, schema=schema, destination=destination)
+    destination's rows of a finished ``repartition`` output of Arrow IPC or Presto pages, in
+    either layout (read through its manifest; Presto pages need ``schema``), in a local
+    directory or an object store (``"s3://bucket/out"``, with ``storage_options`` as
+    ``repartition`` takes them)."""
+    return _partout.read(path, schema=schema, destination=destination, storage_options=storage_options)
 
 
 class PartitionedWriter:

@@ -54,7 +54,11 @@ def write_dataset(
     storage_options: Mapping[str, str] | None = None,
 ) -> dict[str, Any]: ...
 def read(
-    path: str | os.PathLike[str], *, schema: Any = None, destination: int | None = None
+    path: str | os.PathLike[str],
+    *,
+    schema: Any = None,
+    destination: int | None = None,
+    storage_options: Mapping[str, str] | None = None,
 ) -> pyarrow.Table: ...
 
 class PartitionedWriter:

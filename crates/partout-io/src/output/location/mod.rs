@@ -121,6 +121,36 @@ impl StorageOptions {
     }
 }
 
+/// One option of a store's client, `KEY=VALUE` as a command line gives it
+/// ([`StorageOptions::parse_pair`]), shown by its key only.
+#[derive(Clone, PartialEq, Eq)]
+pub struct StorageOption {
+    /// The key.
+    pub key: String,
+    /// The value (perhaps a secret).
+    pub value: String,
+}
+
+impl std::str::FromStr for StorageOption {
+    type Err = String;
+
+    fn from_str(text: &str) -> std::result::Result<Self, String> {
+        StorageOptions::parse_pair(text).map(|(key, value)| Self { key, value })
+    }
+}
+
+impl std::fmt::Debug for StorageOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}=…", self.key)
+    }
+}
+
+impl FromIterator<StorageOption> for StorageOptions {
+    fn from_iter<I: IntoIterator<Item = StorageOption>>(options: I) -> Self {
+        Self::new(options.into_iter().map(|o| (o.key, o.value)))
+    }
+}
+
 impl std::fmt::Debug for StorageOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_list()

@@ -23,6 +23,7 @@
 use super::{Commit, Pending, Place};
 use crate::manifest::{FileName, MANIFEST_FILE, Manifest};
 use crate::output::{OutputError, Result, io};
+use crate::source::StoreObject;
 use crate::store::Client;
 use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path as ObjectPath;
@@ -128,6 +129,15 @@ impl StorePrefix {
     /// The prefix in the store.
     pub fn prefix(&self) -> &ObjectPath {
         &self.prefix
+    }
+
+    /// The output's file `name` (a relative path) as an object to read.
+    ///
+    /// # Errors
+    /// The store's error, naming the object.
+    pub(crate) fn open_object(&self, name: &str) -> std::io::Result<Arc<StoreObject>> {
+        let url = format!("{}/{name}", self.url.trim_end_matches('/'));
+        StoreObject::head(self.store.clone(), self.object(name), url)
     }
 
     /// The object of the output's file `name` (a relative path).
