@@ -13,6 +13,7 @@ import subprocess
 import time
 
 import pyarrow as pa
+import pyarrow.compute
 import pyarrow.fs
 import pyarrow.parquet as pq
 import pytest
@@ -335,3 +336,43 @@ def test_partout_serve_serves_an_output_in_the_store_over_flight(s3, tmp_path):
                              timeout=60)
     assert missing.returncode == 2 and "s3://lake/nothing-here" in missing.stderr, missing.stderr
     assert SECRET not in missing.stderr
+
+
+DUCKDB_READS = """
+import duckdb, glob, json, os, sys
+import duckdb_extension_httpfs as ext
+endpoint, secret, url = sys.argv[1:4]
+con = duckdb.connect()
+con.execute("LOAD '%s'" % glob.glob(os.path.join(os.path.dirname(ext.__file__), "extensions", "*", "httpfs.duckdb_extension"))[0])
+for setting, value in [("s3_endpoint", endpoint), ("s3_use_ssl", "false"), ("s3_url_style", "path"),
+                       ("s3_access_key_id", "testing"), ("s3_secret_access_key", secret), ("s3_region", "us-east-1")]:
+    con.execute(f"SET {setting} = '{value}'")
+rows = con.execute(
+    "SELECT year, count(*), sum(k), min(v), max(v) FROM read_parquet(?, hive_partitioning = true) "
+    "GROUP BY year ORDER BY year", [url]).fetchall()
+print(json.dumps(rows))
+"""
+
+
+def test_duckdb_reads_the_hive_dataset_from_the_store(s3, tmp_path):
+    """DuckDB's httpfs, from the pip package of its extension (DuckDB fetches extensions from its
+    own server otherwise), in an environment of its own (the extension is built for DuckDB 1.5.5)."""
+    endpoint, client = s3
+    python = os.environ.get("PARTOUT_DUCKDB_HTTPFS_PYTHON")
+    if not python:
+        pytest.fail("PARTOUT_DUCKDB_HTTPFS_PYTHON names a Python with duckdb-extension-httpfs (./run-tests sets it)")
+    data = table(30_000)
+    manifest = partout.write_dataset(data, "s3://lake/duck", partition_by="year", storage_options=options(endpoint))
+    assert manifest["partitions"] == 3
+    done = subprocess.run(
+        [python, "-c", DUCKDB_READS, endpoint.removeprefix("http://"), SECRET, "s3://lake/duck/*/*.parquet"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    got = [tuple(r) for r in json.loads(done.stdout)]
+    want = []
+    for year in (2020, 2021, 2022):
+        part = data.filter(pa.compute.equal(data["year"], year))
+        want.append((year, part.num_rows, pa.compute.sum(part["k"]).as_py(),
+                     pa.compute.min(part["v"]).as_py(), pa.compute.max(part["v"]).as_py()))
+    assert got == want
