@@ -7,7 +7,7 @@
 //! transient failures retried to the same output; a server failing for good ends the run
 //! with an error naming what failed, nothing committed, no upload left pending.
 
-use arrow_array::RecordBatchIterator;
+use arrow_array::{Array, Int64Array, RecordBatch, RecordBatchIterator};
 use partout_format::Format;
 use partout_job::{Job, JobError, JobOptions, Layout, Manifest, StorageOptions};
 use std::path::PathBuf;
@@ -306,4 +306,66 @@ fn a_commit_in_a_small_memory_limit_uploads_every_row() {
     let mut ids = ids_by_destination(&server.dir("small")).concat();
     ids.sort_unstable();
     assert_eq!(ids, (0..400_000).collect::<Vec<_>>());
+}
+
+#[test]
+fn a_hive_dataset_of_ten_thousand_values_is_committed_whole() {
+    // 10,000 values of `k2`, five rows each: 10,000 objects, uploaded four at a time.
+    let server = Server::start();
+    let rows = 50_000i64;
+    let batches: Vec<_> = batches(rows, 0)
+        .into_iter()
+        .map(|b| {
+            let ids = b.column(1).as_any().downcast_ref::<Int64Array>().unwrap();
+            let k2 = Int64Array::from_iter_values(ids.values().iter().map(|i| i % 10_000));
+            let mut columns = b.columns().to_vec();
+            columns.push(Arc::new(k2));
+            let mut fields: Vec<_> = b.schema().fields().iter().cloned().collect();
+            fields.push(Arc::new(arrow_schema::Field::new(
+                "k2",
+                arrow_schema::DataType::Int64,
+                false,
+            )));
+            RecordBatch::try_new(Arc::new(arrow_schema::Schema::new(fields)), columns).unwrap()
+        })
+        .collect();
+    let schema = batches[0].schema();
+    let options = JobOptions::new(Vec::<PathBuf>::new(), "s3://lake/values", 1)
+        .with_partition_by(["k2"])
+        .with_max_partitions(10_000)
+        .with_threads(2)
+        .with_storage_options(server.options(SECRET));
+    let stream = RecordBatchIterator::new(batches.into_iter().map(Ok), schema);
+    let manifest = Job::from_stream(options, Box::new(stream))
+        .unwrap()
+        .run(&())
+        .unwrap()
+        .manifest;
+    assert_eq!(manifest.destinations.len(), 10_000);
+    let objects = server.objects("values");
+    assert_eq!(objects, named(&manifest));
+    // Each value's object holds its five rows, and only them.
+    use parquet::file::reader::FileReader;
+    for d in &manifest.destinations {
+        let name = d.file.name().unwrap();
+        let value: i64 = name
+            .strip_prefix("k2=")
+            .and_then(|n| n.split('/').next())
+            .unwrap()
+            .parse()
+            .unwrap();
+        let file = std::fs::File::open(server.dir("values").join(name)).unwrap();
+        let reader = parquet::file::reader::SerializedFileReader::new(file).unwrap();
+        assert_eq!(reader.metadata().file_metadata().num_rows(), 5, "{name}");
+        assert_eq!(d.rows, 5);
+        let ids: Vec<i64> = reader
+            .get_row_iter(None)
+            .unwrap()
+            .map(|row| {
+                use parquet::record::RowAccessor;
+                row.unwrap().get_long(1).unwrap()
+            })
+            .collect();
+        assert!(ids.iter().all(|i| i % 10_000 == value), "{name}: {ids:?}");
+    }
 }
