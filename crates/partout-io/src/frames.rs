@@ -85,7 +85,7 @@ impl Frame {
                 groups,
                 rows,
             } => {
-                let handle = crate::source::parquet_bytes(&self.file, metadata.metadata())?;
+                let handle = crate::source::parquet_bytes(&self.file, metadata.metadata(), groups)?;
                 let reader = contain(&self.file, || {
                     let mut builder = ParquetRecordBatchReaderBuilder::new_with_metadata(
                         handle,
@@ -271,8 +271,10 @@ pub fn plan_frames_by(
                 let mut frame_rows = frame_rows.max(rows.div_ceil(max_frames.max(1)) as usize);
                 if file.in_store() {
                     // A row group cut into row ranges is read by each of them from its start:
-                    // from a store, every frame would get its bytes again.
-                    frame_rows = frame_rows.max(group_rows.iter().copied().max().unwrap_or(0));
+                    // from a store, every frame would get its bytes again. And a frame of two
+                    // groups or more gets the next while the one before is read.
+                    let largest = group_rows.iter().copied().max().unwrap_or(0);
+                    frame_rows = frame_rows.max(largest.saturating_mul(2));
                 }
                 frames.extend(parquet_parts(&group_rows, frame_rows).into_iter().map(
                     |(groups, rows, count)| {

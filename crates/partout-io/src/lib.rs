@@ -414,7 +414,8 @@ fn open(file: &InputFile, csv_schema: Option<&SchemaRef>) -> Result<(SchemaRef, 
     let (schema, batches): (SchemaRef, Batches) = match file.format {
         Format::Parquet => {
             let (metadata, _) = parquet_metadata(file)?;
-            let handle = source::parquet_bytes(file, metadata.metadata())?;
+            let groups: Vec<usize> = (0..metadata.metadata().num_row_groups()).collect();
+            let handle = source::parquet_bytes(file, metadata.metadata(), &groups)?;
             // (Checked not negative and to sum within i64.)
             let rows = metadata
                 .metadata()

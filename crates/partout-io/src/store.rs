@@ -172,6 +172,26 @@ fn runtime() -> Result<&'static tokio::runtime::Runtime, String> {
         .map_err(Clone::clone)
 }
 
+/// Begins `future` on the stores' runtime: its handle, to wait for ([`wait`]) or abort.
+///
+/// # Errors
+/// When the runtime cannot start.
+pub(crate) fn spawn<F>(future: F) -> Result<tokio::task::JoinHandle<F::Output>, String>
+where
+    F: std::future::Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    Ok(runtime()?.spawn(future))
+}
+
+/// Waits on this thread for what [`spawn`] began.
+///
+/// # Errors
+/// When it panicked or was aborted.
+pub(crate) fn wait<T>(task: tokio::task::JoinHandle<T>) -> Result<T, String> {
+    futures::executor::block_on(task).map_err(|e| format!("the object store's client failed: {e}"))
+}
+
 /// Runs `future` on the stores' runtime and waits for it on this thread.
 ///
 /// # Errors
@@ -181,8 +201,7 @@ where
     F: std::future::Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    let task = runtime()?.spawn(future);
-    futures::executor::block_on(task).map_err(|e| format!("the object store's client failed: {e}"))
+    wait(spawn(future)?)
 }
 
 #[cfg(test)]

@@ -7,9 +7,10 @@
 //!       each object's first 64 bytes GOT for its format
 //!    ─► Opened (Read + Seek over windows of WINDOW_BYTES: footers, IPC files, CSV)
 //!    ─► StoreChunks (a Parquet reader's bytes: each column chunk of the row group being
-//!       read through a window of its own, the row group's first windows got together,
-//!       REQUESTS_IN_FLIGHT at once; READ_BYTES per reader in all, pages past a window
-//!       got whole)
+//!       read through a window of its own, the group's first windows got together — in
+//!       one request where they follow one another, REQUESTS_IN_FLIGHT at most — and the
+//!       next group's got while this one is read; READ_BYTES per reader in all, pages past
+//!       a window got whole; the `chunks` module)
 //! ```
 //!
 //! Every range is checked against the object's size before it is asked for, and a response
@@ -27,15 +28,13 @@ use std::fmt;
 use std::fs::File;
 use std::io::{self, BufReader, Read, Seek, SeekFrom};
 use std::ops::Range;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-/// Bytes a reader of a store's Parquet object holds in windows, about (each column chunk of
-/// the row group being read gets a share, at least [`MIN_WINDOW_BYTES`]; a page larger than
-/// its window is got whole). What the job charges each worker reading from a store.
-pub const READ_BYTES: u64 = 8 << 20;
-
-/// The least window of a column chunk.
-const MIN_WINDOW_BYTES: u64 = 64 << 10;
+/// Bytes a reader of a store's Parquet object holds in windows, about: half for the row
+/// group being read, each of its column chunks a share (at least 64 KiB), half for the next
+/// group's, got ahead; a page larger than its window is got whole. What the job charges each
+/// worker reading from a store.
+pub const READ_BYTES: u64 = 16 << 20;
 
 /// The window of a reader reading on from where it is (footers, IPC files, CSV).
 const WINDOW_BYTES: u64 = 4 << 20;
@@ -130,49 +129,85 @@ impl StoreObject {
     }
 
     /// Bytes `range` of the object, checked to lie in it and to come back whole.
-    pub(crate) fn get(&self, range: Range<u64>) -> io::Result<Bytes> {
+    pub(crate) fn get(self: &Arc<Self>, range: Range<u64>) -> io::Result<Bytes> {
         Ok(self.get_all(vec![range])?.remove(0))
     }
 
-    /// Each of `ranges`, [`REQUESTS_IN_FLIGHT`] requests at once, in order.
-    fn get_all(&self, ranges: Vec<Range<u64>>) -> io::Result<Vec<Bytes>> {
-        for range in &ranges {
-            if range.start > range.end || range.end > self.size {
-                return Err(self.error(
-                    &format!("bytes {}..{} asked", range.start, range.end),
-                    format_args!("the object holds {}", self.size),
-                ));
+    /// Each of `ranges`, in order: ranges that follow one another got in one request,
+    /// [`REQUESTS_IN_FLIGHT`] requests at once.
+    fn get_all(self: &Arc<Self>, ranges: Vec<Range<u64>>) -> io::Result<Vec<Bytes>> {
+        store::run(self.fetch(ranges)).map_err(io::Error::other)?
+    }
+
+    /// [`get_all`](Self::get_all) begun on the stores' runtime, to be waited for later.
+    pub(crate) fn get_later(
+        self: &Arc<Self>,
+        ranges: Vec<Range<u64>>,
+    ) -> io::Result<tokio::task::JoinHandle<io::Result<Vec<Bytes>>>> {
+        store::spawn(self.fetch(ranges)).map_err(io::Error::other)
+    }
+
+    /// The requests of [`get_all`](Self::get_all), every range checked first.
+    fn fetch(
+        self: &Arc<Self>,
+        ranges: Vec<Range<u64>>,
+    ) -> impl std::future::Future<Output = io::Result<Vec<Bytes>>> + Send + 'static {
+        let object = self.clone();
+        async move {
+            for range in &ranges {
+                if range.start > range.end || range.end > object.size {
+                    return Err(object.error(
+                        &format!("bytes {}..{} asked", range.start, range.end),
+                        format_args!("the object holds {}", object.size),
+                    ));
+                }
             }
-        }
-        let store = self.store.clone();
-        let path = self.path.clone();
-        let asked = ranges.clone();
-        let got = store::run(async move {
-            futures::stream::iter(asked)
+            // Ranges that follow one another, as the column chunks of a row group do.
+            let mut joined: Vec<Range<u64>> = Vec::new();
+            for range in &ranges {
+                match joined.last_mut() {
+                    Some(last) if last.end == range.start => last.end = range.end,
+                    _ => joined.push(range.clone()),
+                }
+            }
+            let got: Vec<Bytes> = futures::stream::iter(joined.clone())
                 .map(|range| {
-                    let (store, path) = (store.clone(), path.clone());
+                    let object = object.clone();
                     async move {
                         match range.is_empty() {
                             true => Ok(Bytes::new()),
-                            false => store.get_range(&path, range).await,
+                            false => object.store.get_range(&object.path, range).await,
                         }
                     }
                 })
                 .buffered(REQUESTS_IN_FLIGHT)
-                .try_collect::<Vec<Bytes>>()
+                .try_collect()
                 .await
-        })
-        .map_err(io::Error::other)?
-        .map_err(|e| self.error("reading", e))?;
-        for (range, bytes) in ranges.iter().zip(&got) {
-            if bytes.len() as u64 != range.end - range.start {
-                return Err(self.error(
-                    &format!("bytes {}..{} asked", range.start, range.end),
-                    format_args!("{} came back", bytes.len()),
-                ));
+                .map_err(|e| object.error("reading", e))?;
+            for (range, bytes) in joined.iter().zip(&got) {
+                if bytes.len() as u64 != range.end - range.start {
+                    return Err(object.error(
+                        &format!("bytes {}..{} asked", range.start, range.end),
+                        format_args!("{} came back", bytes.len()),
+                    ));
+                }
             }
+            // Each range, a slice of the request that got it.
+            let mut pieces = joined.iter().zip(got).peekable();
+            let mut out = Vec::with_capacity(ranges.len());
+            for range in ranges {
+                // (Each range is in the request its run was joined into, in order.)
+                while let Some((whole, _)) = pieces.peek()
+                    && !(whole.start <= range.start && range.end <= whole.end)
+                {
+                    pieces.next();
+                }
+                let (whole, bytes) = pieces.peek().expect("a request holding every range");
+                let from = (range.start - whole.start) as usize;
+                out.push(bytes.slice(from..from + (range.end - range.start) as usize));
+            }
+            Ok(out)
         }
-        Ok(got)
     }
 }
 
@@ -293,10 +328,12 @@ pub(crate) enum ParquetBytes {
     Store(StoreChunks),
 }
 
-/// The bytes of a Parquet file `file` whose metadata is `metadata`.
+/// The bytes of a Parquet file `file` whose metadata is `metadata`, of which row groups
+/// `groups` are to be read, in that order.
 pub(crate) fn parquet_bytes(
     file: &InputFile,
     metadata: &parquet::file::metadata::ParquetMetaData,
+    groups: &[usize],
 ) -> Result<ParquetBytes> {
     match &file.source {
         Source::Local => File::open(&file.path)
@@ -305,6 +342,7 @@ pub(crate) fn parquet_bytes(
         Source::Store(object) => Ok(ParquetBytes::Store(StoreChunks::new(
             object.clone(),
             metadata,
+            groups,
         ))),
     }
 }
@@ -378,166 +416,8 @@ impl Read for ChunkRead {
     }
 }
 
-/// An object's column chunks, each read through a window of its own.
-pub(crate) struct StoreChunks {
-    inner: Arc<Chunks>,
-}
-
-/// One column chunk: its bytes in the file and its row group.
-struct Chunk {
-    range: Range<u64>,
-    group: usize,
-}
-
-pub(crate) struct Chunks {
-    object: Arc<StoreObject>,
-    /// Every column chunk, by where it starts.
-    chunks: Vec<Chunk>,
-    /// Each row group's window per chunk.
-    windows: Vec<u64>,
-    held: Mutex<Held>,
-}
-
-/// The windows held: those of one row group, by chunk.
-#[derive(Default)]
-struct Held {
-    group: Option<usize>,
-    windows: Vec<(usize, u64, Bytes)>,
-}
-
-impl StoreChunks {
-    fn new(object: Arc<StoreObject>, metadata: &parquet::file::metadata::ParquetMetaData) -> Self {
-        let mut chunks = Vec::new();
-        let mut windows = Vec::new();
-        for (group, row_group) in metadata.row_groups().iter().enumerate() {
-            let columns = row_group.columns();
-            for column in columns {
-                let (start, len) = column.byte_range();
-                chunks.push(Chunk {
-                    range: start..start.saturating_add(len),
-                    group,
-                });
-            }
-            windows.push((READ_BYTES / columns.len().max(1) as u64).max(MIN_WINDOW_BYTES));
-        }
-        Self::of(object, chunks, windows)
-    }
-
-    /// The `chunks` of `object`, each row group's chunks read through windows of
-    /// `windows[group]` bytes.
-    fn of(object: Arc<StoreObject>, mut chunks: Vec<Chunk>, windows: Vec<u64>) -> Self {
-        chunks.sort_by_key(|c| c.range.start);
-        Self {
-            inner: Arc::new(Chunks {
-                object,
-                chunks,
-                windows,
-                held: Mutex::new(Held::default()),
-            }),
-        }
-    }
-}
-
-impl Chunks {
-    /// The chunk holding byte `at`.
-    fn chunk_at(&self, at: u64) -> Option<usize> {
-        let i = self.chunks.partition_point(|c| c.range.start <= at);
-        (i > 0 && self.chunks[i - 1].range.contains(&at)).then(|| i - 1)
-    }
-
-    /// What a held window holds from `at` on.
-    fn held_from(&self, at: u64) -> Option<Bytes> {
-        let held = self.held.lock().unwrap_or_else(|e| e.into_inner());
-        held.windows.iter().find_map(|(_, start, bytes)| {
-            (at >= *start && at < start + bytes.len() as u64)
-                .then(|| bytes.slice((at - start) as usize..))
-        })
-    }
-
-    /// What the window of the chunk holding `at` holds from there: at least a byte (a byte
-    /// alone outside every chunk).
-    fn bytes_from(&self, at: u64) -> io::Result<Bytes> {
-        let first = self.bytes(at, 1)?;
-        Ok(self.held_from(at).unwrap_or(first))
-    }
-
-    /// Bytes `start..start + len`: from the window of their chunk, which is moved on to
-    /// hold them when it does not; entering another row group, every chunk's first window
-    /// of that group is got first, together. Bytes outside every chunk are got as asked.
-    fn bytes(&self, start: u64, len: u64) -> io::Result<Bytes> {
-        let end = start.saturating_add(len);
-        let Some(i) = self.chunk_at(start) else {
-            return self.object.get(start..end);
-        };
-        if let Some(held) = self.held_from(start)
-            && held.len() as u64 >= len
-        {
-            return Ok(held.slice(..len as usize));
-        }
-        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
-        let chunk = &self.chunks[i];
-        let window = self.windows[chunk.group];
-        // A window from `from` holding at least up to `need`, within its chunk otherwise.
-        let reach = |from: u64, need: u64, chunk: &Chunk| {
-            from..from
-                .saturating_add(window)
-                .max(need)
-                .min(chunk.range.end.max(need))
-        };
-        if held.group != Some(chunk.group) {
-            // Another row group: the first window of each of its chunks, this one's from here.
-            let members: Vec<usize> = (0..self.chunks.len())
-                .filter(|&c| self.chunks[c].group == chunk.group)
-                .collect();
-            let ranges: Vec<Range<u64>> = members
-                .iter()
-                .map(|&c| match c == i {
-                    true => reach(start, end, chunk),
-                    false => {
-                        let other = &self.chunks[c];
-                        reach(other.range.start, other.range.start, other)
-                    }
-                })
-                .collect();
-            held.windows.clear();
-            held.group = None;
-            let got = self.object.get_all(ranges.clone())?;
-            held.group = Some(chunk.group);
-            held.windows = members
-                .into_iter()
-                .zip(ranges)
-                .zip(got)
-                .map(|((c, range), bytes)| (c, range.start, bytes))
-                .collect();
-        } else {
-            let range = reach(start, end, chunk);
-            // What the window holds from `start` on is kept: only the rest is got.
-            let kept = held.windows.iter().find_map(|(c, from, bytes)| {
-                (*c == i && start >= *from && start < from + bytes.len() as u64)
-                    .then(|| bytes.slice((start - from) as usize..))
-            });
-            let bytes = match kept {
-                Some(kept) => {
-                    let rest = self.object.get(start + kept.len() as u64..range.end)?;
-                    let mut joined = Vec::with_capacity(kept.len() + rest.len());
-                    joined.extend_from_slice(&kept);
-                    joined.extend_from_slice(&rest);
-                    Bytes::from(joined)
-                }
-                None => self.object.get(range.clone())?,
-            };
-            held.windows.retain(|(c, _, _)| *c != i);
-            held.windows.push((i, range.start, bytes));
-        }
-        let (_, from, bytes) = held
-            .windows
-            .iter()
-            .find(|(c, _, _)| *c == i)
-            .expect("the window just got");
-        let at = (start - from) as usize;
-        Ok(bytes.slice(at..at + len as usize))
-    }
-}
-
+mod chunks;
 #[cfg(test)]
 mod tests;
+
+pub(crate) use chunks::{Chunks, StoreChunks};

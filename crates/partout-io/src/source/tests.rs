@@ -1,6 +1,7 @@
 //! The readers of a store's objects against the bytes they hold (object_store's in-memory
 //! store: no HTTP here; the jobs' tests read from a real S3 server).
 
+use super::chunks::Chunk;
 use super::*;
 use object_store::memory::InMemory;
 use object_store::{ObjectStoreExt, PutPayload};
@@ -70,7 +71,8 @@ proptest! {
 
     /// Column chunks read as a Parquet reader reads them (a header from an offset on, then
     /// a page's bytes) give the object's bytes, and hold at most one window a chunk of the
-    /// row group being read, or the page asked when it is larger.
+    /// row group being read: the group's share in all, each window at least the least one or
+    /// the page asked when it is larger.
     #[test]
     fn column_chunks_give_the_bytes_asked_within_their_windows(
         bytes in prop::collection::vec(any::<u8>(), 64..6000),
@@ -94,7 +96,9 @@ proptest! {
         let reader = ParquetBytes::Store(StoreChunks::of(
             object(&bytes, None),
             chunks,
-            vec![window; groups],
+            3 * window,
+            8,
+            (0..groups).collect(),
         ));
         let mut largest = 0u64;
         for (at, n, as_read) in reads {
@@ -116,7 +120,35 @@ proptest! {
             let held = store.inner.held.lock().unwrap();
             let total: u64 = held.windows.iter().map(|(_, _, b)| b.len() as u64).sum();
             prop_assert!(held.windows.len() <= 3);
-            prop_assert!(total <= 3 * window.max(largest), "{} bytes held", total);
+            prop_assert!(total <= 3 * window + 3 * (8 + largest), "{} bytes held", total);
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Ranges got together — those that follow one another in one request — are each the
+    /// bytes asked, in the order asked.
+    #[test]
+    fn ranges_got_together_are_each_the_bytes_asked(
+        bytes in prop::collection::vec(any::<u8>(), 1..3000),
+        cuts in prop::collection::vec((0usize..3000, 0usize..400, any::<bool>()), 0..20),
+    ) {
+        let len = bytes.len() as u64;
+        // Some ranges follow the one before them, others start anywhere.
+        let mut ranges: Vec<Range<u64>> = Vec::new();
+        for (at, n, follow) in cuts {
+            let start = match (follow, ranges.last()) {
+                (true, Some(last)) => last.end,
+                _ => at as u64 % len,
+            };
+            ranges.push(start..(start + n as u64).min(len));
+        }
+        let got = object(&bytes, None).get_all(ranges.clone()).unwrap();
+        prop_assert_eq!(got.len(), ranges.len());
+        for (range, got) in ranges.iter().zip(got) {
+            prop_assert_eq!(&got[..], &bytes[range.start as usize..range.end as usize]);
         }
     }
 }
@@ -155,7 +187,32 @@ fn a_range_past_the_object_is_refused_before_it_is_asked() {
             range: 0..10,
             group: 0,
         }],
-        vec![4],
+        4,
+        4,
+        vec![0],
     ));
     assert!(chunks.get_bytes(8, 5).is_err());
+}
+
+#[test]
+fn entering_a_row_group_gets_the_next_one_to_be_read_ahead() {
+    let bytes: Vec<u8> = (0..=255u8).cycle().take(4000).collect();
+    // Row groups 0, 1 and 2, two chunks each; read in the order 2, 0 (1 is another frame's).
+    let chunks: Vec<Chunk> = (0..6u64)
+        .map(|c| Chunk {
+            range: c * 600..(c + 1) * 600,
+            group: c as usize / 2,
+        })
+        .collect();
+    let reader = StoreChunks::of(object(&bytes, None), chunks, 10_000, 8, vec![2, 0]);
+    let chunks = &reader.inner;
+    let ahead = |chunks: &Chunks| chunks.held.lock().unwrap().ahead_group();
+    assert_eq!(&chunks.bytes(2450, 100).unwrap()[..], &bytes[2450..2550]);
+    assert_eq!(
+        ahead(chunks),
+        Some(0),
+        "entering group 2, group 0 is got ahead"
+    );
+    assert_eq!(&chunks.bytes(700, 300).unwrap()[..], &bytes[700..1000]);
+    assert_eq!(ahead(chunks), None, "group 0 is the last to be read");
 }
