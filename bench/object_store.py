@@ -180,6 +180,38 @@ def main():
             ratio(f"{peer}-s3-{values}", f"partout-s3-{values}", f"by {values} values to S3, {peer} ÷ partout")
     if args.json:
         Path(args.json).write_text(json.dumps({"cpu": cpu(), "runs": runs, "medians": median}, indent=1))
+    figure = figure_json(args.input, args.rounds, runs)
+    if figure:
+        (ROOT / "bench" / "results" / "object_store.json").write_text(json.dumps(figure, indent=1))
+
+
+def figure_json(source, rounds, runs):
+    """The by-value runs to S3 as partout-plots' bar figure takes them (partition_by.json's
+    form): per case, each contender's median seconds and peak RSS; the values counted from
+    partout's manifest."""
+    cases = []
+    for values, short, columns in [("4", "pt4", ["l_returnflag", "l_linestatus"]),
+                                   ("dates", "ptd", ["l_shipdate"])]:
+        contenders = {}
+        for peer in ["partout", "duckdb", "polars"]:
+            got = runs.get(f"{peer}-s3-{values}")
+            if got:
+                contenders[peer] = {"median_s": statistics.median(w for w, _ in got),
+                                    "peak_rss_mib": statistics.median(m for _, m in got),
+                                    "runs": len(got)}
+        manifest = WORK / "root" / "lake" / short / "_manifest.json"
+        if contenders and manifest.exists():
+            count = len(json.loads(manifest.read_text())["destinations"])
+            for summary in contenders.values():
+                summary["values"] = count
+            cases.append({"case": values, "columns": columns, "contenders": contenders})
+    if not cases:
+        return None
+    return {"input": Path(source).name, "machine": {"cpu": cpu()}, "threads": 2, "rounds": rounds,
+            "date": time.strftime("%Y-%m-%d", time.gmtime()),
+            "title": "partitioned by value into an S3 server on loopback (s3s-fs, another process), "
+                     "Snappy Parquet",
+            "results": cases}
 
 
 def cpu():

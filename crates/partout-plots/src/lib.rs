@@ -8,6 +8,7 @@
 //! | `cluster.svg` | `partout-ballista`'s `cluster` example's `--json` | the 22 TPC-H queries' seconds and bytes over the links against the link rate, partout (LZ4, ZSTD(1)) beside Ballista's own writer |
 //! | `scatter.svg` | `partout bench scatter --json` | arrow's grouped take ÷ partout against destinations, per column kind |
 //! | `partition_by.svg` | `bench/partition_by.py --json` | seconds and peak memory per partition key (its distinct values), bars of partout beside DuckDB, Polars and pyarrow |
+//! | `object_store.svg` | `bench/object_store.py` (its `object_store.json`, in `partition_by.json`'s form with a `title`) | the same bars, partitioning by value into an S3 server on loopback |
 //!
 //! A figure holds the results of one machine only: results from two CPUs in one figure are
 //! refused, since their ratios cannot be compared.

@@ -3,8 +3,8 @@
 //! In `RESULTS`: `writer.jsonl` (the lines of `partout bench writer --json` runs),
 //! `scatter.jsonl` (`partout bench scatter --json`), `files-*.json` (`bench/e2e.py --json`
 //! results, one per destination count), `cluster.json` (`partout-ballista`'s `cluster`
-//! example's `--json`) and `partition_by.json` (`bench/partition_by.py --json`), each figure
-//! drawn when its results are there; a `date` file, when present, dates the figures.
+//! example's `--json`), `partition_by.json` (`bench/partition_by.py --json`) and
+//! `object_store.json` (`bench/object_store.py`), each figure drawn when its results are there; a `date` file, when present, dates the figures.
 //! `bench/figures.sh` runs the benchmarks and then this.
 
 use anyhow::{Context, Result, ensure};
@@ -75,6 +75,15 @@ fn main() -> Result<()> {
         partout_plots::draw(&figure, &path)?;
         drawn.push(path);
     }
+    // The object store bench's runs by value, drawn as partition_by.json's are.
+    if let Ok(text) = read("object_store.json") {
+        let result = serde_json::from_str(&text).context("parsing object_store.json")?;
+        let figure =
+            partout_plots::partition_by_figure(&result, &date).context("object_store.json")?;
+        let path = args.out.join("object_store.svg");
+        partout_plots::draw(&figure, &path)?;
+        drawn.push(path);
+    }
     if !files.is_empty() {
         let figure = partout_plots::files_figure(&files, &date).context("files-*.json")?;
         let path = args.out.join("files.svg");
@@ -84,7 +93,7 @@ fn main() -> Result<()> {
     ensure!(
         !drawn.is_empty(),
         "no results in {} (writer.jsonl, scatter.jsonl, files-*.json, cluster.json, \
-         partition_by.json)",
+         partition_by.json, object_store.json)",
         args.results.display()
     );
     for path in drawn {

@@ -126,11 +126,14 @@ pub fn partition_by_figure(result: &Value, date: &str) -> Result<Figure> {
         .as_str()
         .context("no machine.cpu")?;
     let threads = result["threads"].as_u64().context("no threads")?;
+    // A run may say when it was measured (the results' `date` file dates the others), and
+    // what was (the object store's, writing to a server).
+    let date = result["date"].as_str().unwrap_or(date);
+    let what = result["title"]
+        .as_str()
+        .unwrap_or("partitioned by value, a directory per value, Snappy Parquet");
     Ok(Figure {
-        title: format!(
-            "{table} partitioned by value, a directory per value, Snappy Parquet \
-             ({cpu}, {threads} threads, {date})"
-        ),
+        title: format!("{table} {what} ({cpu}, {threads} threads, {date})"),
         panels: vec![time, memory],
     })
 }
@@ -170,6 +173,12 @@ mod tests {
         ] {
             assert!(figure.title.contains(text), "{text:?} in {}", figure.title);
         }
+        let mut told = partition_by_sample();
+        told["title"] = "into a store".into();
+        told["date"] = "2026-11-29".into();
+        let title = partition_by_figure(&told, "d").unwrap().title;
+        assert!(title.starts_with("lineitem SF 1 into a store ("), "{title}");
+        assert!(title.ends_with(", 2026-11-29)"), "{title}");
         let mut broken = partition_by_sample();
         broken["results"][2]["contenders"]["duckdb"]
             .as_object_mut()
