@@ -1,15 +1,18 @@
-"""Outputs written to and inputs read from an object store: an S3 server (moto's, in server
-mode) on 127.0.0.1, started by the tests. Every format and layout round-trips (read back from
-the store by pyarrow's S3 file system, Polars, and partout's own reader over a downloaded
-copy), equal to the same run on local disk; inputs read from a prefix or a pattern equal the
-same files read from disk; an output prefix that holds data is refused unless overwriting,
-which replaces it; a failing run commits nothing; a run interrupted while uploading leaves no
-object and no upload pending; a secret never shows in an error."""
+"""Outputs written to and inputs read from an object store: S3 servers on 127.0.0.1 started
+by the tests (moto's, in server mode; and s3s-fs, partout-job's s3_server example, in a process
+of its own). Every format and layout round-trips (read back from the store by pyarrow's S3 file
+system, Polars, DuckDB and partout's own reader), equal to the same run on local disk; inputs
+read from a prefix or a pattern equal the same files read from disk; an output prefix that
+holds data is refused unless overwriting, which replaces it; a failing run commits nothing; a
+run interrupted while uploading, or whose server is killed mid-upload and comes back, leaves no
+object and no upload pending; 1 GB to 64 and to 10,000 destinations stays within the memory
+limit, measured from outside; a secret never shows in an error."""
 
 import json
 import os
 import signal
 import subprocess
+import sys
 import time
 
 import pyarrow as pa
@@ -189,14 +192,11 @@ def test_a_failing_run_commits_nothing_and_shows_no_secret(s3, tmp_path):
     assert "aws_secret_key_idd" in str(failed.value) and SECRET not in str(failed.value)
 
 
-def test_the_cli_writes_to_the_store_with_storage_options(s3, tmp_path):
+def test_the_cli_writes_to_the_store_with_storage_options(s3, tmp_path, partout_bin):
     endpoint, client = s3
-    binary = os.environ.get("PARTOUT_BIN")
-    if not binary:
-        pytest.fail("PARTOUT_BIN names the partout binary (./run-tests sets it)")
     source = tmp_path / "in.parquet"
     pq.write_table(table(8000), source)
-    args = [binary, "repartition", "--quiet", str(source), "--by", "k", "-n", "3", "-o", "s3://lake/cli"]
+    args = [partout_bin, "repartition", "--quiet", str(source), "--by", "k", "-n", "3", "-o", "s3://lake/cli"]
     for key, value in options(endpoint).items():
         args += ["--storage-option", f"{key}={value}"]
     done = subprocess.run(args, capture_output=True, text=True, timeout=120)
@@ -207,7 +207,7 @@ def test_the_cli_writes_to_the_store_with_storage_options(s3, tmp_path):
     again = subprocess.run(args, capture_output=True, text=True, timeout=120)
     assert again.returncode == 2 and "s3://lake/cli" in again.stderr, again.stderr
     assert SECRET not in again.stderr + again.stdout
-    helped = subprocess.run([binary, "repartition", "--help"], capture_output=True, text=True, timeout=60)
+    helped = subprocess.run([partout_bin, "repartition", "--help"], capture_output=True, text=True, timeout=60)
     assert "--storage-option" in helped.stdout and SECRET not in helped.stdout
 
 
@@ -238,16 +238,13 @@ def test_inputs_in_the_store_read_as_the_same_files_on_disk(s3, tmp_path):
         partout.repartition(local, tmp_path / "refused", 2, storage_options=options(endpoint), **run)
 
 
-def test_the_cli_reads_from_and_writes_to_the_store(s3, tmp_path):
+def test_the_cli_reads_from_and_writes_to_the_store(s3, tmp_path, partout_bin):
     endpoint, client = s3
-    binary = os.environ.get("PARTOUT_BIN")
-    if not binary:
-        pytest.fail("PARTOUT_BIN names the partout binary (./run-tests sets it)")
     source = tmp_path / "in.parquet"
     pq.write_table(table(9000), source, row_group_size=1000)
     client.upload_file(str(source), "lake", "cli-in/part-0.parquet")
     def cli(source, out):
-        args = [binary, "repartition", "--quiet", source, "--by", "k", "-n", "3", "-o", out]
+        args = [partout_bin, "repartition", "--quiet", source, "--by", "k", "-n", "3", "-o", out]
         for key, value in options(endpoint).items():
             args += ["--storage-option", f"{key}={value}"]
         return subprocess.run(args, capture_output=True, text=True, timeout=120)
@@ -261,22 +258,10 @@ def test_the_cli_reads_from_and_writes_to_the_store(s3, tmp_path):
     assert SECRET not in missing.stderr
 
 
-def test_an_upload_interrupted_leaves_no_object_and_no_upload_pending(s3, tmp_path):
+def test_an_upload_interrupted_leaves_no_object_and_no_upload_pending(s3, tmp_path, partout_bin):
     endpoint, client = s3
-    binary = os.environ.get("PARTOUT_BIN")
-    if not binary:
-        pytest.fail("PARTOUT_BIN names the partout binary (./run-tests sets it)")
-    # One destination of about 120 MB: fifteen parts, uploaded two at a time.
-    rows = 120_000
-    blob = os.urandom(1000 * rows)
-    data = pa.table({
-        "k": pa.array([i % 7 for i in range(rows)], pa.int64()),
-        "v": pa.array([blob[i * 1000:(i + 1) * 1000] for i in range(rows)], pa.binary()),
-    })
-    source = tmp_path / "big.arrow"
-    with pa.ipc.new_file(source, data.schema) as writer:
-        writer.write_table(data, max_chunksize=8192)
-    args = [binary, "repartition", "--quiet", str(source), "--by", "k", "-n", "1", "--format", "ipc",
+    source = big_single_destination(tmp_path / "big.arrow")
+    args = [partout_bin, "repartition", "--quiet", str(source), "--by", "k", "-n", "1", "--format", "ipc",
             "-o", "s3://lake/interrupted"]
     for key, value in options(endpoint).items():
         args += ["--storage-option", f"{key}={value}"]
@@ -297,11 +282,8 @@ def test_an_upload_interrupted_leaves_no_object_and_no_upload_pending(s3, tmp_pa
     assert not client.list_multipart_uploads(Bucket="lake", Prefix="interrupted/").get("Uploads")
 
 
-def test_partout_serve_serves_an_output_in_the_store_over_flight(s3, tmp_path):
+def test_partout_serve_serves_an_output_in_the_store_over_flight(s3, tmp_path, partout_bin):
     endpoint, client = s3
-    binary = os.environ.get("PARTOUT_BIN")
-    if not binary:
-        pytest.fail("PARTOUT_BIN names the partout binary (./run-tests sets it)")
     import pyarrow.flight as flight
 
     data = table(12_000)
@@ -309,7 +291,7 @@ def test_partout_serve_serves_an_output_in_the_store_over_flight(s3, tmp_path):
     for layout in ["files", "shuffle"]:
         partout.repartition(tmp_path / "in.parquet", f"s3://lake/served-{layout}", 5, by="k", format="ipc",
                             layout=layout, threads=2, storage_options=options(endpoint))
-    args = [binary, "serve", "--flight", "127.0.0.1:0", "s3://lake/served-files", "shuffle=s3://lake/served-shuffle"]
+    args = [partout_bin, "serve", "--flight", "127.0.0.1:0", "s3://lake/served-files", "shuffle=s3://lake/served-shuffle"]
     for key, value in options(endpoint).items():
         args += ["--storage-option", f"{key}={value}"]
     server = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -378,27 +360,32 @@ def test_duckdb_reads_the_hive_dataset_from_the_store(s3, tmp_path):
     assert got == want
 
 
+def start_s3_server(binary, root, port=0):
+    """partout-job's s3_server example (s3s-fs: buckets are `root`'s directories, in-progress
+    uploads are files there too) on 127.0.0.1: the process and its endpoint."""
+    server = subprocess.Popen([binary, str(root), str(port), "testing", SECRET], stdout=subprocess.PIPE, text=True)
+    line = server.stdout.readline()
+    if not line.startswith("s3: http://127.0.0.1:"):
+        server.kill()
+        pytest.fail(f"the S3 server did not start: {line!r}")
+    return server, line.split(": ", 1)[1].strip()
+
+
 @pytest.fixture(scope="module")
-def s3_fs(tmp_path_factory):
-    """partout-job's s3_server example (s3s-fs) on 127.0.0.1: a server whose ranged GETs read
-    only their range, for the tests of many objects."""
-    binary = os.environ.get("PARTOUT_S3_SERVER")
-    if not binary:
-        pytest.fail("PARTOUT_S3_SERVER names partout-job's s3_server example (./run-tests builds it)")
+def s3_fs(tmp_path_factory, s3_server_bin):
+    """An s3s-fs server: its ranged GETs read only their range, for the tests of many objects."""
     root = tmp_path_factory.mktemp("s3s")
     (root / "lake").mkdir()
-    server = subprocess.Popen([binary, str(root), "0", "testing", SECRET], stdout=subprocess.PIPE, text=True)
+    server, endpoint = start_s3_server(s3_server_bin, root)
     try:
-        line = server.stdout.readline()
-        assert line.startswith("s3: http://127.0.0.1:"), line
-        yield line.split(": ", 1)[1].strip()
+        yield endpoint, root
     finally:
         server.kill()
         server.wait(timeout=10)
 
 
 def test_a_hive_dataset_of_10000_values_reads_back_with_pyarrow(s3_fs, tmp_path):
-    endpoint = s3_fs
+    endpoint, _ = s3_fs
     rows = 40_000
     data = pa.table({
         "k": pa.array([(i * 7919) % 10_000 for i in range(rows)], pa.int64()),
@@ -422,3 +409,138 @@ def test_a_hive_dataset_of_10000_values_reads_back_with_pyarrow(s3_fs, tmp_path)
     assert got.equals(data), "pyarrow read another table back"
     # (Polars reads a dataset from the store in the moto test above: s3s-fs does not take
     # the `=` of a Hive directory percent-encoded, as Polars' client sends it.)
+
+
+def big_single_destination(path, rows=120_000):
+    """An IPC file of about 120 MB that partitions to one destination: fifteen parts."""
+    blob = os.urandom(1000 * rows)
+    data = pa.table({
+        "k": pa.array([i % 7 for i in range(rows)], pa.int64()),
+        "v": pa.array([blob[i * 1000:(i + 1) * 1000] for i in range(rows)], pa.binary()),
+    })
+    with pa.ipc.new_file(path, data.schema) as writer:
+        writer.write_table(data, max_chunksize=8192)
+    return path
+
+
+def pending_uploads(root):
+    """s3s-fs's in-progress multipart uploads: their records and parts, files in its root."""
+    return sorted(p.name for p in root.iterdir() if p.name.startswith((".upload-", ".upload_id-")))
+
+
+def test_the_server_killed_mid_upload_leaves_nothing_once_it_is_back(tmp_path, partout_bin, s3_server_bin):
+    """The server dies while a destination's parts upload: the run fails (exit 2, naming the
+    object and the cause), and takes back what it began once the server is back, within its
+    retry_timeout: no upload pending, no object, no manifest, no _SUCCESS."""
+    root = tmp_path / "s3s"
+    (root / "lake").mkdir(parents=True)
+    source = big_single_destination(tmp_path / "big.arrow")
+    server, endpoint = start_s3_server(s3_server_bin, root)
+    port = endpoint.rsplit(":", 1)[1]
+    args = [partout_bin, "repartition", "--quiet", str(source), "--by", "k", "-n", "1", "--format", "ipc",
+            "-o", "s3://lake/killed"]
+    # Few retries, so the run fails soon after the server dies; a retry_timeout that outlasts
+    # the server's absence, for taking back what the run began.
+    for key, value in {**options(endpoint), "max_retries": "1", "retry_timeout": "60"}.items():
+        args += ["--storage-option", f"{key}={value}"]
+    run = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        # Killed once a part has arrived, so the run knows its upload's id. (An upload whose
+        # creation the server never answered cannot be aborted by the client: a store's
+        # lifecycle rule removes those.)
+        deadline = time.monotonic() + 120
+        while not any(".part-" in name for name in pending_uploads(root)):
+            assert run.poll() is None, "the run ended before its upload was seen: " + run.stderr.read()
+            assert time.monotonic() < deadline, "no upload began"
+            time.sleep(0.005)
+        server.kill()
+        server.wait(timeout=10)
+        assert pending_uploads(root), "the upload was not pending when the server died"
+        # Down for two seconds: the run's requests fail meanwhile.
+        time.sleep(2)
+        server, _ = start_s3_server(s3_server_bin, root, port)
+        _, stderr = run.communicate(timeout=90)
+    finally:
+        run.kill()
+        server.kill()
+        server.wait(timeout=10)
+    assert run.returncode == 2, stderr
+    assert "uploading s3://lake/killed/part-00000-" in stderr and SECRET not in stderr, stderr
+    assert "could not be" not in stderr, stderr
+    assert pending_uploads(root) == [], "an upload is left pending"
+    left = [str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and "killed" in str(p)]
+    assert left == [], f"objects left: {left}"
+
+
+# Runs a command and prints its exit code and peak RSS in KiB. A small process of its own:
+# a child's ru_maxrss starts from the RSS of the process that spawned it, so it is not
+# spawned from the tests' Python, which holds pyarrow.
+PEAK_RSS = """
+import os, subprocess, sys
+child = subprocess.Popen(sys.argv[1:])
+_, status, usage = os.wait4(child.pid, 0)
+print(os.waitstatus_to_exitcode(status), usage.ru_maxrss)
+"""
+
+
+@pytest.fixture(scope="module")
+def gigabyte(tmp_path_factory):
+    """An IPC input of about 1 GB: `id` (0..n), `k` = id × 7919 mod 10,000, and a padded text."""
+    import polars as pl
+
+    rows = 7_500_000
+    path = tmp_path_factory.mktemp("gigabyte") / "input.arrow"
+    frame = pl.select(id=pl.int_range(0, rows, dtype=pl.Int64)).with_columns(
+        k=(pl.col("id") * 7919) % 10_000,
+        v=pl.format("row {} of an input of a gigabyte, padded to one hundred and twenty bytes or so, "
+                    "as a table of lineitems is", pl.col("id")),
+    )
+    frame.write_ipc(path, compression="uncompressed")
+    assert path.stat().st_size > 1_000_000_000, path.stat().st_size
+    return path, rows
+
+
+@pytest.mark.parametrize("destinations", [64, 10_000])
+def test_a_gigabyte_to_the_store_stays_within_the_memory_limit(s3_fs, gigabyte, partout_bin, destinations):
+    """1 GB to 64 destinations (hash of k) and to 10,000 (a Hive dataset by k's values) in a
+    store, with a memory limit of 128 MiB: the peak RSS measured from outside, the server in a
+    process of its own, stays within it; every row lands once, in the destination of its key."""
+    endpoint, root = s3_fs
+    source, rows = gigabyte
+    limit = 128 << 20
+    prefix = f"gigabyte-{destinations}"
+    split = ["--by", "k", "-n", "64"] if destinations == 64 else ["--partition-by", "k", "--max-partitions", "10000"]
+    args = [partout_bin, "repartition", "--quiet", str(source), *split, "--memory-limit", str(limit),
+            "-o", f"s3://lake/{prefix}"]
+    for key, value in options(endpoint).items():
+        args += ["--storage-option", f"{key}={value}"]
+    done = subprocess.run([sys.executable, "-I", "-S", "-c", PEAK_RSS, *args], capture_output=True, text=True,
+                          timeout=600)
+    code, peak_kib = map(int, done.stdout.split())
+    assert code == 0, done.stderr
+    print(f"{destinations} destinations: peak RSS {peak_kib / 1024:.0f} MiB, limit {limit >> 20} MiB")
+    assert peak_kib * 1024 <= limit, f"peak RSS {peak_kib / 1024:.0f} MiB past the limit of {limit >> 20} MiB"
+    # Every object the manifest names, at its size; every row once, in the destination of its
+    # key: the directory of its value, or one file for all rows of a key.
+    import pyarrow.dataset as ds
+
+    manifest = json.loads((root / "lake" / prefix / "_manifest.json").read_text())
+    named = [d for d in manifest["destinations"] if d.get("file")]
+    assert len(named) == destinations and manifest["output_rows"] == rows
+    for entry in named:
+        assert (root / "lake" / prefix / entry["file"]).stat().st_size == entry["bytes"], entry
+    files = [str(root / "lake" / prefix / entry["file"]) for entry in named]
+    hive = ds.partitioning(pa.schema([("k", pa.int64())]), flavor="hive")
+    dataset = ds.dataset(files, format="parquet", partition_base_dir=str(root / "lake" / prefix),
+                         partitioning=hive if destinations > 64 else None)
+    got = dataset.to_table(columns=["id", "k", "__filename"])
+    bounds = pa.compute.min_max(got["id"]).as_py()
+    assert (got.num_rows, pa.compute.count_distinct(got["id"]).as_py(), bounds["min"], bounds["max"]) == (
+        rows, rows, 0, rows - 1), "rows lost or repeated"
+    # k as written (from the file, or from the directory's name) is the input's, for every row.
+    product = pa.compute.multiply(got["id"], 7919)
+    want_k = pa.compute.subtract(product, pa.compute.multiply(pa.compute.divide(product, 10_000), 10_000))
+    assert pa.compute.all(pa.compute.equal(got["k"], want_k)).as_py(), "a row in another key's destination"
+    homes = got.group_by("k").aggregate([("__filename", "count_distinct")])
+    assert homes.num_rows == 10_000 and pa.compute.max(homes["__filename_count_distinct"]).as_py() == 1, \
+        "a key in two destinations"

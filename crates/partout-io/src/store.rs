@@ -22,6 +22,9 @@ pub(crate) struct Client {
     pub(crate) url: String,
     pub(crate) store: Arc<dyn ObjectStore>,
     pub(crate) path: ObjectPath,
+    /// How long a failed run keeps trying to take back what it wrote (the `retry_timeout`
+    /// option): a store that went away may come back within it.
+    pub(crate) patience: std::time::Duration,
 }
 
 /// Whether `text` is the URL of an object store (a scheme of two letters or more, not
@@ -54,6 +57,7 @@ impl Client {
         let (scheme, path) = ObjectStoreScheme::parse(url).map_err(|_| unknown())?;
         let invalid = |e: object_store::Error| format!("{}: {e}", shown(url));
         let (retry, options) = retry_config(options)?;
+        let patience = retry.retry_timeout;
         let store: Arc<dyn ObjectStore> = match scheme {
             ObjectStoreScheme::AmazonS3 => {
                 use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
@@ -91,6 +95,7 @@ impl Client {
             url: shown(url),
             store,
             path,
+            patience,
         })
     }
 
@@ -204,6 +209,25 @@ where
     wait(spawn(future)?)
 }
 
+/// Runs `future`, which may borrow from the caller, to its end with the stores' runtime's
+/// I/O and timers: on this thread, or on a thread of its own when this one is inside another
+/// runtime (where blocking on one is refused).
+///
+/// # Errors
+/// When the runtime cannot start, or the future panicked.
+pub(crate) fn run_here<F>(future: F) -> Result<F::Output, String>
+where
+    F: std::future::Future + Send,
+    F::Output: Send,
+{
+    let runtime = runtime()?;
+    if tokio::runtime::Handle::try_current().is_err() {
+        return Ok(runtime.block_on(future));
+    }
+    std::thread::scope(|scope| scope.spawn(|| runtime.block_on(future)).join())
+        .map_err(|_| "the object store's client panicked".to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -255,5 +279,9 @@ mod tests {
             .unwrap();
         let got = outer.block_on(async { run(async { 6 * 7 }) });
         assert_eq!(got, Ok(42));
+        let borrowed = 6;
+        let got = outer.block_on(async { run_here(async { borrowed * 7 }) });
+        assert_eq!(got, Ok(42));
+        assert_eq!(run_here(async { borrowed * 7 }), Ok(42));
     }
 }

@@ -20,6 +20,38 @@ struct Args {
     out: PathBuf,
 }
 
+/// How a figure is made from the text of its results file.
+type Make = fn(&str, &str) -> Result<partout_plots::Figure>;
+
+/// A figure from one JSON document, as the `*_figure` functions of one document take it.
+fn from_json(
+    text: &str,
+    date: &str,
+    figure: fn(&serde_json::Value, &str) -> Result<partout_plots::Figure>,
+) -> Result<partout_plots::Figure> {
+    figure(&serde_json::from_str(text).context("parsing")?, date)
+}
+
+/// Each results file with one figure: its name, the figure's file, how it is drawn. The
+/// object store bench's runs by value are drawn as partition_by.json's are.
+const ONE_FILE: [(&str, &str, Make); 5] = [
+    ("writer.jsonl", "writer.svg", partout_plots::writer_figure),
+    (
+        "scatter.jsonl",
+        "scatter.svg",
+        partout_plots::scatter_figure,
+    ),
+    ("cluster.json", "cluster.svg", |t, d| {
+        from_json(t, d, partout_plots::cluster_figure)
+    }),
+    ("partition_by.json", "partition_by.svg", |t, d| {
+        from_json(t, d, partout_plots::partition_by_figure)
+    }),
+    ("object_store.json", "object_store.svg", |t, d| {
+        from_json(t, d, partout_plots::partition_by_figure)
+    }),
+];
+
 fn main() -> Result<()> {
     let args = Args::parse();
     let read = |name: &str| {
@@ -30,17 +62,16 @@ fn main() -> Result<()> {
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating {}", args.out.display()))?;
     let mut drawn = Vec::new();
-    if let Ok(lines) = read("writer.jsonl") {
-        let figure = partout_plots::writer_figure(&lines, &date).context("writer.jsonl")?;
-        let path = args.out.join("writer.svg");
+    let mut draw = |figure: partout_plots::Figure, name: &str| -> Result<()> {
+        let path = args.out.join(name);
         partout_plots::draw(&figure, &path)?;
         drawn.push(path);
-    }
-    if let Ok(lines) = read("scatter.jsonl") {
-        let figure = partout_plots::scatter_figure(&lines, &date).context("scatter.jsonl")?;
-        let path = args.out.join("scatter.svg");
-        partout_plots::draw(&figure, &path)?;
-        drawn.push(path);
+        Ok(())
+    };
+    for (results, svg, make) in ONE_FILE {
+        if let Ok(text) = read(results) {
+            draw(make(&text, &date).context(results)?, svg)?;
+        }
     }
     let mut files = Vec::new();
     for entry in std::fs::read_dir(&args.results)
@@ -60,35 +91,11 @@ fn main() -> Result<()> {
             );
         }
     }
-    if let Ok(text) = read("cluster.json") {
-        let result = serde_json::from_str(&text).context("parsing cluster.json")?;
-        let figure = partout_plots::cluster_figure(&result, &date).context("cluster.json")?;
-        let path = args.out.join("cluster.svg");
-        partout_plots::draw(&figure, &path)?;
-        drawn.push(path);
-    }
-    if let Ok(text) = read("partition_by.json") {
-        let result = serde_json::from_str(&text).context("parsing partition_by.json")?;
-        let figure =
-            partout_plots::partition_by_figure(&result, &date).context("partition_by.json")?;
-        let path = args.out.join("partition_by.svg");
-        partout_plots::draw(&figure, &path)?;
-        drawn.push(path);
-    }
-    // The object store bench's runs by value, drawn as partition_by.json's are.
-    if let Ok(text) = read("object_store.json") {
-        let result = serde_json::from_str(&text).context("parsing object_store.json")?;
-        let figure =
-            partout_plots::partition_by_figure(&result, &date).context("object_store.json")?;
-        let path = args.out.join("object_store.svg");
-        partout_plots::draw(&figure, &path)?;
-        drawn.push(path);
-    }
     if !files.is_empty() {
-        let figure = partout_plots::files_figure(&files, &date).context("files-*.json")?;
-        let path = args.out.join("files.svg");
-        partout_plots::draw(&figure, &path)?;
-        drawn.push(path);
+        draw(
+            partout_plots::files_figure(&files, &date).context("files-*.json")?,
+            "files.svg",
+        )?;
     }
     ensure!(
         !drawn.is_empty(),

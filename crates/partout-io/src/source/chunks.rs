@@ -205,15 +205,18 @@ impl Chunks {
     /// What the window of the chunk holding `at` holds from there: at least a byte (a byte
     /// alone outside every chunk).
     pub(super) fn bytes_from(&self, at: u64) -> io::Result<Bytes> {
-        let first = self.bytes(at, 1)?;
-        let held = self.held.lock().unwrap_or_else(|e| e.into_inner());
-        Ok(Self::held_from(&held, at).unwrap_or(first))
+        self.window_from(at, 1)
     }
 
     /// Bytes `start..start + len`: from the window of their chunk, which is moved on to
     /// hold them when it does not (what it holds from `start` kept, the rest got). Bytes
     /// outside every chunk are got as asked.
     pub(super) fn bytes(&self, start: u64, len: u64) -> io::Result<Bytes> {
+        Ok(self.window_from(start, len)?.slice(..len as usize))
+    }
+
+    /// What a window holds from `start` on, `len` bytes at least ([`Self::bytes`]).
+    fn window_from(&self, start: u64, len: u64) -> io::Result<Bytes> {
         let end = start.saturating_add(len);
         let Some(i) = self.chunk_at(start) else {
             return self.object.get(start..end);
@@ -223,10 +226,11 @@ impl Chunks {
         if held.group != Some(chunk.group) {
             self.enter(&mut held, chunk.group)?;
         }
-        if let Some(from) = Self::held_from(&held, start)
+        let kept = Self::held_from(&held, start);
+        if let Some(from) = &kept
             && from.len() as u64 >= len
         {
-            return Ok(from.slice(..len as usize));
+            return Ok(from.clone());
         }
         // A window from `start` holding at least up to `end`, within its chunk otherwise.
         let window = self.windows[i].max(1);
@@ -235,10 +239,6 @@ impl Chunks {
                 .saturating_add(window)
                 .max(end)
                 .min(chunk.range.end.max(end));
-        let kept = held.windows.iter().find_map(|(c, from, bytes)| {
-            (*c == i && start >= *from && start < from + bytes.len() as u64)
-                .then(|| bytes.slice((start - from) as usize..))
-        });
         let bytes = match kept {
             Some(kept) => {
                 let rest = self.object.get(start + kept.len() as u64..range.end)?;
@@ -251,6 +251,6 @@ impl Chunks {
         };
         held.windows.retain(|(c, _, _)| *c != i);
         held.windows.push((i, range.start, bytes.clone()));
-        Ok(bytes.slice(..len as usize))
+        Ok(bytes)
     }
 }

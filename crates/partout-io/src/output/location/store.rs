@@ -32,6 +32,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tokio::io::AsyncReadExt;
 
+mod cleanup;
+use cleanup::{Cleanup, Left, left_behind};
+
 /// The object written after the manifest: the run is complete.
 pub const SUCCESS_FILE: &str = "_SUCCESS";
 /// Bytes of one part of a multipart upload, when the commit's memory allows.
@@ -77,23 +80,21 @@ impl Plan {
 /// A prefix of an object store.
 #[derive(Clone)]
 pub struct StorePrefix {
-    /// The location as given, without credentials or query.
-    url: String,
-    store: Arc<dyn ObjectStore>,
-    prefix: ObjectPath,
+    /// The store's client; the URL as given (without credentials or query) and the prefix.
+    client: Client,
 }
 
 impl std::fmt::Debug for StorePrefix {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("StorePrefix")
-            .field("url", &self.url)
+            .field("url", &self.client.url)
             .finish()
     }
 }
 
 impl PartialEq for StorePrefix {
     fn eq(&self, other: &Self) -> bool {
-        self.url == other.url
+        self.client.url == other.client.url
     }
 }
 
@@ -109,26 +110,22 @@ impl StorePrefix {
     /// know (naming the key, never the value), or a client that cannot be configured.
     pub fn try_new(url: &url::Url, options: &[(String, String)]) -> Result<Self> {
         let client = Client::try_new(url, options).map_err(OutputError::Invalid)?;
-        Ok(Self {
-            url: client.url,
-            store: client.store,
-            prefix: client.path,
-        })
+        Ok(Self { client })
     }
 
     /// The prefix, as `scheme://bucket/prefix`.
     pub fn url(&self) -> &str {
-        &self.url
+        &self.client.url
     }
 
     /// The store's client.
     pub fn store(&self) -> &Arc<dyn ObjectStore> {
-        &self.store
+        &self.client.store
     }
 
     /// The prefix in the store.
     pub fn prefix(&self) -> &ObjectPath {
-        &self.prefix
+        &self.client.path
     }
 
     /// The output's file `name` (a relative path) as an object to read.
@@ -136,20 +133,29 @@ impl StorePrefix {
     /// # Errors
     /// The store's error, naming the object.
     pub(crate) fn open_object(&self, name: &str) -> std::io::Result<Arc<StoreObject>> {
-        let url = format!("{}/{name}", self.url.trim_end_matches('/'));
-        StoreObject::head(self.store.clone(), self.object(name), url)
+        let object = self.object(name);
+        StoreObject::head(
+            self.client.store.clone(),
+            object.clone(),
+            self.shown(&object),
+        )
     }
 
     /// The object of the output's file `name` (a relative path).
     fn object(&self, name: &str) -> ObjectPath {
         name.split('/')
-            .fold(self.prefix.clone(), |path, part| path.join(part))
+            .fold(self.client.path.clone(), |path, part| path.join(part))
+    }
+
+    /// The URL of `object`, as it may be shown.
+    fn shown(&self, object: &ObjectPath) -> String {
+        self.client.url_of(object)
     }
 
     /// Every object under the prefix.
     fn list(&self) -> Result<Vec<ObjectPath>> {
-        let store = self.store.clone();
-        let prefix = self.prefix.clone();
+        let store = self.client.store.clone();
+        let prefix = self.client.path.clone();
         let listed = block_on(async move {
             store
                 .list(Some(&prefix))
@@ -157,7 +163,7 @@ impl StorePrefix {
                 .try_collect::<Vec<_>>()
                 .await
         })?;
-        listed.map_err(|e| store_error(format!("listing {}", self.url), e))
+        listed.map_err(|e| store_error(format!("listing {}", self.client.url), e))
     }
 }
 
@@ -169,29 +175,15 @@ fn store_error(doing: String, e: object_store::Error) -> OutputError {
     }
 }
 
-/// Runs `future` to its end on a runtime of its own, on a thread of its own: callers may be
-/// inside another runtime (Python's, a server's), where blocking on one is refused.
+/// Runs `future` to its end with the stores' runtime ([`crate::store::run_here`]).
 fn block_on<F>(future: F) -> Result<F::Output>
 where
     F: std::future::Future + Send,
     F::Output: Send,
 {
-    std::thread::scope(|scope| {
-        scope
-            .spawn(|| {
-                let runtime = tokio::runtime::Builder::new_multi_thread()
-                    .worker_threads(2)
-                    .enable_all()
-                    .build()
-                    .map_err(io("starting the object store's client"))?;
-                Ok(runtime.block_on(future))
-            })
-            .join()
-            .unwrap_or_else(|_| {
-                Err(OutputError::Invalid(
-                    "the object store's client panicked".into(),
-                ))
-            })
+    crate::store::run_here(future).map_err(|e| OutputError::Io {
+        context: "committing to an object store".into(),
+        source: std::io::Error::other(e),
     })
 }
 
@@ -199,7 +191,7 @@ impl Place for StorePrefix {
     fn check(&self, overwrite: bool) -> Result<()> {
         let objects = self.list()?;
         if !objects.is_empty() && !overwrite {
-            return Err(OutputError::NotEmpty(self.url.clone()));
+            return Err(OutputError::NotEmpty(self.client.url.clone()));
         }
         Ok(())
     }
@@ -308,178 +300,206 @@ impl Pending for StoreStaging {
         let before = self.target.list()?;
         let target = &self.target;
         let plan = Plan::within(commit.memory);
-        block_on(upload_all(target, &files, plan, commit.cancelled))??;
+        block_on(target.upload_all(&files, plan, commit.cancelled))??;
         // The manifest last, naming the objects just written; then `_SUCCESS`.
         manifest.write(&self.dir).map_err(|e| OutputError::Io {
-            context: format!("committing to {}: the manifest", target.url),
+            context: format!("committing to {}: the manifest", target.url()),
             source: e.source,
         })?;
-        let store = target.store.clone();
         let written: Vec<ObjectPath> = files.iter().map(|(_, o)| target.object(o)).collect();
         let (manifest_object, success) =
             (target.object(MANIFEST_FILE), target.object(SUCCESS_FILE));
-        // A failure after the manifest takes it back too: no manifest is left naming objects
-        // that are deleted (with --overwrite, the old output's manifest is gone by then).
         let staged_manifest = self.dir.join(MANIFEST_FILE);
         if (commit.cancelled)() {
-            block_on(delete_all(store.clone(), written))?;
-            return Err(OutputError::Cancelled);
+            let left = block_on(target.take_back(&written))?;
+            return Err(left_behind(OutputError::Cancelled, left));
         }
-        // The commit's point: once the manifest is written, the run is committed.
+        // The commit's point: once the manifest is written, the run is committed. A failure
+        // after it takes the manifest back first, so no manifest is left naming objects that
+        // are deleted (with --overwrite, the old output's manifest is gone by then).
         let committed = block_on(async {
-            upload(&store, &staged_manifest, &manifest_object, plan, &|| false).await?;
-            if let Err(e) = store.put(&success, PutPayload::default()).await {
-                let _ = store.delete(&manifest_object).await;
-                return Err(store_error(format!("writing {success}"), e));
+            let never = || false;
+            target
+                .upload(&staged_manifest, MANIFEST_FILE, plan, &never)
+                .await?;
+            if let Err(e) = target.store().put(&success, PutPayload::default()).await {
+                let failed = store_error(format!("writing {}", target.shown(&success)), e);
+                let left = target.take_back(std::slice::from_ref(&manifest_object));
+                return Err(left_behind(failed, left.await));
             }
             Ok(())
         })?;
         if let Err(e) = committed {
-            block_on(delete_all(store.clone(), written))?;
-            return Err(e);
+            let left = block_on(target.take_back(&written))?;
+            return Err(left_behind(e, left));
         }
         // The objects of the output replaced: no manifest names them any more.
         let keep: std::collections::HashSet<&ObjectPath> =
             written.iter().chain([&manifest_object, &success]).collect();
         let stale: Vec<ObjectPath> = before.into_iter().filter(|o| !keep.contains(o)).collect();
-        block_on(delete_all(store, stale))?;
+        block_on(target.take_back(&stale))?;
         Ok(manifest)
     }
 }
 
-/// Uploads each `(local file, object name)`, a few at a time; on the first failure, deletes
-/// what was uploaded and says which object failed and why.
-async fn upload_all(
-    target: &StorePrefix,
-    files: &[(PathBuf, String)],
-    plan: Plan,
-    cancelled: &(dyn Fn() -> bool + Sync),
-) -> Result<()> {
-    let jobs: Vec<(PathBuf, ObjectPath)> = files
-        .iter()
-        .map(|(file, name)| (file.clone(), target.object(name)))
-        .collect();
-    let results: Vec<(ObjectPath, Result<()>)> = futures::stream::iter(jobs)
-        .map(|(file, object)| {
-            let store = target.store.clone();
-            async move {
+impl StorePrefix {
+    /// Uploads each `(local file, name)`, a few at a time; on the first failure, takes back
+    /// what was uploaded and says which object failed and why.
+    async fn upload_all(
+        &self,
+        files: &[(PathBuf, String)],
+        plan: Plan,
+        cancelled: &(dyn Fn() -> bool + Sync),
+    ) -> Result<()> {
+        // (Owned items: a closure over borrowed ones is not `Send` for every lifetime.)
+        let results: Vec<(ObjectPath, Result<()>)> = futures::stream::iter(files.to_vec())
+            .map(|(file, name)| async move {
                 let result = match cancelled() {
                     true => Err(OutputError::Cancelled),
-                    false => upload(&store, &file, &object, plan, cancelled).await,
+                    false => self.upload(&file, &name, plan, cancelled).await,
                 };
-                (object, result)
+                (self.object(&name), result)
+            })
+            .buffer_unordered(plan.uploads)
+            .collect()
+            .await;
+        let mut failure = None;
+        let mut written = Vec::new();
+        for (object, result) in results {
+            match result {
+                Ok(()) => written.push(object),
+                Err(e) => failure = failure.or(Some(e)),
             }
-        })
-        .buffer_unordered(plan.uploads)
-        .collect()
-        .await;
-    let mut failure = None;
-    let mut written = Vec::new();
-    for (object, result) in results {
-        match result {
-            Ok(()) => written.push(object),
-            Err(e) => failure = failure.or(Some(e)),
+        }
+        match failure {
+            None => Ok(()),
+            Some(e) => Err(left_behind(e, self.take_back(&written).await)),
         }
     }
-    match failure {
-        None => Ok(()),
-        Some(e) => {
-            delete_all(target.store.clone(), written).await;
-            Err(e)
-        }
-    }
-}
 
-/// Uploads `file` as `object`: in one request when it fits a part, else in parts (aborted
-/// on failure or once `cancelled`); about `(parts in flight + 1) × part` bytes held at once.
-async fn upload(
-    store: &Arc<dyn ObjectStore>,
-    file: &Path,
-    object: &ObjectPath,
-    plan: Plan,
-    cancelled: &(dyn Fn() -> bool + Sync),
-) -> Result<()> {
-    let failed = |e: object_store::Error| store_error(format!("uploading {object}"), e);
-    let mut reader = tokio::fs::File::open(file)
-        .await
-        .map_err(io(format!("opening {}", file.display())))?;
-    let len = reader
-        .metadata()
-        .await
-        .map_err(io(format!("reading {}", file.display())))?
-        .len();
-    let part = (plan.part_bytes as u64).max(len.div_ceil(MAX_PARTS)) as usize;
-    if len <= part as u64 {
-        let mut bytes = Vec::with_capacity(len as usize);
-        reader
-            .read_to_end(&mut bytes)
+    /// Uploads `file` as the output's file `name`: in one request when it fits a part, else
+    /// in parts (aborted on failure or once `cancelled`, with a cleanup's patience); about
+    /// `(parts in flight + 1) × part` bytes held at once.
+    async fn upload(
+        &self,
+        file: &Path,
+        name: &str,
+        plan: Plan,
+        cancelled: &(dyn Fn() -> bool + Sync),
+    ) -> Result<()> {
+        let (store, object) = (self.store(), self.object(name));
+        let shown = self.shown(&object);
+        let failed = |e: object_store::Error| store_error(format!("uploading {shown}"), e);
+        let mut reader = tokio::fs::File::open(file)
             .await
-            .map_err(io(format!("reading {}", file.display())))?;
-        store
-            .put(object, PutPayload::from(bytes))
+            .map_err(io(format!("opening {}", file.display())))?;
+        let len = reader
+            .metadata()
             .await
-            .map_err(failed)?;
-        return Ok(());
-    }
-    let mut upload = store.put_multipart(object).await.map_err(failed)?;
-    // Parts of `part` bytes (the last one shorter), at most PARTS_IN_FLIGHT at once; on any
-    // failure the upload is aborted, so the store keeps no part of it.
-    let sent: Result<()> = async {
-        let mut in_flight: futures::stream::FuturesUnordered<object_store::UploadPart> =
-            futures::stream::FuturesUnordered::new();
-        loop {
-            let mut chunk = vec![0u8; part];
-            let mut filled = 0;
-            while filled < part {
-                let read = reader
-                    .read(&mut chunk[filled..])
-                    .await
-                    .map_err(io(format!("reading {}", file.display())))?;
-                if read == 0 {
+            .map_err(io(format!("reading {}", file.display())))?
+            .len();
+        let part = (plan.part_bytes as u64).max(len.div_ceil(MAX_PARTS)) as usize;
+        if len <= part as u64 {
+            let mut bytes = Vec::with_capacity(len as usize);
+            reader
+                .read_to_end(&mut bytes)
+                .await
+                .map_err(io(format!("reading {}", file.display())))?;
+            store
+                .put(&object, PutPayload::from(bytes))
+                .await
+                .map_err(failed)?;
+            return Ok(());
+        }
+        let mut upload = store.put_multipart(&object).await.map_err(failed)?;
+        // Parts of `part` bytes (the last one shorter), at most PARTS_IN_FLIGHT at once; on any
+        // failure the upload is aborted, so the store keeps no part of it.
+        let sent: Result<()> = async {
+            let mut in_flight: futures::stream::FuturesUnordered<object_store::UploadPart> =
+                futures::stream::FuturesUnordered::new();
+            loop {
+                let mut chunk = vec![0u8; part];
+                let mut filled = 0;
+                while filled < part {
+                    let read = reader
+                        .read(&mut chunk[filled..])
+                        .await
+                        .map_err(io(format!("reading {}", file.display())))?;
+                    if read == 0 {
+                        break;
+                    }
+                    filled += read;
+                }
+                if filled == 0 {
                     break;
                 }
-                filled += read;
-            }
-            if filled == 0 {
-                break;
-            }
-            chunk.truncate(filled);
-            while in_flight.len() >= plan.parts_in_flight {
-                if let Some(done) = in_flight.next().await {
-                    done.map_err(failed)?;
+                chunk.truncate(filled);
+                while in_flight.len() >= plan.parts_in_flight {
+                    if let Some(done) = in_flight.next().await {
+                        done.map_err(failed)?;
+                    }
+                }
+                if cancelled() {
+                    return Err(OutputError::Cancelled);
+                }
+                in_flight.push(upload.put_part(PutPayload::from(chunk)));
+                if filled < part {
+                    break;
                 }
             }
-            if cancelled() {
-                return Err(OutputError::Cancelled);
+            while let Some(done) = in_flight.next().await {
+                done.map_err(failed)?;
             }
-            in_flight.push(upload.put_part(PutPayload::from(chunk)));
-            if filled < part {
-                break;
-            }
+            upload.complete().await.map_err(failed)?;
+            Ok(())
         }
-        while let Some(done) = in_flight.next().await {
-            done.map_err(failed)?;
-        }
-        upload.complete().await.map_err(failed)?;
-        Ok(())
-    }
-    .await;
-    if sent.is_err() {
-        let _ = upload.abort().await;
-    }
-    sent
-}
-
-/// Deletes `objects`, as far as the store lets it (what is left is named by no manifest).
-async fn delete_all(store: Arc<dyn ObjectStore>, objects: Vec<ObjectPath>) {
-    futures::stream::iter(objects)
-        .for_each_concurrent(UPLOADS, |object| {
-            let store = store.clone();
-            async move {
-                let _ = store.delete(&object).await;
-            }
-        })
         .await;
+        match sent {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                let mut cleanup = Cleanup::new(self.client.patience);
+                let aborted = loop {
+                    if let Some(done) = cleanup.again(upload.abort().await).await {
+                        break done;
+                    }
+                };
+                let left = Left {
+                    uploads: match aborted {
+                        true => Vec::new(),
+                        false => vec![shown.clone()],
+                    },
+                    ..Left::default()
+                };
+                Err(left_behind(e, left))
+            }
+        }
+    }
+
+    /// Deletes `objects`, a few at a time, each with the patience of a cleanup: those left.
+    async fn take_back(&self, objects: &[ObjectPath]) -> Left {
+        let cleanup = Cleanup::new(self.client.patience);
+        let left: Vec<String> = futures::stream::iter(objects.to_vec())
+            .map(|object| {
+                let mut cleanup = cleanup;
+                async move {
+                    loop {
+                        match cleanup.again(self.store().delete(&object).await).await {
+                            Some(true) => return None,
+                            Some(false) => return Some(self.shown(&object)),
+                            None => continue,
+                        }
+                    }
+                }
+            })
+            .buffer_unordered(UPLOADS)
+            .filter_map(std::future::ready)
+            .collect()
+            .await;
+        Left {
+            objects: left,
+            ..Left::default()
+        }
+    }
 }
 
 #[cfg(test)]
