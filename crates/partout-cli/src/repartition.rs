@@ -5,7 +5,8 @@ use anyhow::Result;
 use clap::builder::TypedValueParser;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 use partout_job::{
-    Compression, Format, Job, JobError, JobOptions, Layout, Progress, Scheme, StorageOption,
+    Compression, Format, Job, JobError, JobOptions, Layout, ParquetSettings, Progress, Scheme,
+    StorageOption,
 };
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -104,12 +105,39 @@ pub struct RepartitionArgs {
     /// (aws_endpoint, aws_region, aws_allow_http, aws_access_key_id, …); repeatable.
     #[arg(long = "storage-option", value_name = "KEY=VALUE")]
     pub storage_options: Vec<StorageOption>,
+    /// Most rows a Parquet row group holds (default 1Mi; the memory limit may end one sooner).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub row_group_rows: Option<u64>,
+    /// A setting of the Parquet writer, KEY=VALUE; repeatable: row_group_rows=N,
+    /// data_page_size=SIZE, dictionary=true|false, dictionary.COL=true|false,
+    /// statistics=none|chunk|page, statistics.COL=…, bloom_filter=COL[,COL…],
+    /// bloom_filter_fpp=P, bloom_filter_ndv=N, writer_version=1.0|2.0.
+    #[arg(long = "parquet-option", value_name = "KEY=VALUE", value_parser = parquet_option)]
+    pub parquet_options: Vec<(String, String)>,
+}
+
+/// A `--parquet-option`, checked alone: `KEY=VALUE` with a key and value the writer takes.
+fn parquet_option(text: &str) -> Result<(String, String), String> {
+    let (key, value) = text
+        .split_once('=')
+        .ok_or_else(|| format!("{text:?} is not KEY=VALUE"))?;
+    ParquetSettings::default()
+        .set(key.trim(), value)
+        .map_err(|e| e.to_string())?;
+    Ok((key.trim().to_string(), value.to_string()))
 }
 
 impl RepartitionArgs {
     /// The job's options: the one place where arguments become the library's values.
-    pub fn to_options(&self) -> JobOptions {
-        JobOptions {
+    ///
+    /// # Errors
+    /// [`JobError::InvalidOption`] for Parquet options the writer does not take.
+    pub fn to_options(&self) -> partout_job::Result<JobOptions> {
+        let rows = self
+            .row_group_rows
+            .map(|n| ("row_group_rows".into(), n.to_string()));
+        let parquet = ParquetSettings::parse(self.parquet_options.iter().cloned().chain(rows))?;
+        Ok(JobOptions {
             inputs: self.inputs.clone(),
             keys: self.by.clone(),
             partitions: self.partitions.unwrap_or(1),
@@ -130,7 +158,8 @@ impl RepartitionArgs {
             keep_partition_columns: self.keep_partition_columns,
             output: self.output.clone(),
             storage_options: self.storage_options.iter().cloned().collect(),
-        }
+            parquet,
+        })
     }
 }
 
@@ -164,7 +193,10 @@ fn on_interrupt() {
 /// `partout repartition`: the run, then its summary on stderr.
 pub fn run(args: &RepartitionArgs) -> Result<()> {
     on_interrupt();
-    let job = Job::try_new(args.to_options()).map_err(with_flags)?;
+    let job = args
+        .to_options()
+        .and_then(Job::try_new)
+        .map_err(with_flags)?;
     let bar = Bar::new(args.quiet, job.input_rows());
     let result = job.run(&bar);
     bar.bar.finish_and_clear();

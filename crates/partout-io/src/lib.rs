@@ -32,6 +32,7 @@ pub mod manifest;
 pub mod output;
 mod parquet_footer;
 mod runs;
+mod size;
 mod source;
 mod store;
 
@@ -39,10 +40,11 @@ pub use discover::{discover, discover_in};
 pub use frames::{Frame, FrameReader, Frames, plan_frames, plan_frames_by};
 pub use output::{
     DestinationFile, DestinationFiles, DirectParquet, DirectSink, FilesHandle, PAGE_ROWS,
-    ParquetOptions, SHUFFLE_INDEX_MAGIC, ShuffleFile, ShuffleRange, StagedParquet,
+    ParquetOptions, ParquetSettings, SHUFFLE_INDEX_MAGIC, ShuffleFile, ShuffleRange, StagedParquet,
     parse_shuffle_index, read_shuffle_index,
 };
 pub use runs::{RunOptions, SortedRuns};
+pub use size::parse_bytes;
 pub use source::READ_BYTES as STORE_READ_BYTES;
 pub use store::is_store_url;
 

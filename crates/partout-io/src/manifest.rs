@@ -7,7 +7,7 @@
 //! an input file. The job that writes a manifest, and how it shares its memory limit, are
 //! partout-job's.
 
-pub use crate::output::Layout;
+pub use crate::output::{ColumnStatistics, Layout};
 use partout_core::ids::Scheme;
 pub use partout_format::{Compression, Format, ZstdLevel};
 use serde::{Deserialize, Serialize};
@@ -109,6 +109,10 @@ pub struct DestinationEntry {
     /// Rows of each row group of its file, in order (Parquet files).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub row_groups: Option<Vec<u64>>,
+    /// Each top-level column's smallest and largest value and nulls in its file, from the
+    /// footer written (Parquet files; nested columns have none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub columns: Option<Vec<ColumnStatistics>>,
 }
 
 /// The row groups of a run's Parquet files, all files together.
@@ -398,6 +402,7 @@ pub(crate) mod tests {
                     rows: 10,
                     bytes: 64,
                     row_groups: None,
+                    columns: None,
                 },
                 DestinationEntry {
                     destination: 1,
@@ -405,6 +410,7 @@ pub(crate) mod tests {
                     rows: 0,
                     bytes: 0,
                     row_groups: None,
+                    columns: None,
                 },
             ],
             range_bounds: None,

@@ -170,7 +170,8 @@ impl Job {
             options.compression,
             options.layout,
             location,
-        )?;
+        )?
+        .with_parquet_settings(options.parquet.clone())?;
         let table_bytes = by_value::table_bytes(&options)?;
         // Each worker reading from a store holds windows of the objects it reads.
         let read_bytes = match stores_in(&options.inputs) {
@@ -246,6 +247,9 @@ impl Job {
                 (None, Some(by_value), out_schema)
             }
         };
+        // The Parquet settings name columns of the files (a Hive layout's leave its partition
+        // columns out): an option to refuse now, not a file that fails to be written.
+        spec.parquet_settings().check_schema(&out_schema)?;
         // Parquet files whose writers fit beside the workers' buffers (partitioning by value:
         // those of the first values met): each file written as it is flushed, not staged.
         // High limits of values are charged as met: what the first rows hold tells whether

@@ -57,6 +57,7 @@ pub(crate) fn from_run(
                 rows: rows(p),
                 bytes: file.bytes,
                 row_groups: file.row_groups,
+                columns: file.columns,
             })
             .collect(),
         None => (0..n)
@@ -66,6 +67,7 @@ pub(crate) fn from_run(
                 rows: rows(p),
                 bytes: metrics.iter().map(|m| m.destination_bytes[p]).sum(),
                 row_groups: None,
+                columns: None,
             })
             .collect(),
     };

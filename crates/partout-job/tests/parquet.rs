@@ -11,9 +11,12 @@ use arrow_array::{
 };
 use arrow_schema::{DataType, Field};
 use parquet::arrow::ArrowWriter;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::arrow_reader::{ArrowReaderOptions, ParquetRecordBatchReaderBuilder};
+use parquet::file::metadata::PageIndexPolicy;
 use partout_core::ids::{PartitionIds, Partitioning};
-use partout_job::{Compression, Job, JobError, JobOptions, Manifest, Progress, repartition};
+use partout_job::{
+    Compression, Job, JobError, JobOptions, Manifest, ParquetSettings, Progress, repartition,
+};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -363,6 +366,43 @@ fn a_zstd_level_reaches_the_parquet_writer() {
         bytes.push(manifest.output_bytes);
     }
     assert!(bytes[1] < bytes[0], "bytes at levels 1 and 19: {bytes:?}");
+}
+
+#[test]
+fn a_data_page_size_reaches_the_parquet_writer() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = input(dir.path(), 30_000);
+    // Pages of each file, counted from its offset index.
+    let pages = |size: Option<&str>| -> usize {
+        let out = dir
+            .path()
+            .join(format!("pages-{}", size.unwrap_or("default")));
+        let mut options = JobOptions::new([&input], &out, 1)
+            .with_keys(["k"])
+            .with_threads(1);
+        if let Some(size) = size {
+            let settings = ParquetSettings::parse([("data_page_size", size)]).unwrap();
+            options = options.with_parquet_settings(settings);
+        }
+        let manifest = repartition(options).unwrap().manifest;
+        let name = manifest.destinations[0].file.name().unwrap();
+        let file = std::fs::File::open(out.join(name)).unwrap();
+        let with_index =
+            ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Required);
+        let reader =
+            ParquetRecordBatchReaderBuilder::try_new_with_options(file, with_index).unwrap();
+        let index = reader.metadata().offset_index().expect("an offset index");
+        index
+            .iter()
+            .flatten()
+            .map(|c| c.page_locations().len())
+            .sum()
+    };
+    let (small, default) = (pages(Some("4KiB")), pages(None));
+    assert!(
+        small > 4 * default,
+        "pages at 4 KiB: {small}, at the default 64 KiB: {default}"
+    );
 }
 
 /// Cancels the run once the rows are staged, when the files are being written: asked from a

@@ -4,7 +4,7 @@
 use crate::errors::{Error, Result, job_error};
 use crate::partition::{key_names, partition_count};
 use partout_core::ids::Scheme;
-use partout_job::{Job, JobOptions, Progress, StorageOptions, parse_bytes};
+use partout_job::{Job, JobOptions, ParquetSettings, Progress, StorageOptions, parse_bytes};
 use pyo3::prelude::*;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -44,7 +44,7 @@ impl Progress for Watched {
 /// repartition(inputs, output, n=None, *, by=None, scheme="hash", format="parquet",
 /// compression=None, layout="files", threads=None, memory_limit=None, overwrite=False,
 /// progress=None, partition_by=None, max_partitions=None, keep_partition_columns=False,
-/// storage_options=None) -> dict
+/// storage_options=None, row_group_rows=None, parquet_options=None) -> dict
 ///
 /// The `partout repartition` job: every Parquet, Arrow IPC and CSV file of `inputs` into `n`
 /// destinations under `output`; with `partition_by` (a column name or several), a directory
@@ -58,7 +58,7 @@ impl Progress for Watched {
 #[pyo3(signature = (inputs, output, n=None, *, by=None, scheme="hash", format="parquet",
     compression=None, layout="files", threads=None, memory_limit=None, overwrite=false,
     progress=None, partition_by=None, max_partitions=None, keep_partition_columns=false,
-    storage_options=None))]
+    storage_options=None, row_group_rows=None, parquet_options=None))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn repartition<'py>(
     py: Python<'py>,
@@ -78,6 +78,8 @@ pub(crate) fn repartition<'py>(
     max_partitions: Option<u32>,
     keep_partition_columns: bool,
     storage_options: Option<BTreeMap<String, String>>,
+    row_group_rows: Option<u64>,
+    parquet_options: Option<BTreeMap<String, Bound<'py, PyAny>>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let inputs: Vec<PathBuf> = match inputs.extract::<PathBuf>() {
         Ok(one) => vec![one],
@@ -97,6 +99,8 @@ pub(crate) fn repartition<'py>(
         max_partitions,
         keep_partition_columns,
         storage_options,
+        row_group_rows,
+        parquet_options,
     }
     .job_options(py, inputs, output)?;
     run_job(py, options, progress, Job::try_new)
@@ -104,8 +108,8 @@ pub(crate) fn repartition<'py>(
 
 /// write_dataset(data, output, n=None, *, partition_by=None, by=None, scheme="hash",
 /// format="parquet", compression=None, threads=None, memory_limit=None, overwrite=False,
-/// progress=None, max_partitions=None, keep_partition_columns=False, storage_options=None)
-/// -> dict
+/// progress=None, max_partitions=None, keep_partition_columns=False, storage_options=None,
+/// row_group_rows=None, parquet_options=None) -> dict
 ///
 /// The job of `repartition` with `data` as its input instead of files: anything exporting
 /// the Arrow PyCapsule interface, read batch by batch by the job's workers (never collected
@@ -113,7 +117,8 @@ pub(crate) fn repartition<'py>(
 #[pyfunction]
 #[pyo3(signature = (data, output, n=None, *, partition_by=None, by=None, scheme="hash",
     format="parquet", compression=None, threads=None, memory_limit=None, overwrite=false,
-    progress=None, max_partitions=None, keep_partition_columns=false, storage_options=None))]
+    progress=None, max_partitions=None, keep_partition_columns=false, storage_options=None,
+    row_group_rows=None, parquet_options=None))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn write_dataset<'py>(
     py: Python<'py>,
@@ -132,6 +137,8 @@ pub(crate) fn write_dataset<'py>(
     max_partitions: Option<u32>,
     keep_partition_columns: bool,
     storage_options: Option<BTreeMap<String, String>>,
+    row_group_rows: Option<u64>,
+    parquet_options: Option<BTreeMap<String, Bound<'py, PyAny>>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let reader = crate::partition::arrow_data(py, data)?
         .into_reader()
@@ -150,6 +157,8 @@ pub(crate) fn write_dataset<'py>(
         max_partitions,
         keep_partition_columns,
         storage_options,
+        row_group_rows,
+        parquet_options,
     }
     .job_options(py, Vec::new(), output)?;
     run_job(py, options, progress, move |options| {
@@ -172,6 +181,8 @@ struct Options<'a, 'py> {
     max_partitions: Option<u32>,
     keep_partition_columns: bool,
     storage_options: Option<BTreeMap<String, String>>,
+    row_group_rows: Option<u64>,
+    parquet_options: Option<BTreeMap<String, Bound<'py, PyAny>>>,
 }
 
 impl Options<'_, '_> {
@@ -196,7 +207,14 @@ impl Options<'_, '_> {
             max_partitions,
             keep_partition_columns,
             storage_options,
+            row_group_rows,
+            parquet_options,
         } = self;
+        let mut parquet = Vec::new();
+        for (key, value) in parquet_options.unwrap_or_default() {
+            parquet.push((key, setting_text(&value)?));
+        }
+        parquet.extend(row_group_rows.map(|n| ("row_group_rows".to_string(), n.to_string())));
         let partition_by = key_names(partition_by)?;
         let n = match (n, partition_by.is_empty()) {
             (Some(n), _) => partition_count(py, n)?,
@@ -256,10 +274,26 @@ impl Options<'_, '_> {
             if let Some(bytes) = memory_limit {
                 options = options.with_memory_limit(bytes);
             }
-            Ok(options)
+            let parquet = ParquetSettings::parse(parquet)
+                .map_err(|e| Error::InvalidArgument(e.to_string()))?;
+            Ok(options.with_parquet_settings(parquet))
         };
         options().map_err(|e| e.into_py(py))
     }
+}
+
+/// A Parquet option's value as its text: `True` as `true`, a list of names joined by commas,
+/// anything else as `str()` makes it.
+fn setting_text(value: &Bound<'_, PyAny>) -> PyResult<String> {
+    if let Ok(flag) = value.extract::<bool>() {
+        return Ok(flag.to_string());
+    }
+    if !value.is_instance_of::<pyo3::types::PyString>()
+        && let Ok(names) = value.extract::<Vec<String>>()
+    {
+        return Ok(names.join(","));
+    }
+    Ok(value.str()?.to_string())
 }
 
 /// Runs the job `start` makes of `options` on a thread of its own while this thread waits

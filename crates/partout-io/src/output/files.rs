@@ -192,6 +192,7 @@ impl DestinationFiles {
                     name: None,
                     bytes: 0,
                     row_groups: None,
+                    columns: None,
                 });
             }
             *slot = self.open(p)?;
@@ -216,6 +217,7 @@ impl DestinationFiles {
             name: Some(self.name(p)),
             bytes,
             row_groups: None,
+            columns: None,
         })
     }
 }

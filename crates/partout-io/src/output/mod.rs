@@ -41,20 +41,24 @@ mod direct;
 mod files;
 pub mod finished;
 pub mod location;
+mod parquet_options;
 mod shuffle;
 mod spec;
 mod staged;
+mod statistics;
 
 pub use direct::{DirectParquet, DirectSink, PAGE_ROWS};
 pub use files::{DestinationFiles, FilesHandle};
 pub use finished::{FileCursor, FinishedOutput};
 pub use location::{Commit, LocalDir, Location, Pending, Place, StorageOption, StorageOptions};
+pub use parquet_options::ParquetSettings;
 pub(crate) use shuffle::for_each_shuffle_range;
 pub use shuffle::{
     SHUFFLE_INDEX_MAGIC, ShuffleFile, ShuffleRange, parse_shuffle_index, read_shuffle_index,
 };
 pub use spec::{Layout, OutputSpec};
 pub use staged::{ParquetOptions, StagedParquet};
+pub use statistics::ColumnStatistics;
 
 use arrow_schema::SchemaRef;
 use partout_exchange::{BatchSink, WriterError};
@@ -164,6 +168,8 @@ pub struct DestinationFile {
     pub bytes: u64,
     /// Rows of each of its row groups, in order (Parquet files).
     pub row_groups: Option<Vec<u64>>,
+    /// Each column's bounds and nulls, from the footer written (Parquet files).
+    pub columns: Option<Vec<ColumnStatistics>>,
 }
 
 /// What a finished writer wrote.
@@ -268,7 +274,7 @@ impl OutputSpec {
         }
         let properties = match self.format() {
             Format::Parquet => self
-                .parquet_properties()
+                .parquet_properties(&schema)
                 .map_err(|e| sink_error(None, e.to_string()))?,
             _ => Default::default(),
         };
@@ -276,6 +282,7 @@ impl OutputSpec {
             properties,
             row_group_bytes,
             staging: STAGING_COMPRESSION,
+            chosen: self.parquet_settings().clone(),
         };
         let mut files = StagedParquet::try_new(dir, &prefix, schema, count, options)?;
         if self.format() != Format::Parquet {

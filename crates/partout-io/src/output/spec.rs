@@ -5,7 +5,7 @@
 //! ([`OutputSpec::create`](super::OutputSpec::create)) and the manifest's record of them.
 
 use super::location::Location;
-use super::{OutputError, Result};
+use super::{OutputError, ParquetSettings, Result};
 use parquet::basic::{Compression as ParquetCompression, ZstdLevel as ParquetZstdLevel};
 use parquet::file::properties::WriterProperties;
 use partout_exchange::WriterError;
@@ -85,6 +85,8 @@ pub struct OutputSpec {
     compression: Compression,
     layout: Layout,
     location: Location,
+    /// The Parquet writer's settings the user chose (none for other formats).
+    parquet: ParquetSettings,
 }
 
 impl OutputSpec {
@@ -107,6 +109,7 @@ impl OutputSpec {
             compression,
             layout,
             location,
+            parquet: ParquetSettings::default(),
         };
         match format {
             Format::Parquet if layout == Layout::Shuffle => {
@@ -182,6 +185,25 @@ impl OutputSpec {
         Self { location, ..self }
     }
 
+    /// The same output, its Parquet files written with the settings `parquet` chooses.
+    ///
+    /// # Errors
+    /// [`OutputError::Invalid`] for settings chosen for an output that is not Parquet.
+    pub fn with_parquet_settings(self, parquet: ParquetSettings) -> Result<Self> {
+        if self.format != Format::Parquet && !parquet.is_empty() {
+            return Err(OutputError::Invalid(format!(
+                "Parquet options are for Parquet output, not {}",
+                self.format
+            )));
+        }
+        Ok(Self { parquet, ..self })
+    }
+
+    /// The Parquet writer's settings the user chose.
+    pub fn parquet_settings(&self) -> &ParquetSettings {
+        &self.parquet
+    }
+
     /// The stream encoding of each destination's bytes (Arrow IPC or Presto pages).
     ///
     /// # Errors
@@ -206,19 +228,21 @@ impl OutputSpec {
         }
     }
 
-    /// The properties of the Parquet writer for this output's files: its compression, row
-    /// groups of up to 1Mi rows, 64 KiB data pages; otherwise parquet's defaults
-    /// (dictionaries, given up for a column chunk whose dictionary passes 1 MiB and turned
-    /// off by the staged writer where a sample says they do not pay; page statistics).
+    /// The properties of the Parquet writer for this output's files of `schema`: its
+    /// compression, row groups of up to 1Mi rows, 64 KiB data pages; otherwise parquet's
+    /// defaults (dictionaries, given up for a column chunk whose dictionary passes 1 MiB and
+    /// turned off by the staged writer where a sample says they do not pay; page statistics);
+    /// then what the user chose ([`ParquetSettings`]).
     ///
     /// # Errors
-    /// [`OutputError::Invalid`] for a ZSTD level Parquet does not take.
-    pub fn parquet_properties(&self) -> Result<WriterProperties> {
-        Ok(WriterProperties::builder()
+    /// [`OutputError::Invalid`] for a ZSTD level Parquet does not take, or settings naming a
+    /// column `schema` does not have.
+    pub fn parquet_properties(&self, schema: &arrow_schema::Schema) -> Result<WriterProperties> {
+        let builder = WriterProperties::builder()
             .set_compression(self.parquet_codec()?)
             .set_max_row_group_row_count(Some(MAX_ROW_GROUP_ROWS))
-            .set_data_page_size_limit(DATA_PAGE_BYTES)
-            .build())
+            .set_data_page_size_limit(DATA_PAGE_BYTES);
+        Ok(self.parquet.apply(builder, schema)?.build())
     }
 
     fn parquet_codec(&self) -> Result<ParquetCompression> {
@@ -249,7 +273,12 @@ impl OutputSpec {
         schema: &arrow_schema::Schema,
     ) -> std::result::Result<(), WriterError> {
         match self.format {
-            Format::Parquet => super::staged::StagedParquet::check_schema(schema),
+            Format::Parquet => {
+                super::staged::StagedParquet::check_schema(schema)?;
+                self.parquet
+                    .check_schema(schema)
+                    .map_err(|e| super::sink_error(None, e.to_string()))
+            }
             Format::Ipc | Format::Presto => Ok(self.encoding()?.check_schema(schema)?),
         }
     }

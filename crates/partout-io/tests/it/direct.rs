@@ -22,6 +22,7 @@ fn output(dir: &Path, destinations: usize, budget: usize) -> DirectParquet {
             .build(),
         row_group_bytes: 64 << 20,
         staging: Compression::None,
+        chosen: Default::default(),
     };
     let staged =
         StagedParquet::try_new(dir, "part", rows(0, 1).schema(), destinations, options).unwrap();

@@ -37,6 +37,7 @@ fn options(row_group_rows: usize) -> ParquetOptions {
             .build(),
         row_group_bytes: 64 << 20,
         staging: Compression::None,
+        chosen: Default::default(),
     }
 }
 

@@ -111,6 +111,8 @@ def repartition(
     max_partitions: int | None = None,
     keep_partition_columns: bool = False,
     storage_options: Mapping[str, str] | None = None,
+    row_group_rows: int | None = None,
+    parquet_options: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The ``partout repartition`` job: every Parquet, Arrow IPC and CSV file of ``inputs``
     (files or directories) into ``n`` destinations under ``output``, in parallel, within
@@ -139,6 +141,13 @@ def repartition(
     tools do (``AWS_ACCESS_KEY_ID``, ``AWS_REGION``, ``AWS_ENDPOINT_URL``, …) and then
     ``storage_options`` (object_store's keys: ``{"aws_endpoint": …, "aws_allow_http":
     "true"}``, as Polars spells them).
+
+    Parquet files take ``row_group_rows`` (most rows a row group holds; default 1Mi, the
+    memory limit may end one sooner) and ``parquet_options``, the writer's settings, each
+    checked before anything is written: ``{"data_page_size": "1MiB", "dictionary": False,
+    "dictionary.COL": True, "statistics": "none"|"chunk"|"page", "statistics.COL": …,
+    "bloom_filter": ["COL", …], "bloom_filter_fpp": 0.01, "bloom_filter_ndv": 100_000,
+    "writer_version": "2.0"}``.
     """
     return _partout.repartition(
         inputs,
@@ -157,6 +166,8 @@ def repartition(
         max_partitions=max_partitions,
         keep_partition_columns=keep_partition_columns,
         storage_options=storage_options,
+        row_group_rows=row_group_rows,
+        parquet_options=parquet_options,
     )
 
 
@@ -177,6 +188,8 @@ def write_dataset(
     max_partitions: int | None = None,
     keep_partition_columns: bool = False,
     storage_options: Mapping[str, str] | None = None,
+    row_group_rows: int | None = None,
+    parquet_options: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Writes ``data`` (anything exporting the Arrow PyCapsule interface: a pyarrow Table or
     RecordBatchReader, a polars DataFrame, a DuckDB relation) as a dataset under ``output``:
@@ -209,6 +222,8 @@ def write_dataset(
         max_partitions=max_partitions,
         keep_partition_columns=keep_partition_columns,
         storage_options=storage_options,
+        row_group_rows=row_group_rows,
+        parquet_options=parquet_options,
     )
 
 
@@ -227,6 +242,35 @@ def read(
     directory or an object store (``"s3://bucket/out"``, with ``storage_options`` as
     ``repartition`` takes them)."""
     return _partout.read(path, schema=schema, destination=destination, storage_options=storage_options)
+
+
+def file_statistics(manifest: Mapping[str, Any]) -> pyarrow.Table:
+    """What each Parquet file of a run holds, column by column, as a table: a row per file and
+    column with ``destination``, ``file``, ``rows``, ``bytes``, ``column``, ``min``, ``max``
+    (as Arrow shows them; null where the file holds no value of the column, or statistics were
+    not written) and ``null_count`` — from ``manifest`` (what ``repartition`` and
+    ``write_dataset`` return), which partout filled from the footers it wrote.
+
+    >>> import pyarrow as pa, partout, tempfile, os
+    >>> table = pa.table({"year": [2023, 2024, 2024], "v": ["a", "b", "c"]})
+    >>> manifest = partout.write_dataset(table, os.path.join(tempfile.mkdtemp(), "ds"), partition_by="year")
+    >>> stats = partout.file_statistics(manifest).sort_by("file")
+    >>> stats.select(["file", "column", "min", "max"]).to_pylist()[1]
+    {'file': 'year=2024/part-00000.parquet', 'column': 'v', 'min': 'b', 'max': 'c'}
+    """
+    import pyarrow as pa
+
+    rows = [
+        {"destination": entry["destination"], "file": entry.get("file"), "rows": entry["rows"],
+         "bytes": entry["bytes"], "column": column["column"], "min": column.get("min"),
+         "max": column.get("max"), "null_count": column.get("null_count")}
+        for entry in manifest["destinations"]
+        for column in entry.get("columns") or []
+    ]
+    schema = pa.schema([("destination", pa.uint32()), ("file", pa.string()), ("rows", pa.uint64()),
+                        ("bytes", pa.uint64()), ("column", pa.string()), ("min", pa.string()),
+                        ("max", pa.string()), ("null_count", pa.uint64())])
+    return pa.Table.from_pylist(rows, schema=schema)
 
 
 class PartitionedWriter:
@@ -300,6 +344,7 @@ __all__ = [
     "repartition",
     "write_dataset",
     "read",
+    "file_statistics",
     "PartitionedWriter",
     *errors.__all__,
 ]

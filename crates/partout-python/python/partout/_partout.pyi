@@ -34,6 +34,8 @@ def repartition(
     max_partitions: int | None = None,
     keep_partition_columns: bool = False,
     storage_options: Mapping[str, str] | None = None,
+    row_group_rows: int | None = None,
+    parquet_options: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]: ...
 def write_dataset(
     data: Any,
@@ -52,6 +54,8 @@ def write_dataset(
     max_partitions: int | None = None,
     keep_partition_columns: bool = False,
     storage_options: Mapping[str, str] | None = None,
+    row_group_rows: int | None = None,
+    parquet_options: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]: ...
 def read(
     path: str | os.PathLike[str],

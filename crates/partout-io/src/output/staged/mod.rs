@@ -28,7 +28,7 @@ mod scratch;
 use index::{Run, RunIndex};
 use scratch::{ScratchReaders, decode_runs};
 
-use super::{DestinationFile, ShuffleFile, io_error, sink_error};
+use super::{DestinationFile, ShuffleFile, io_error, sink_error, statistics};
 use crate::panic_message;
 use arrow_array::{Array, RecordBatch};
 use arrow_ipc::writer::FileWriter;
@@ -70,6 +70,9 @@ pub struct ParquetOptions {
     /// How staged rows are compressed in the scratch files (Arrow IPC body compression):
     /// none spends no CPU and decodes in place; LZ4 halves the scratch bytes.
     pub staging: Compression,
+    /// What the user chose (already in `properties`): a column whose dictionaries were
+    /// chosen is not judged by a sample.
+    pub chosen: crate::output::ParquetSettings,
 }
 
 /// Parquet files `DIR/{prefix}-{p:05}.parquet`, one per destination, written from rows that
@@ -398,17 +401,13 @@ impl StagedParquet {
         let written = contained(p, || {
             self.write_partial(p, runs, readers, properties, &partial)
         });
-        let file = written.and_then(|(bytes, row_groups)| {
+        let file = written.and_then(|file| {
             let path = self.dir.join(name);
             if let Some(parent) = path.parent() {
                 std::fs::create_dir_all(parent).map_err(io_error(Some(p)))?;
             }
             std::fs::rename(&partial, &path).map_err(io_error(Some(p)))?;
-            Ok(DestinationFile {
-                name: None,
-                bytes,
-                row_groups: self.ipc.is_none().then_some(row_groups),
-            })
+            Ok(file)
         });
         if file.is_err() {
             let _ = std::fs::remove_file(&partial);
@@ -416,7 +415,8 @@ impl StagedParquet {
         file
     }
 
-    /// Writes `partial` from the runs with `properties`; its size and each row group's rows.
+    /// Writes `partial` from the runs with `properties`: its size, and for Parquet each row
+    /// group's rows and each column's statistics (no name yet).
     fn write_partial(
         &self,
         p: usize,
@@ -424,7 +424,7 @@ impl StagedParquet {
         readers: &mut ScratchReaders<'_>,
         properties: &WriterProperties,
         partial: &Path,
-    ) -> Result<(u64, Vec<u64>), WriterError> {
+    ) -> Result<DestinationFile, WriterError> {
         if let Some(encoding) = self.ipc {
             return self.write_ipc(p, runs, readers, encoding, partial);
         }
@@ -441,7 +441,12 @@ impl StagedParquet {
             .iter()
             .map(|rg| rg.num_rows() as u64)
             .collect();
-        Ok((writer.bytes_written() as u64, row_groups))
+        Ok(DestinationFile {
+            name: None,
+            bytes: writer.bytes_written() as u64,
+            row_groups: Some(row_groups),
+            columns: Some(statistics::of_file(&self.schema, &metadata)),
+        })
     }
 
     /// Decodes destination `p`'s runs and hands them to `write` gathered into batches of
@@ -474,7 +479,7 @@ impl StagedParquet {
 
     /// Writes `partial` from the runs as one Arrow IPC file (the format dataset readers
     /// take: pyarrow's `format="ipc"`, Polars' `scan_ipc`) compressed as `encoding` says,
-    /// batches gathered to [`WRITE_ROWS`] rows; its size (no row groups).
+    /// batches gathered to [`WRITE_ROWS`] rows; its size (no row groups or statistics).
     fn write_ipc(
         &self,
         p: usize,
@@ -482,7 +487,7 @@ impl StagedParquet {
         readers: &mut ScratchReaders<'_>,
         encoding: Encoding,
         partial: &Path,
-    ) -> Result<(u64, Vec<u64>), WriterError> {
+    ) -> Result<DestinationFile, WriterError> {
         let arrow = |e: arrow_schema::ArrowError| sink_error(Some(p), e);
         let file = File::create(partial).map_err(io_error(Some(p)))?;
         let file = std::io::BufWriter::with_capacity(256 << 10, file);
@@ -498,8 +503,12 @@ impl StagedParquet {
         let file = file
             .into_inner()
             .map_err(|e| io_error(Some(p))(e.into_error()))?;
-        let bytes = file.metadata().map_err(io_error(Some(p)))?.len();
-        Ok((bytes, Vec::new()))
+        Ok(DestinationFile {
+            name: None,
+            bytes: file.metadata().map_err(io_error(Some(p)))?.len(),
+            row_groups: None,
+            columns: None,
+        })
     }
 
     /// The properties with dictionaries only for the columns where they pay, judged on a
@@ -528,6 +537,9 @@ impl StagedParquet {
     ) -> WriterProperties {
         let mut properties = self.options.properties.clone().into_builder();
         for (c, field) in self.schema.fields().iter().enumerate() {
+            if self.options.chosen.chooses_dictionary(field.name()) {
+                continue;
+            }
             let columns: Vec<&dyn Array> = sample
                 .clone()
                 .into_iter()

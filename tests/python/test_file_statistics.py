@@ -1,0 +1,76 @@
+"""Each Parquet file's statistics in the manifest (per column: smallest and largest value, nulls),
+as `partout.file_statistics` tabulates them, equal to what pyarrow computes from the file's
+rows: for hash destinations and a Hive dataset, for integers with nulls, strings, dates and
+floats; none for a nested column, and no bounds when statistics are not written."""
+
+import datetime
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+import partout
+
+ROWS = 12_000
+
+
+def table():
+    return pa.table({
+        "k": pa.array([None if i % 17 == 0 else (i * 7919) % 1000 - 500 for i in range(ROWS)], pa.int64()),
+        "s": pa.array([f"name {(i * 31) % 997:04d}" for i in range(ROWS)], pa.string()),
+        "d": pa.array([datetime.date(2020, 1, 1) + datetime.timedelta(days=i % 900) for i in range(ROWS)],
+                      pa.date32()),
+        "f": pa.array([(i % 301) / 8 - 10 for i in range(ROWS)], pa.float64()),
+        "tags": pa.array([[i, i + 1] for i in range(ROWS)], pa.list_(pa.int32())),
+        "year": pa.array([2020 + i % 3 for i in range(ROWS)], pa.int32()),
+    })
+
+
+def text(value):
+    """A value as Arrow shows it."""
+    if isinstance(value, datetime.date):
+        return value.isoformat()
+    return None if value is None else str(value)
+
+
+def expected(path):
+    """Each flat column's (min, max, nulls) as pyarrow computes them from the file's rows."""
+    got = pq.read_table(path)
+    out = {}
+    for name in got.column_names:
+        column = got[name]
+        if pa.types.is_nested(column.type):
+            continue
+        bounds = pc.min_max(column).as_py()
+        out[name] = (text(bounds["min"]), text(bounds["max"]), column.null_count)
+    return out
+
+
+def stated(manifest):
+    """The manifest's statistics, by file and column."""
+    out = {}
+    for row in partout.file_statistics(manifest).to_pylist():
+        out.setdefault(row["file"], {})[row["column"]] = (row["min"], row["max"], row["null_count"])
+    return out
+
+
+def test_each_files_statistics_are_what_its_rows_hold(tmp_path):
+    for name, run in [
+        ("hash", dict(n=3, by="k")),
+        ("hive", dict(partition_by="year")),
+    ]:
+        out = tmp_path / name
+        manifest = partout.write_dataset(table(), out, row_group_rows=1000, **run)
+        by_file = stated(manifest)
+        files = [d["file"] for d in manifest["destinations"]]
+        assert sorted(by_file) == sorted(files) and len(files) == 3, name
+        for file in files:
+            assert by_file[file] == expected(out / file), f"{name}: {file}"
+            assert "tags" not in by_file[file], "a nested column has no order"
+
+
+def test_no_statistics_written_gives_no_bounds(tmp_path):
+    manifest = partout.write_dataset(table(), tmp_path / "none", 2, by="k", parquet_options={"statistics": "none"})
+    stats = partout.file_statistics(manifest)
+    assert stats.num_rows == 2 * 5
+    assert stats["min"].null_count == stats.num_rows and stats["max"].null_count == stats.num_rows
