@@ -1,7 +1,8 @@
-"""Each Parquet file's statistics in the manifest (per column: smallest and largest value, nulls),
-as `partout.file_statistics` tabulates them, equal to what pyarrow computes from the file's
-rows: for hash destinations and a Hive dataset, for integers with nulls, strings, dates and
-floats; none for a nested column, and no bounds when statistics are not written."""
+"""Each Parquet file's statistics in the manifest when asked (`file_statistics=True`: per
+column, smallest and largest value and nulls), as `partout.file_statistics` tabulates them,
+equal to what pyarrow computes from the file's rows: for hash destinations and a Hive
+dataset, for integers with nulls, strings, dates and floats; none for a nested column, no
+bounds when statistics are not written, and nothing recorded unless asked."""
 
 import datetime
 
@@ -60,7 +61,7 @@ def test_each_files_statistics_are_what_its_rows_hold(tmp_path):
         ("hive", dict(partition_by="year")),
     ]:
         out = tmp_path / name
-        manifest = partout.write_dataset(table(), out, row_group_rows=1000, **run)
+        manifest = partout.write_dataset(table(), out, row_group_rows=1000, file_statistics=True, **run)
         by_file = stated(manifest)
         files = [d["file"] for d in manifest["destinations"]]
         assert sorted(by_file) == sorted(files) and len(files) == 3, name
@@ -69,8 +70,15 @@ def test_each_files_statistics_are_what_its_rows_hold(tmp_path):
             assert "tags" not in by_file[file], "a nested column has no order"
 
 
+def test_statistics_are_recorded_only_when_asked(tmp_path):
+    manifest = partout.write_dataset(table(), tmp_path / "plain", 2, by="k")
+    assert all("columns" not in d for d in manifest["destinations"])
+    assert partout.file_statistics(manifest).num_rows == 0
+
+
 def test_no_statistics_written_gives_no_bounds(tmp_path):
-    manifest = partout.write_dataset(table(), tmp_path / "none", 2, by="k", parquet_options={"statistics": "none"})
+    manifest = partout.write_dataset(table(), tmp_path / "none", 2, by="k", parquet_options={"statistics": "none"},
+                                      file_statistics=True)
     stats = partout.file_statistics(manifest)
     assert stats.num_rows == 2 * 5
     assert stats["min"].null_count == stats.num_rows and stats["max"].null_count == stats.num_rows

@@ -114,6 +114,10 @@ pub struct RepartitionArgs {
     /// bloom_filter_fpp=P, bloom_filter_ndv=N, writer_version=1.0|2.0.
     #[arg(long = "parquet-option", value_name = "KEY=VALUE", value_parser = parquet_option)]
     pub parquet_options: Vec<(String, String)>,
+    /// Record each Parquet file's column statistics (min, max, nulls) in the manifest, read
+    /// from the footers written: memory by the file, outside --memory-limit.
+    #[arg(long)]
+    pub file_statistics: bool,
 }
 
 /// A `--parquet-option`, checked alone: `KEY=VALUE` with a key and value the writer takes.
@@ -136,7 +140,8 @@ impl RepartitionArgs {
         let rows = self
             .row_group_rows
             .map(|n| ("row_group_rows".into(), n.to_string()));
-        let parquet = ParquetSettings::parse(self.parquet_options.iter().cloned().chain(rows))?;
+        let parquet = ParquetSettings::parse(self.parquet_options.iter().cloned().chain(rows))?
+            .with_file_statistics(self.file_statistics);
         Ok(JobOptions {
             inputs: self.inputs.clone(),
             keys: self.by.clone(),

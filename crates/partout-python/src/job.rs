@@ -44,7 +44,8 @@ impl Progress for Watched {
 /// repartition(inputs, output, n=None, *, by=None, scheme="hash", format="parquet",
 /// compression=None, layout="files", threads=None, memory_limit=None, overwrite=False,
 /// progress=None, partition_by=None, max_partitions=None, keep_partition_columns=False,
-/// storage_options=None, row_group_rows=None, parquet_options=None) -> dict
+/// storage_options=None, row_group_rows=None, parquet_options=None, file_statistics=False)
+/// -> dict
 ///
 /// The `partout repartition` job: every Parquet, Arrow IPC and CSV file of `inputs` into `n`
 /// destinations under `output`; with `partition_by` (a column name or several), a directory
@@ -58,7 +59,7 @@ impl Progress for Watched {
 #[pyo3(signature = (inputs, output, n=None, *, by=None, scheme="hash", format="parquet",
     compression=None, layout="files", threads=None, memory_limit=None, overwrite=false,
     progress=None, partition_by=None, max_partitions=None, keep_partition_columns=false,
-    storage_options=None, row_group_rows=None, parquet_options=None))]
+    storage_options=None, row_group_rows=None, parquet_options=None, file_statistics=false))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn repartition<'py>(
     py: Python<'py>,
@@ -80,6 +81,7 @@ pub(crate) fn repartition<'py>(
     storage_options: Option<BTreeMap<String, String>>,
     row_group_rows: Option<u64>,
     parquet_options: Option<BTreeMap<String, Bound<'py, PyAny>>>,
+    file_statistics: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
     let inputs: Vec<PathBuf> = match inputs.extract::<PathBuf>() {
         Ok(one) => vec![one],
@@ -101,6 +103,7 @@ pub(crate) fn repartition<'py>(
         storage_options,
         row_group_rows,
         parquet_options,
+        file_statistics,
     }
     .job_options(py, inputs, output)?;
     run_job(py, options, progress, Job::try_new)
@@ -109,7 +112,7 @@ pub(crate) fn repartition<'py>(
 /// write_dataset(data, output, n=None, *, partition_by=None, by=None, scheme="hash",
 /// format="parquet", compression=None, threads=None, memory_limit=None, overwrite=False,
 /// progress=None, max_partitions=None, keep_partition_columns=False, storage_options=None,
-/// row_group_rows=None, parquet_options=None) -> dict
+/// row_group_rows=None, parquet_options=None, file_statistics=False) -> dict
 ///
 /// The job of `repartition` with `data` as its input instead of files: anything exporting
 /// the Arrow PyCapsule interface, read batch by batch by the job's workers (never collected
@@ -118,7 +121,7 @@ pub(crate) fn repartition<'py>(
 #[pyo3(signature = (data, output, n=None, *, partition_by=None, by=None, scheme="hash",
     format="parquet", compression=None, threads=None, memory_limit=None, overwrite=false,
     progress=None, max_partitions=None, keep_partition_columns=false, storage_options=None,
-    row_group_rows=None, parquet_options=None))]
+    row_group_rows=None, parquet_options=None, file_statistics=false))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn write_dataset<'py>(
     py: Python<'py>,
@@ -139,6 +142,7 @@ pub(crate) fn write_dataset<'py>(
     storage_options: Option<BTreeMap<String, String>>,
     row_group_rows: Option<u64>,
     parquet_options: Option<BTreeMap<String, Bound<'py, PyAny>>>,
+    file_statistics: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
     let reader = crate::partition::arrow_data(py, data)?
         .into_reader()
@@ -159,6 +163,7 @@ pub(crate) fn write_dataset<'py>(
         storage_options,
         row_group_rows,
         parquet_options,
+        file_statistics,
     }
     .job_options(py, Vec::new(), output)?;
     run_job(py, options, progress, move |options| {
@@ -183,6 +188,7 @@ struct Options<'a, 'py> {
     storage_options: Option<BTreeMap<String, String>>,
     row_group_rows: Option<u64>,
     parquet_options: Option<BTreeMap<String, Bound<'py, PyAny>>>,
+    file_statistics: bool,
 }
 
 impl Options<'_, '_> {
@@ -209,6 +215,7 @@ impl Options<'_, '_> {
             storage_options,
             row_group_rows,
             parquet_options,
+            file_statistics,
         } = self;
         let mut parquet = Vec::new();
         for (key, value) in parquet_options.unwrap_or_default() {
@@ -275,7 +282,8 @@ impl Options<'_, '_> {
                 options = options.with_memory_limit(bytes);
             }
             let parquet = ParquetSettings::parse(parquet)
-                .map_err(|e| Error::InvalidArgument(e.to_string()))?;
+                .map_err(|e| Error::InvalidArgument(e.to_string()))?
+                .with_file_statistics(file_statistics);
             Ok(options.with_parquet_settings(parquet))
         };
         options().map_err(|e| e.into_py(py))

@@ -192,7 +192,8 @@ impl OutputSpec {
     pub fn with_parquet_settings(self, parquet: ParquetSettings) -> Result<Self> {
         if self.format != Format::Parquet && !parquet.is_empty() {
             return Err(OutputError::Invalid(format!(
-                "Parquet options are for Parquet output, not {}",
+                "Parquet options (and file statistics, read from Parquet footers) are for \
+                 Parquet output, not {}",
                 self.format
             )));
         }

@@ -113,6 +113,7 @@ def repartition(
     storage_options: Mapping[str, str] | None = None,
     row_group_rows: int | None = None,
     parquet_options: Mapping[str, Any] | None = None,
+    file_statistics: bool = False,
 ) -> dict[str, Any]:
     """The ``partout repartition`` job: every Parquet, Arrow IPC and CSV file of ``inputs``
     (files or directories) into ``n`` destinations under ``output``, in parallel, within
@@ -147,7 +148,8 @@ def repartition(
     checked before anything is written: ``{"data_page_size": "1MiB", "dictionary": False,
     "dictionary.COL": True, "statistics": "none"|"chunk"|"page", "statistics.COL": …,
     "bloom_filter": ["COL", …], "bloom_filter_fpp": 0.01, "bloom_filter_ndv": 100_000,
-    "writer_version": "2.0"}``.
+    "writer_version": "2.0"}``. ``file_statistics=True`` records each Parquet file's column
+    statistics in the manifest (see :func:`file_statistics`).
     """
     return _partout.repartition(
         inputs,
@@ -168,6 +170,7 @@ def repartition(
         storage_options=storage_options,
         row_group_rows=row_group_rows,
         parquet_options=parquet_options,
+        file_statistics=file_statistics,
     )
 
 
@@ -190,6 +193,7 @@ def write_dataset(
     storage_options: Mapping[str, str] | None = None,
     row_group_rows: int | None = None,
     parquet_options: Mapping[str, Any] | None = None,
+    file_statistics: bool = False,
 ) -> dict[str, Any]:
     """Writes ``data`` (anything exporting the Arrow PyCapsule interface: a pyarrow Table or
     RecordBatchReader, a polars DataFrame, a DuckDB relation) as a dataset under ``output``:
@@ -224,6 +228,7 @@ def write_dataset(
         storage_options=storage_options,
         row_group_rows=row_group_rows,
         parquet_options=parquet_options,
+        file_statistics=file_statistics,
     )
 
 
@@ -249,11 +254,13 @@ def file_statistics(manifest: Mapping[str, Any]) -> pyarrow.Table:
     column with ``destination``, ``file``, ``rows``, ``bytes``, ``column``, ``min``, ``max``
     (as Arrow shows them; null where the file holds no value of the column, or statistics were
     not written) and ``null_count`` — from ``manifest`` (what ``repartition`` and
-    ``write_dataset`` return), which partout filled from the footers it wrote.
+    ``write_dataset`` return with ``file_statistics=True``), which partout filled from the
+    footers it wrote.
 
     >>> import pyarrow as pa, partout, tempfile, os
     >>> table = pa.table({"year": [2023, 2024, 2024], "v": ["a", "b", "c"]})
-    >>> manifest = partout.write_dataset(table, os.path.join(tempfile.mkdtemp(), "ds"), partition_by="year")
+    >>> out = os.path.join(tempfile.mkdtemp(), "ds")
+    >>> manifest = partout.write_dataset(table, out, partition_by="year", file_statistics=True)
     >>> stats = partout.file_statistics(manifest).sort_by("file")
     >>> stats.select(["file", "column", "min", "max"]).to_pylist()[1]
     {'file': 'year=2024/part-00000.parquet', 'column': 'v', 'min': 'b', 'max': 'c'}

@@ -36,6 +36,7 @@ def repartition(
     storage_options: Mapping[str, str] | None = None,
     row_group_rows: int | None = None,
     parquet_options: Mapping[str, Any] | None = None,
+    file_statistics: bool = False,
 ) -> dict[str, Any]: ...
 def write_dataset(
     data: Any,
@@ -56,6 +57,7 @@ def write_dataset(
     storage_options: Mapping[str, str] | None = None,
     row_group_rows: int | None = None,
     parquet_options: Mapping[str, Any] | None = None,
+    file_statistics: bool = False,
 ) -> dict[str, Any]: ...
 def read(
     path: str | os.PathLike[str],

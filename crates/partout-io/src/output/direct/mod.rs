@@ -564,7 +564,8 @@ impl DirectParquet {
                 name: Some(name.to_string()),
                 bytes: file.writer.bytes_written() as u64,
                 row_groups: Some(row_groups),
-                columns: Some(super::statistics::of_file(&self.staged.schema(), &metadata)),
+                columns: (self.staged.records_statistics())
+                    .then(|| super::statistics::of_file(&self.staged.schema(), &metadata)),
             })
         })
     }

@@ -194,6 +194,11 @@ impl StagedParquet {
         self.schema.clone()
     }
 
+    /// Whether each file's column statistics are recorded.
+    pub(crate) fn records_statistics(&self) -> bool {
+        self.options.chosen.file_statistics()
+    }
+
     /// How many destinations.
     pub(crate) fn destinations(&self) -> usize {
         self.destinations
@@ -445,7 +450,8 @@ impl StagedParquet {
             name: None,
             bytes: writer.bytes_written() as u64,
             row_groups: Some(row_groups),
-            columns: Some(statistics::of_file(&self.schema, &metadata)),
+            columns: (self.options.chosen.file_statistics())
+                .then(|| statistics::of_file(&self.schema, &metadata)),
         })
     }
 
