@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import partout
+from runs import file_of
 
 # Azurite's well-known account (object_store's `azure_storage_use_emulator` uses it too).
 ACCOUNT = "devstoreaccount1"
@@ -79,17 +80,17 @@ def test_a_dataset_written_to_azure_reads_back_with_azures_client(azurite, tmp_p
     manifest = partout.write_dataset(data, "az://lake/hive", partition_by="year", storage_options=OPTIONS)
     local = partout.write_dataset(data, tmp_path / "hive", partition_by="year")
     names = sorted(b.name for b in azurite.list_blobs(name_starts_with="hive/"))
-    files = [d["file"] for d in manifest["destinations"]]
+    files = [file_of(d) for d in manifest["destinations"]]
     assert names == sorted([f"hive/{f}" for f in files] + ["hive/_SUCCESS", "hive/_manifest.json"])
     stored = json.loads(azurite.download_blob("hive/_manifest.json").readall())
     assert stored == manifest
-    by_year = {d["file"].split("/")[0]: d for d in local["destinations"]}
+    by_year = {file_of(d).split("/")[0]: d for d in local["destinations"]}
     for d in manifest["destinations"]:
         path = tmp_path / "copy.parquet"
-        path.write_bytes(azurite.download_blob(f"hive/{d['file']}").readall())
+        path.write_bytes(azurite.download_blob(f"hive/{file_of(d)}").readall())
         got = pq.read_table(path)
-        want = pq.read_table(tmp_path / "hive" / by_year[d["file"].split("/")[0]]["file"])
-        assert got.sort_by("v").equals(want.sort_by("v")), d["file"]
+        want = pq.read_table(tmp_path / "hive" / file_of(by_year[file_of(d).split("/")[0]]))
+        assert got.sort_by("v").equals(want.sort_by("v")), file_of(d)
 
 
 def test_inputs_are_read_from_azure_and_a_refused_run_leaves_nothing(azurite, tmp_path):

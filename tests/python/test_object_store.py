@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import partout
+from runs import file_of, peak_rss
 
 SECRET = "s3cr3t-never-shown"
 
@@ -97,7 +98,7 @@ def test_every_format_and_layout_round_trips_through_the_store(s3, tmp_path, fmt
     stored = keys(client, prefix)
     assert "_manifest.json" in stored and "_SUCCESS" in stored
     assert json.loads(client.get_object(Bucket="lake", Key=f"{prefix}/_manifest.json")["Body"].read()) == manifest
-    named = [d["file"] for d in manifest["destinations"] if d.get("file")]
+    named = [file_of(d) for d in manifest["destinations"] if d.get("files")]
     named += [f[k] for f in manifest.get("shuffle_files") or [] for k in ("data", "index")]
     # Exactly the objects the manifest names, and the two markers.
     assert sorted(named + ["_manifest.json", "_SUCCESS"]) == stored
@@ -106,9 +107,9 @@ def test_every_format_and_layout_round_trips_through_the_store(s3, tmp_path, fmt
     for p in range(4):
         assert manifest["destinations"][p]["rows"] == local["destinations"][p]["rows"]
         if fmt == "parquet":
-            name = manifest["destinations"][p]["file"]
+            name = file_of(manifest["destinations"][p])
             got = pq.read_table(copy / name)
-            want = pq.read_table(tmp_path / "local" / local["destinations"][p]["file"])
+            want = pq.read_table(tmp_path / "local" / file_of(local["destinations"][p]))
         else:
             got = partout.read(copy, destination=p, schema=schema)
             want = partout.read(tmp_path / "local", destination=p, schema=schema)
@@ -132,15 +133,15 @@ def test_a_hive_dataset_reads_back_with_pyarrow_and_polars_from_the_store(s3, tm
     )
     pieces = []
     for d in manifest["destinations"]:
-        assert d["file"].startswith(f"year={d['file'].split('=')[1].split('/')[0]}/part-")
-        piece = pq.read_table(f"lake/hive/{d['file']}", filesystem=fs)
-        year = int(d["file"].split("/")[0].split("=")[1])
+        assert file_of(d).startswith(f"year={file_of(d).split('=')[1].split('/')[0]}/part-")
+        piece = pq.read_table(f"lake/hive/{file_of(d)}", filesystem=fs)
+        year = int(file_of(d).split("/")[0].split("=")[1])
         pieces.append(piece.append_column("year", pa.array([year] * piece.num_rows, pa.int32())))
     got = pa.concat_tables(pieces).select(["k", "year", "v"]).sort_by("v")
     assert got.equals(data.sort_by("v"))
     import polars as pl
 
-    first = manifest["destinations"][0]["file"]
+    first = file_of(manifest["destinations"][0])
     frame = pl.read_parquet(
         f"s3://lake/hive/{first}",
         storage_options={
@@ -165,9 +166,37 @@ def test_a_prefix_holding_data_is_refused_and_overwrite_replaces_it(s3, tmp_path
         table(7000), "s3://lake/again", 2, by="k", overwrite=True, storage_options=options(endpoint)
     )
     after = keys(client, "again")
-    assert sorted([d["file"] for d in second["destinations"]] + ["_SUCCESS", "_manifest.json"]) == after
-    assert not set(d["file"] for d in first["destinations"]) & set(after), "old objects are left"
+    assert sorted([file_of(d) for d in second["destinations"]] + ["_SUCCESS", "_manifest.json"]) == after
+    assert not set(file_of(d) for d in first["destinations"]) & set(after), "old objects are left"
     assert sum(d["rows"] for d in second["destinations"]) == 7000
+
+
+def test_append_and_overwrite_partitions_in_the_store(s3, tmp_path):
+    """In a store: append adds the run's objects and merges the manifest; overwrite-partitions
+    deletes the objects of the value directories it rewrote once the new manifest is in
+    place; the objects there are exactly those the manifest names, read back as expected."""
+    endpoint, client = s3
+    at = "s3://lake/modes"
+    run = lambda data, mode: partout.write_dataset(  # noqa: E731
+        data, at, partition_by="year", mode=mode, storage_options=options(endpoint))
+    first, second = table(3000), table(2000)
+    run(first, "error")
+    merged = run(second, "append")
+    names = sorted(f["name"] for d in merged["destinations"] for f in d["files"])
+    assert keys(client, "modes") == sorted(names + ["_SUCCESS", "_manifest.json"])
+    assert merged["output_rows"] == 5000
+    assert all(len(d["files"]) == 2 for d in merged["destinations"]), merged["destinations"]
+    third = table(900).filter(pa.compute.equal(pa.compute.field("year"), 2021))
+    replaced = run(third, "overwrite-partitions")
+    names = sorted(f["name"] for d in replaced["destinations"] for f in d["files"])
+    assert keys(client, "modes") == sorted(names + ["_SUCCESS", "_manifest.json"]), "old objects left"
+    copy = download(client, "modes", tmp_path / "copy")
+    got = pq.read_table(copy, partitioning="hive").select(["v", "year"]).sort_by("v")
+    want = pa.concat_tables([first, second]).filter(
+        pa.compute.not_equal(pa.compute.field("year"), 2021))
+    want = pa.concat_tables([want, third]).select(["v", "year"]).sort_by("v")
+    assert got.num_rows == want.num_rows == replaced["output_rows"]
+    assert got["v"].to_pylist() == want["v"].to_pylist()
 
 
 def test_a_failing_run_commits_nothing_and_shows_no_secret(s3, tmp_path):
@@ -402,7 +431,7 @@ def test_a_hive_dataset_of_10000_values_reads_back_with_pyarrow(s3_fs, tmp_path)
     # pyarrow: the dataset of the files the manifest names, their values from their
     # directories' names (s3s-fs answers a HEAD of a prefix with an error, which pyarrow's
     # discovery of a directory does not pass over).
-    files = [f"lake/values/{d['file']}" for d in manifest["destinations"]]
+    files = [f"lake/values/{file_of(d)}" for d in manifest["destinations"]]
     dataset = ds.dataset(files, filesystem=fs, format="parquet", partition_base_dir="lake/values",
                          partitioning=ds.partitioning(pa.schema([("k", pa.int64())]), flavor="hive"))
     got = dataset.to_table().select(["k", "id", "v"]).sort_by("id")
@@ -472,17 +501,6 @@ def test_the_server_killed_mid_upload_leaves_nothing_once_it_is_back(tmp_path, p
     assert left == [], f"objects left: {left}"
 
 
-# Runs a command and prints its exit code and peak RSS in KiB. A small process of its own:
-# a child's ru_maxrss starts from the RSS of the process that spawned it, so it is not
-# spawned from the tests' Python, which holds pyarrow.
-PEAK_RSS = """
-import os, subprocess, sys
-child = subprocess.Popen(sys.argv[1:])
-_, status, usage = os.wait4(child.pid, 0)
-print(os.waitstatus_to_exitcode(status), usage.ru_maxrss)
-"""
-
-
 @pytest.fixture(scope="module")
 def gigabyte(tmp_path_factory):
     """An IPC input of about 1 GB: `id` (0..n), `k` = id × 7919 mod 10,000, and a padded text."""
@@ -514,22 +532,20 @@ def test_a_gigabyte_to_the_store_stays_within_the_memory_limit(s3_fs, gigabyte, 
             "-o", f"s3://lake/{prefix}"]
     for key, value in options(endpoint).items():
         args += ["--storage-option", f"{key}={value}"]
-    done = subprocess.run([sys.executable, "-I", "-S", "-c", PEAK_RSS, *args], capture_output=True, text=True,
-                          timeout=600)
-    code, peak_kib = map(int, done.stdout.split())
-    assert code == 0, done.stderr
-    print(f"{destinations} destinations: peak RSS {peak_kib / 1024:.0f} MiB, limit {limit >> 20} MiB")
-    assert peak_kib * 1024 <= limit, f"peak RSS {peak_kib / 1024:.0f} MiB past the limit of {limit >> 20} MiB"
+    code, peak, stderr = peak_rss(args)
+    assert code == 0, stderr
+    print(f"{destinations} destinations: peak RSS {peak >> 20} MiB, limit {limit >> 20} MiB")
+    assert peak <= limit, f"peak RSS {peak >> 20} MiB past the limit of {limit >> 20} MiB"
     # Every object the manifest names, at its size; every row once, in the destination of its
     # key: the directory of its value, or one file for all rows of a key.
     import pyarrow.dataset as ds
 
     manifest = json.loads((root / "lake" / prefix / "_manifest.json").read_text())
-    named = [d for d in manifest["destinations"] if d.get("file")]
+    named = [d for d in manifest["destinations"] if d.get("files")]
     assert len(named) == destinations and manifest["output_rows"] == rows
     for entry in named:
-        assert (root / "lake" / prefix / entry["file"]).stat().st_size == entry["bytes"], entry
-    files = [str(root / "lake" / prefix / entry["file"]) for entry in named]
+        assert (root / "lake" / prefix / file_of(entry)).stat().st_size == entry["bytes"], entry
+    files = [str(root / "lake" / prefix / file_of(entry)) for entry in named]
     hive = ds.partitioning(pa.schema([("k", pa.int64())]), flavor="hive")
     dataset = ds.dataset(files, format="parquet", partition_base_dir=str(root / "lake" / prefix),
                          partitioning=hive if destinations > 64 else None)

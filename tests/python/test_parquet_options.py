@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import partout
+from runs import file_of
 
 ROWS = 20_000
 
@@ -27,7 +28,7 @@ def table():
 
 
 def files(manifest, out):
-    return [out / d["file"] for d in manifest["destinations"] if d.get("file")]
+    return [out / file_of(d) for d in manifest["destinations"] if d.get("files")]
 
 
 def columns(path):

@@ -14,6 +14,7 @@ import pyarrow.csv
 import pyarrow.ipc
 import pyarrow.parquet as pq
 import pytest
+from runs import file_of
 
 PARTOUT = pathlib.Path(os.environ.get("PARTOUT_BIN", "target/release/partout"))
 ROWS = 120_000
@@ -80,7 +81,7 @@ def test_files_layout_reads_back(inputs, tmp_path, fmt, compression, threads):
     tables = []
     keys_seen = {}
     for d in manifest["destinations"]:
-        path = out / d["file"]
+        path = out / file_of(d)
         assert path.stat().st_size == d["bytes"]
         if fmt == "parquet":
             t = pq.read_table(path)
@@ -126,7 +127,7 @@ def test_range_destinations_are_ordered_by_key(inputs, tmp_path):
     run(inputs, "--by", "key", "-n", 5, "--scheme", "range", "--threads", 2, "-o", out)
     manifest = json.loads((out / "_manifest.json").read_text())
     assert len(manifest["range_bounds"]) == 4
-    tables = [pq.read_table(out / d["file"]) for d in manifest["destinations"]]
+    tables = [pq.read_table(out / file_of(d)) for d in manifest["destinations"]]
     previous_max = None
     for t in tables:
         keys = t.column("key").to_pylist()

@@ -50,9 +50,18 @@ fn output(dir: &Path) -> Result<()> {
     if manifest.format == Format::Parquet {
         // Parquet files are read with a Parquet reader, not as messages.
         for entry in &manifest.destinations {
-            let name = entry.file.name().unwrap_or("(no file)");
+            let names: Vec<&str> = entry
+                .files
+                .iter()
+                .flatten()
+                .map(|f| f.name.as_str())
+                .collect();
+            let names = match names.is_empty() {
+                true => "(no file)".to_string(),
+                false => names.join(", "),
+            };
             outln!(
-                "destination {}: {name}, {} rows recorded",
+                "destination {}: {names}, {} rows recorded",
                 entry.destination,
                 entry.rows
             );

@@ -5,8 +5,8 @@ use anyhow::Result;
 use clap::builder::TypedValueParser;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 use partout_job::{
-    Compression, Format, Job, JobError, JobOptions, Layout, ParquetSettings, Progress, Scheme,
-    StorageOption,
+    Compression, Format, Job, JobError, JobOptions, Layout, ParquetSettings, Progress, Rollover,
+    Scheme, StorageOption, WriteMode,
 };
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -90,9 +90,15 @@ pub struct RepartitionArgs {
     /// Memory for buffered rows and open outputs, in bytes or with a unit (64MiB, 1G).
     #[arg(long, default_value = "256MiB", value_parser = partout_job::parse_bytes)]
     pub memory_limit: u64,
-    /// Replace an existing, non-empty output directory.
-    #[arg(long)]
+    /// Replace an existing, non-empty output (the same as --mode overwrite).
+    #[arg(long, conflicts_with = "mode")]
     pub overwrite: bool,
+    /// What becomes of an output already there: error (refused), overwrite (replaced once
+    /// the run has committed), append (the run's files added beside those of the partout
+    /// output there, the manifests merged), overwrite-partitions (with --partition-by: the
+    /// value directories the run writes replace the old ones, the others are kept).
+    #[arg(long, value_name = "MODE", default_value = "error")]
+    pub mode: WriteMode,
     /// No progress bar and no summary on stderr.
     #[arg(long)]
     pub quiet: bool,
@@ -105,6 +111,15 @@ pub struct RepartitionArgs {
     /// (aws_endpoint, aws_region, aws_allow_http, aws_access_key_id, …); repeatable.
     #[arg(long = "storage-option", value_name = "KEY=VALUE")]
     pub storage_options: Vec<StorageOption>,
+    /// Most rows a file holds: a destination's rows past it go on in its next file
+    /// (part-00003-00001.parquet), for every layout that writes a file per destination.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_rows_per_file: Option<u64>,
+    /// About the most bytes a file holds (64MiB, 1G): a file ends at the first row group
+    /// (or flushed batch) that takes it past this size, and its destination goes on in the
+    /// next file.
+    #[arg(long, value_name = "SIZE", value_parser = partout_job::parse_bytes)]
+    pub max_bytes_per_file: Option<u64>,
     /// Most rows a Parquet row group holds (default 1Mi; the memory limit may end one sooner).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub row_group_rows: Option<u64>,
@@ -142,6 +157,7 @@ impl RepartitionArgs {
             .map(|n| ("row_group_rows".into(), n.to_string()));
         let parquet = ParquetSettings::parse(self.parquet_options.iter().cloned().chain(rows))?
             .with_file_statistics(self.file_statistics);
+        let rollover = Rollover::new(self.max_rows_per_file, self.max_bytes_per_file)?;
         Ok(JobOptions {
             inputs: self.inputs.clone(),
             keys: self.by.clone(),
@@ -157,13 +173,17 @@ impl RepartitionArgs {
             layout: self.layout,
             threads: self.threads.map(usize::from),
             memory_limit: self.memory_limit,
-            overwrite: self.overwrite,
+            mode: match self.overwrite {
+                true => WriteMode::Overwrite,
+                false => self.mode,
+            },
             partition_by: self.partition_by.clone(),
             max_partitions: self.max_partitions,
             keep_partition_columns: self.keep_partition_columns,
             output: self.output.clone(),
             storage_options: self.storage_options.iter().cloned().collect(),
             parquet,
+            rollover,
         })
     }
 }
@@ -238,7 +258,7 @@ pub fn run(args: &RepartitionArgs) -> Result<()> {
 fn with_flags(e: JobError) -> anyhow::Error {
     match e {
         JobError::OutputNotEmpty(path) => anyhow::anyhow!(
-            "{} exists and is not empty (use --overwrite to replace it)",
+            "{} exists and is not empty (use --overwrite to replace it, --mode append to add to it)",
             path.display()
         ),
         e => e.into(),

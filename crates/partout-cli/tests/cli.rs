@@ -232,7 +232,8 @@ mod repartition {
             "files" => {
                 for (p, output) in outputs.iter_mut().enumerate() {
                     let entry = &manifest["destinations"][p];
-                    let Some(file) = entry["file"].as_str() else {
+                    let Some(file) = entry["files"][0]["name"].as_str() else {
+                        assert_eq!(entry["files"], serde_json::json!([]), "{entry}");
                         continue;
                     };
                     let bytes = std::fs::read(out.join(file)).unwrap();
@@ -754,7 +755,7 @@ mod repartition {
         let file = dir
             .path()
             .join("files")
-            .join(entry["file"].as_str().unwrap());
+            .join(entry["files"][0]["name"].as_str().unwrap());
         let shown = partout(&["inspect", file.to_str().unwrap()]);
         assert_success(&shown);
         let text = String::from_utf8(shown.stdout).unwrap();
@@ -958,6 +959,52 @@ mod repartition {
                 vec![missing.to_str().unwrap(), "--by", "k", "-n", "4", "-o", o],
                 "missing.csv",
             ),
+            (
+                vec![
+                    inp,
+                    "--by",
+                    "k",
+                    "-n",
+                    "4",
+                    "--format",
+                    "ipc",
+                    "--layout",
+                    "shuffle",
+                    "--max-rows-per-file",
+                    "10",
+                    "-o",
+                    o,
+                ],
+                "files roll over at a size in the files layout",
+            ),
+            (
+                vec![
+                    inp,
+                    "--by",
+                    "k",
+                    "-n",
+                    "4",
+                    "--max-rows-per-file",
+                    "0",
+                    "-o",
+                    o,
+                ],
+                "--max-rows-per-file",
+            ),
+            (
+                vec![
+                    inp,
+                    "--by",
+                    "k",
+                    "-n",
+                    "4",
+                    "--max-bytes-per-file",
+                    "0",
+                    "-o",
+                    o,
+                ],
+                "the most bytes per file must be above zero",
+            ),
         ];
         for (args, want) in cases {
             let result = run(&args);
@@ -997,13 +1044,19 @@ mod repartition {
             "{err}"
         );
 
-        // An existing, non-empty output directory needs --overwrite.
+        // An existing, non-empty output directory needs --overwrite; files that are not a
+        // partout output are not appended to.
         std::fs::create_dir(&out).unwrap();
         std::fs::write(out.join("keep.txt"), "x").unwrap();
         let result = run(&[inp, "--by", "k", "-n", "4", "-o", o]);
         assert_eq!(result.status.code(), Some(2));
         assert!(String::from_utf8_lossy(&result.stderr).contains("--overwrite"));
         assert!(out.join("keep.txt").exists());
+        let result = run(&[inp, "--by", "k", "-n", "4", "--mode", "append", "-o", o]);
+        assert_eq!(result.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&result.stderr);
+        assert!(err.contains("holds files but no _manifest.json"), "{err}");
+        assert_eq!(std::fs::read_dir(&out).unwrap().count(), 1);
         let result = run(&[inp, "--by", "k", "-n", "4", "-o", o, "--overwrite"]);
         assert_success(&result);
         assert!(!out.join("keep.txt").exists() && out.join("_manifest.json").exists());

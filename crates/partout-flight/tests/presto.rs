@@ -263,7 +263,10 @@ async fn finished_outputs_are_pulled_page_by_page_as_presto_does() {
 /// Destination `p`'s file in files-layout output `out` (none: no bytes).
 fn file_bytes(out: &std::path::Path, p: u32) -> Vec<u8> {
     let manifest = partout_job::Manifest::read(out).unwrap();
-    match manifest.destinations[p as usize].file.name() {
+    match manifest.destinations[p as usize]
+        .only_file()
+        .map(|f| f.name.as_str())
+    {
         Some(name) => std::fs::read(out.join(name)).unwrap(),
         None => Vec::new(),
     }

@@ -7,7 +7,7 @@
 //! an input file. The job that writes a manifest, and how it shares its memory limit, are
 //! partout-job's.
 
-pub use crate::output::{ColumnStatistics, Layout};
+pub use crate::output::{ColumnStatistics, DestinationFile, FileList, Layout};
 use partout_core::ids::Scheme;
 pub use partout_format::{Compression, Format, ZstdLevel};
 use serde::{Deserialize, Serialize};
@@ -26,6 +26,9 @@ pub struct Manifest {
     pub scheme: Scheme,
     /// The key columns.
     pub keys: Vec<String>,
+    /// The columns partitioned by value (a directory per distinct value; none: left out).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub partition_by: Vec<String>,
     /// Destinations.
     pub partitions: u32,
     /// What each destination's output holds.
@@ -98,21 +101,31 @@ pub struct WorkerTimings {
 pub struct DestinationEntry {
     /// The destination.
     pub destination: u32,
-    /// Its file's name in the output directory (files layout; `null` for a destination of
-    /// Presto pages that received no rows, which gets no file). Absent in the shuffle layout.
-    #[serde(default, skip_serializing_if = "FileName::is_absent")]
-    pub file: FileName,
     /// Rows it received.
     pub rows: u64,
     /// Bytes it received.
     pub bytes: u64,
-    /// Rows of each row group of its file, in order (Parquet files).
+    /// Its files, in order (files layout): one, several when files roll over at a size, none
+    /// for Presto pages of no rows. Absent in the shuffle layout.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub row_groups: Option<Vec<u64>>,
-    /// Each top-level column's smallest and largest value and nulls in its file, from the
-    /// footer written (Parquet files; nested columns have none).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub columns: Option<Vec<ColumnStatistics>>,
+    pub files: Option<FileList>,
+}
+
+impl DestinationEntry {
+    /// The directory its files are in (partitioning by value, its value's: `year=2024`,
+    /// `a=1/b=x`); `None` for files at the top of the output.
+    pub fn directory(&self) -> Option<&str> {
+        let name = &self.files.as_deref()?.first()?.name;
+        name.rsplit_once('/').map(|(dir, _)| dir)
+    }
+
+    /// Its one file: `None` when it has none, or several.
+    pub fn only_file(&self) -> Option<&DestinationFile> {
+        match self.files.as_deref() {
+            Some([file]) => Some(file),
+            _ => None,
+        }
+    }
 }
 
 /// The row groups of a run's Parquet files, all files together.
@@ -145,34 +158,15 @@ impl RowGroupSizes {
             mean_rows: sum as f64 / count as f64,
         })
     }
-}
 
-/// A destination's file: absent (shuffle layout), none (no rows, no file), or its name.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(untagged)]
-pub enum FileName {
-    /// Not a files layout: the key is left out.
-    #[default]
-    #[serde(skip)]
-    Absent,
-    /// Its file's name.
-    Name(String),
-    /// No file (`null`).
-    None(()),
-}
-
-impl FileName {
-    /// Whether the layout has no files per destination.
-    pub fn is_absent(&self) -> bool {
-        matches!(self, Self::Absent)
-    }
-
-    /// The name, if there is a file.
-    pub fn name(&self) -> Option<&str> {
-        match self {
-            Self::Name(name) => Some(name),
-            _ => None,
-        }
+    /// The sizes of the row groups of every file of `destinations`.
+    pub fn of_files(destinations: &[DestinationEntry]) -> Option<Self> {
+        Self::of(
+            destinations
+                .iter()
+                .flat_map(|d| d.files.iter().flatten())
+                .flat_map(|f| f.row_groups.iter().flatten().copied()),
+        )
     }
 }
 
@@ -364,6 +358,7 @@ pub(crate) mod tests {
         let manifest = Manifest {
             scheme: Scheme::RoundRobin,
             keys: Vec::new(),
+            partition_by: Vec::new(),
             partitions: 2,
             format: Format::Presto,
             compression: Compression::Lz4,
@@ -398,19 +393,21 @@ pub(crate) mod tests {
             destinations: vec![
                 DestinationEntry {
                     destination: 0,
-                    file: FileName::Name("part-00000.presto".into()),
                     rows: 10,
                     bytes: 64,
-                    row_groups: None,
-                    columns: None,
+                    files: Some(smallvec::smallvec![DestinationFile {
+                        name: "part-00000.presto".into(),
+                        rows: 10,
+                        bytes: 64,
+                        row_groups: None,
+                        columns: None,
+                    }]),
                 },
                 DestinationEntry {
                     destination: 1,
-                    file: FileName::None(()),
                     rows: 0,
                     bytes: 0,
-                    row_groups: None,
-                    columns: None,
+                    files: Some(FileList::new()),
                 },
             ],
             range_bounds: None,
@@ -424,9 +421,9 @@ pub(crate) mod tests {
             r#"{"destinations_fixed":4096,"parquet_row_groups":0,"per_worker_buffers":1024,"#,
             r#""sorted_runs":false},"peak_rss_bytes":null,"workers":[{"worker":0,"#,
             r#""seconds":0.5,"ids_seconds":0.25,"scatter_seconds":0.125,"output_seconds":0.0}],"#,
-            r#""files_finish_seconds":0.0,"destinations":[{"destination":0,"#,
-            r#""file":"part-00000.presto","rows":10,"bytes":64},"#,
-            r#"{"destination":1,"file":null,"rows":0,"bytes":0}]}"#,
+            r#""files_finish_seconds":0.0,"destinations":[{"destination":0,"rows":10,"#,
+            r#""bytes":64,"files":[{"name":"part-00000.presto","rows":10,"bytes":64}]},"#,
+            r#"{"destination":1,"rows":0,"bytes":0,"files":[]}]}"#,
         );
         (manifest, json)
     }
@@ -437,21 +434,33 @@ pub(crate) mod tests {
         assert_eq!(serde_json::to_string(&files).unwrap(), json);
         assert_eq!(serde_json::from_str::<Manifest>(json).unwrap(), files);
 
-        // Parquet files: row groups, each destination's and all together.
+        // Parquet files: row groups, each file's and all together; a destination's files
+        // rolled over.
         let mut parquet = files.clone();
         parquet.scheme = Scheme::Spark;
         parquet.keys = vec!["k".into()];
         parquet.format = Format::Parquet;
         parquet.compression = Compression::Snappy;
         parquet.destinations.truncate(1);
-        parquet.destinations[0].file = FileName::Name("bucket-00000.parquet".into());
-        parquet.destinations[0].row_groups = Some(vec![6, 4]);
+        let file = |name: &str, rows: u64| DestinationFile {
+            name: name.into(),
+            rows,
+            bytes: 32,
+            row_groups: Some(vec![rows]),
+            columns: None,
+        };
+        parquet.destinations[0].files = Some(smallvec::smallvec![
+            file("bucket-00000-00000.parquet", 6),
+            file("bucket-00000-00001.parquet", 4),
+        ]);
         parquet.row_groups = RowGroupSizes::of([6, 4]);
         let json = serde_json::to_string(&parquet).unwrap();
         let expected = concat!(
             r#""files_finish_seconds":0.0,"row_groups":{"count":2,"min_rows":4,"max_rows":6,"#,
-            r#""mean_rows":5.0},"destinations":[{"destination":0,"#,
-            r#""file":"bucket-00000.parquet","rows":10,"bytes":64,"row_groups":[6,4]}]}"#,
+            r#""mean_rows":5.0},"destinations":[{"destination":0,"rows":10,"bytes":64,"#,
+            r#""files":[{"name":"bucket-00000-00000.parquet","rows":6,"bytes":32,"#,
+            r#""row_groups":[6]},{"name":"bucket-00000-00001.parquet","rows":4,"bytes":32,"#,
+            r#""row_groups":[4]}]}]}"#,
         );
         assert!(json.ends_with(expected), "{json}");
         assert!(
@@ -468,7 +477,7 @@ pub(crate) mod tests {
         shuffle.layout = Layout::Shuffle;
         shuffle.memory_budget.sorted_runs = true;
         shuffle.destinations.truncate(1);
-        shuffle.destinations[0].file = FileName::Absent;
+        shuffle.destinations[0].files = None;
         shuffle.range_bounds = Some(vec![vec!["5".into()]]);
         shuffle.shuffle_files = Some(vec![ShuffleFiles {
             data: "shuffle-000.data".into(),

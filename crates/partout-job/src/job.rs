@@ -26,6 +26,7 @@ use partout_core::ids::Partitioning;
 use partout_exchange::{Flush, PartitionedWriter, WriterOptions};
 use partout_io::manifest::{Budget, Manifest, WorkerTimings};
 use partout_io::output::{Commit, Destinations, Finish, Location, OutputSpec};
+use partout_io::output::{RunShape, check_compatible};
 use partout_io::{Frames, InputFile, RunOptions, discover_in, plan_frames_by};
 use std::path::Path;
 use std::sync::Mutex;
@@ -155,7 +156,7 @@ impl Job {
             Some(text) => Location::parse(text, &Default::default())?,
             None => Location::local(&options.output),
         };
-        location.place().check(options.overwrite)?;
+        let existing = location.place().check(options.mode)?;
         let threads = match options.threads {
             Some(0) => {
                 return Err(JobError::InvalidOption(
@@ -171,7 +172,19 @@ impl Job {
             options.layout,
             location,
         )?
-        .with_parquet_settings(options.parquet.clone())?;
+        .with_parquet_settings(options.parquet.clone())?
+        .with_rollover(options.rollover)?;
+        // A run added to the output there is checked against it before anything is written.
+        let run = RunShape {
+            format: spec.format(),
+            compression: spec.compression(),
+            layout: spec.layout(),
+            scheme: options.scheme,
+            keys: &options.keys,
+            partition_by: &options.partition_by,
+            partitions: options.partitions,
+        };
+        check_compatible(existing.as_ref(), &run, options.mode)?;
         let table_bytes = by_value::table_bytes(&options)?;
         // Each worker reading from a store holds windows of the objects it reads.
         let read_bytes = match stores_in(&options.inputs) {
@@ -254,8 +267,11 @@ impl Job {
         // those of the first values met): each file written as it is flushed, not staged.
         // High limits of values are charged as met: what the first rows hold tells whether
         // their values' writers fit.
+        // Files that roll over are staged: each is written whole, in turn.
         let direct = match spec.format() {
-            partout_format::Format::Parquet if spec.is_staged(by_value.is_some()) => {
+            partout_format::Format::Parquet
+                if spec.is_staged(by_value.is_some()) && !spec.rollover().is_set() =>
+            {
                 let discovered = by_value.as_ref().map(|by_value| Discovered {
                     sampled: by_value.sampled(&frames.schema, &first_rows(&frames, &mut stream)),
                 });
@@ -366,7 +382,7 @@ impl Job {
     /// encoding and file errors; [`JobError::Io`]; [`JobError::WorkerPanicked`];
     /// [`JobError::Cancelled`].
     pub fn run(self, progress: &dyn Progress) -> Result<Report> {
-        let stage = self.spec.location().place().stage()?;
+        let stage = self.spec.location().place().stage(self.options.mode)?;
         progress.start(self.input_rows());
         let manifest = self.write_all(progress, stage.dir())?;
         // The workers and their buffers are gone: the commit may hold most of the limit.

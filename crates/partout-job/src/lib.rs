@@ -56,13 +56,13 @@ pub use budget::{BudgetExt, Discovered};
 pub use error::{JobError, Result};
 pub use job::{Job, Progress, Report, repartition};
 pub use options::{
-    DEFAULT_MAX_PARTITIONS, DEFAULT_MEMORY_LIMIT, JobOptions, ParquetSettings, Scheme,
-    StorageOption, StorageOptions,
+    DEFAULT_MAX_PARTITIONS, DEFAULT_MEMORY_LIMIT, JobOptions, ParquetSettings, Rollover, Scheme,
+    StorageOption, StorageOptions, WriteMode,
 };
 // Sizes as users write them (`--memory-limit 256MiB`) are read as the output layer reads them.
 pub use partout_io::parse_bytes;
 // The manifest and the options of the outputs it names are partout-io's; here as ever.
 pub use partout_io::manifest::{
-    Budget, Compression, DestinationEntry, FileName, Format, Layout, MANIFEST_FILE, Manifest,
-    ManifestError, RowGroupSizes, ShuffleFiles, WorkerTimings, ZstdLevel,
+    Budget, Compression, DestinationEntry, DestinationFile, Format, Layout, MANIFEST_FILE,
+    Manifest, ManifestError, RowGroupSizes, ShuffleFiles, WorkerTimings, ZstdLevel,
 };

@@ -4,7 +4,7 @@
 use crate::job::Job;
 use partout_exchange::WriterMetrics;
 use partout_io::manifest::{
-    DestinationEntry, FileName, Manifest, RowGroupSizes, ShuffleFiles, WorkerTimings,
+    DestinationEntry, Manifest, RowGroupSizes, ShuffleFiles, WorkerTimings,
 };
 use partout_io::output;
 
@@ -51,29 +51,26 @@ pub(crate) fn from_run(
             .into_iter()
             .take(n)
             .enumerate()
-            .map(|(p, file)| DestinationEntry {
+            .map(|(p, files)| DestinationEntry {
                 destination: p as u32,
-                file: file.name.map_or(FileName::None(()), FileName::Name),
                 rows: rows(p),
-                bytes: file.bytes,
-                row_groups: file.row_groups,
-                columns: file.columns,
+                bytes: files.iter().map(|f| f.bytes).sum(),
+                files: Some(files),
             })
             .collect(),
         None => (0..n)
             .map(|p| DestinationEntry {
                 destination: p as u32,
-                file: FileName::Absent,
                 rows: rows(p),
                 bytes: metrics.iter().map(|m| m.destination_bytes[p]).sum(),
-                row_groups: None,
-                columns: None,
+                files: None,
             })
             .collect(),
     };
     Manifest {
         scheme: options.scheme,
         keys: options.keys.clone(),
+        partition_by: options.partition_by.clone(),
         partitions: n as u32,
         format: spec.format(),
         compression: spec.compression(),
@@ -90,11 +87,7 @@ pub(crate) fn from_run(
         peak_rss_bytes: peak_rss(),
         workers,
         files_finish_seconds: written.finish_seconds,
-        row_groups: RowGroupSizes::of(
-            destinations
-                .iter()
-                .flat_map(|d| d.row_groups.iter().flatten().copied()),
-        ),
+        row_groups: RowGroupSizes::of_files(&destinations),
         destinations,
         range_bounds,
         shuffle_files,

@@ -2,7 +2,7 @@
 //! [`Job::try_new`](crate::Job::try_new).
 
 use partout_io::manifest::{Compression, Format, Layout};
-pub use partout_io::output::{ParquetSettings, StorageOption, StorageOptions};
+pub use partout_io::output::{ParquetSettings, Rollover, StorageOption, StorageOptions, WriteMode};
 use std::path::PathBuf;
 
 /// How rows find their destination: partout-core's scheme, named and parsed there
@@ -56,8 +56,9 @@ pub struct JobOptions {
     pub threads: Option<usize>,
     /// Bytes of memory for buffered rows and open outputs (default 256 MiB).
     pub memory_limit: u64,
-    /// Replace an existing, non-empty output directory (default off).
-    pub overwrite: bool,
+    /// What becomes of an output already there (default [`WriteMode::Error`]: a location
+    /// holding anything is refused): replaced, added to, or replaced by value directory.
+    pub mode: WriteMode,
     /// Columns to partition by value (none by default): a directory per distinct key in the
     /// Hive layout, `OUT/col=value/…/part-00000.parquet` (`.arrow` for Arrow IPC files); with
     /// [`keys`](Self::keys) each value is cut into [`partitions`](Self::partitions) buckets by
@@ -78,6 +79,10 @@ pub struct JobOptions {
     /// The Parquet writer's settings (row group rows, page size, dictionaries, statistics,
     /// bloom filters, writer version; none chosen by default; refused for other formats).
     pub parquet: ParquetSettings,
+    /// When a destination's file rolls over to its next (default never: one file a
+    /// destination): after so many rows, or at about so many bytes, numbered before the
+    /// extension (`part-00003-00001.parquet`); refused for the shuffle layout.
+    pub rollover: Rollover,
 }
 
 impl JobOptions {
@@ -97,14 +102,21 @@ impl JobOptions {
             layout: Layout::Files,
             threads: None,
             memory_limit: DEFAULT_MEMORY_LIMIT,
-            overwrite: false,
+            mode: WriteMode::Error,
             partition_by: Vec::new(),
             max_partitions: DEFAULT_MAX_PARTITIONS,
             keep_partition_columns: false,
             output: output.into(),
             storage_options: StorageOptions::default(),
             parquet: ParquetSettings::default(),
+            rollover: Rollover::default(),
         }
+    }
+
+    /// Sets [`rollover`](Self::rollover).
+    pub fn with_rollover(mut self, rollover: Rollover) -> Self {
+        self.rollover = rollover;
+        self
     }
 
     /// Sets [`parquet`](Self::parquet).
@@ -188,9 +200,18 @@ impl JobOptions {
         self
     }
 
-    /// Sets [`overwrite`](Self::overwrite).
+    /// Sets [`mode`](Self::mode) to replace an output there (`true`), or refuse one.
     pub fn with_overwrite(mut self, overwrite: bool) -> Self {
-        self.overwrite = overwrite;
+        self.mode = match overwrite {
+            true => WriteMode::Overwrite,
+            false => WriteMode::Error,
+        };
+        self
+    }
+
+    /// Sets [`mode`](Self::mode).
+    pub fn with_mode(mut self, mode: WriteMode) -> Self {
+        self.mode = mode;
         self
     }
 }

@@ -73,7 +73,11 @@ fn every_row_once(
     assert_eq!(manifest.destinations.len() as i64, values);
     let mut seen = vec![false; total as usize];
     for entry in &manifest.destinations {
-        let name = entry.file.name().unwrap().to_string();
+        let name = entry
+            .only_file()
+            .map(|f| f.name.as_str())
+            .unwrap()
+            .to_string();
         let value: i64 = name
             .strip_prefix("v=")
             .and_then(|n| n.split('/').next())

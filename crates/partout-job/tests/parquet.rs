@@ -125,7 +125,7 @@ fn assert_only_listed_files(dir: &Path, manifest: &Manifest) {
     let mut listed: Vec<String> = manifest
         .destinations
         .iter()
-        .filter_map(|d| d.file.name().map(str::to_string))
+        .filter_map(|d| d.only_file().map(|f| f.name.as_str()).map(str::to_string))
         .collect();
     listed.push("_manifest.json".into());
     listed.sort();
@@ -140,7 +140,10 @@ fn assert_only_listed_files(dir: &Path, manifest: &Manifest) {
 /// Each destination's file: its row groups' rows (checked against the manifest) and its rows.
 fn read(out: &Path, manifest: &Manifest, p: usize) -> (Vec<u64>, Vec<RecordBatch>) {
     let entry = &manifest.destinations[p];
-    let name = entry.file.name().expect("every destination has a file");
+    let name = entry
+        .only_file()
+        .map(|f| f.name.as_str())
+        .expect("every destination has a file");
     let file = std::fs::File::open(out.join(name)).unwrap();
     assert_eq!(file.metadata().unwrap().len(), entry.bytes, "{name}");
     let reader = ParquetRecordBatchReaderBuilder::try_new(file).unwrap();
@@ -150,7 +153,11 @@ fn read(out: &Path, manifest: &Manifest, p: usize) -> (Vec<u64>, Vec<RecordBatch
         .iter()
         .map(|rg| rg.num_rows() as u64)
         .collect();
-    assert_eq!(entry.row_groups.as_ref(), Some(&row_groups), "{name}");
+    assert_eq!(
+        entry.only_file().and_then(|f| f.row_groups.as_ref()),
+        Some(&row_groups),
+        "{name}"
+    );
     for rg in metadata.row_groups() {
         for column in rg.columns() {
             assert!(
@@ -287,13 +294,18 @@ fn ten_thousand_destinations_are_planned_within_256_mib() {
     let files = manifest
         .destinations
         .iter()
-        .filter(|d| d.file.name().is_some())
+        .filter(|d| d.only_file().map(|f| f.name.as_str()).is_some())
         .count();
     assert_eq!(files, 10_000);
     // Each destination's ten rows or so in one row group (an empty destination has none).
     for d in &manifest.destinations {
         let want: &[u64] = if d.rows == 0 { &[] } else { &[d.rows] };
-        assert_eq!(d.row_groups.as_deref(), Some(want), "{}", d.destination);
+        assert_eq!(
+            d.only_file().and_then(|f| f.row_groups.as_deref()),
+            Some(want),
+            "{}",
+            d.destination
+        );
     }
     assert_only_listed_files(&out, manifest);
 }
@@ -319,7 +331,10 @@ fn parquet_is_snappy_unless_asked_otherwise() {
         let recorded = compression.unwrap_or(Compression::Snappy);
         assert_eq!(manifest.compression, recorded);
         assert_eq!(&Manifest::read(&out).unwrap(), manifest);
-        let name = manifest.destinations[0].file.name().unwrap();
+        let name = manifest.destinations[0]
+            .only_file()
+            .map(|f| f.name.as_str())
+            .unwrap();
         let file = std::fs::File::open(out.join(name)).unwrap();
         let reader = ParquetRecordBatchReaderBuilder::try_new(file).unwrap();
         for rg in reader.metadata().row_groups() {
@@ -352,7 +367,10 @@ fn a_zstd_level_reaches_the_parquet_writer() {
         let manifest = repartition(options).unwrap().manifest;
         assert_eq!(manifest.compression.to_string(), format!("zstd:{level}"));
         assert_eq!(&Manifest::read(&out).unwrap(), &manifest);
-        let name = manifest.destinations[0].file.name().unwrap();
+        let name = manifest.destinations[0]
+            .only_file()
+            .map(|f| f.name.as_str())
+            .unwrap();
         let file = std::fs::File::open(out.join(name)).unwrap();
         let reader = ParquetRecordBatchReaderBuilder::try_new(file).unwrap();
         for rg in reader.metadata().row_groups() {
@@ -385,7 +403,10 @@ fn a_data_page_size_reaches_the_parquet_writer() {
             options = options.with_parquet_settings(settings);
         }
         let manifest = repartition(options).unwrap().manifest;
-        let name = manifest.destinations[0].file.name().unwrap();
+        let name = manifest.destinations[0]
+            .only_file()
+            .map(|f| f.name.as_str())
+            .unwrap();
         let file = std::fs::File::open(out.join(name)).unwrap();
         let with_index =
             ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Required);
@@ -489,7 +510,11 @@ fn values_met_past_the_open_writers_are_staged_and_every_row_lands_once() {
     let mut seen = vec![false; total as usize];
     let mut direct = 0;
     for (p, entry) in manifest.destinations.iter().enumerate() {
-        let name = entry.file.name().unwrap().to_string();
+        let name = entry
+            .only_file()
+            .map(|f| f.name.as_str())
+            .unwrap()
+            .to_string();
         let value: i64 = name
             .strip_prefix("v=")
             .and_then(|n| n.split('/').next())

@@ -131,7 +131,9 @@ fn a_destination_file_reads_as_arrow_reads_it_and_skips_to_the_same_message() {
     let read = read_all(&finished, &schema);
     for (p, batches) in read.iter().enumerate() {
         let entry = &finished.manifest().destinations[p];
-        let file = std::fs::File::open(out.join(entry.file.name().unwrap())).unwrap();
+        let file =
+            std::fs::File::open(out.join(entry.only_file().map(|f| f.name.as_str()).unwrap()))
+                .unwrap();
         // arrow-ipc's own reader: the same batches in the same order.
         let theirs: Vec<RecordBatch> = arrow_ipc::reader::StreamReader::try_new(file, None)
             .unwrap()
@@ -140,8 +142,11 @@ fn a_destination_file_reads_as_arrow_reads_it_and_skips_to_the_same_message() {
         assert!(theirs.len() > 1, "destination {p} was flushed once");
         assert_eq!(rows(batches), rows(&theirs), "destination {p}");
         // The same file as a stream file on its own.
-        let mut cursor =
-            FileCursor::file(out.join(entry.file.name().unwrap()), Format::Ipc).unwrap();
+        let mut cursor = FileCursor::file(
+            out.join(entry.only_file().map(|f| f.name.as_str()).unwrap()),
+            Format::Ipc,
+        )
+        .unwrap();
         let mut alone = Vec::new();
         while let Some(b) = cursor.next_batch(None).unwrap() {
             alone.push(b);
@@ -172,8 +177,8 @@ fn damaged_and_missing_files_are_refused_naming_the_file() {
         .find(|&p| finished.manifest().destinations[p as usize].rows > 0)
         .unwrap();
     let name = finished.manifest().destinations[p as usize]
-        .file
-        .name()
+        .only_file()
+        .map(|f| f.name.as_str())
         .unwrap()
         .to_string();
     let path = out.join(&name);

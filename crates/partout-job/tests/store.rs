@@ -32,7 +32,7 @@ fn named(manifest: &Manifest) -> Vec<String> {
     let mut names: Vec<String> = manifest
         .destinations
         .iter()
-        .filter_map(|d| d.file.name().map(str::to_string))
+        .filter_map(|d| d.only_file().map(|f| f.name.as_str()).map(str::to_string))
         .collect();
     for files in manifest.shuffle_files.iter().flatten() {
         names.extend([files.data.clone(), files.index.clone()]);
@@ -75,7 +75,7 @@ fn every_layout_in_the_store_equals_the_local_run() {
         if format == Format::Parquet {
             // Each object's name carries the run's id; the files' rows are the manifest's.
             for d in &stored.destinations {
-                let name = d.file.name().unwrap();
+                let name = d.only_file().map(|f| f.name.as_str()).unwrap();
                 assert!(
                     name.starts_with(&format!("part-{:05}-", d.destination)),
                     "{name}"
@@ -104,7 +104,10 @@ fn a_destination_past_one_part_is_uploaded_in_parts() {
         .with_threads(2)
         .with_storage_options(server.options(SECRET));
     let manifest = run(options, 400_000, 60).unwrap();
-    let name = manifest.destinations[0].file.name().unwrap();
+    let name = manifest.destinations[0]
+        .only_file()
+        .map(|f| f.name.as_str())
+        .unwrap();
     let size = std::fs::metadata(server.dir("big").join(name))
         .unwrap()
         .len();
@@ -347,7 +350,7 @@ fn a_hive_dataset_of_ten_thousand_values_is_committed_whole() {
     // Each value's object holds its five rows, and only them.
     use parquet::file::reader::FileReader;
     for d in &manifest.destinations {
-        let name = d.file.name().unwrap();
+        let name = d.only_file().map(|f| f.name.as_str()).unwrap();
         let value: i64 = name
             .strip_prefix("k2=")
             .and_then(|n| n.split('/').next())

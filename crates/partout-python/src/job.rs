@@ -4,7 +4,9 @@
 use crate::errors::{Error, Result, job_error};
 use crate::partition::{key_names, partition_count};
 use partout_core::ids::Scheme;
-use partout_job::{Job, JobOptions, ParquetSettings, Progress, StorageOptions, parse_bytes};
+use partout_job::{
+    Job, JobOptions, ParquetSettings, Progress, Rollover, StorageOptions, WriteMode, parse_bytes,
+};
 use pyo3::prelude::*;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -43,9 +45,9 @@ impl Progress for Watched {
 
 /// repartition(inputs, output, n=None, *, by=None, scheme="hash", format="parquet",
 /// compression=None, layout="files", threads=None, memory_limit=None, overwrite=False,
-/// progress=None, partition_by=None, max_partitions=None, keep_partition_columns=False,
-/// storage_options=None, row_group_rows=None, parquet_options=None, file_statistics=False)
-/// -> dict
+/// mode="error", progress=None, partition_by=None, max_partitions=None, keep_partition_columns=False,
+/// storage_options=None, row_group_rows=None, parquet_options=None, file_statistics=False,
+/// max_rows_per_file=None, max_bytes_per_file=None) -> dict
 ///
 /// The `partout repartition` job: every Parquet, Arrow IPC and CSV file of `inputs` into `n`
 /// destinations under `output`; with `partition_by` (a column name or several), a directory
@@ -54,12 +56,14 @@ impl Progress for Watched {
 /// Ctrl-C (or any signal handler raising) cancels it, and it leaves no output. `progress`, a
 /// callable, is called about every 50 ms and at the end with the rows partitioned so far and
 /// the inputs' rows (`None` when their metadata does not tell); an exception it raises
-/// cancels the job.
+/// cancels the job. `max_rows_per_file` and `max_bytes_per_file` (bytes, or text such as
+/// `"64MiB"`) roll a destination's file over to its next, `part-00003-00001.parquet`.
 #[pyfunction]
 #[pyo3(signature = (inputs, output, n=None, *, by=None, scheme="hash", format="parquet",
     compression=None, layout="files", threads=None, memory_limit=None, overwrite=false,
-    progress=None, partition_by=None, max_partitions=None, keep_partition_columns=false,
-    storage_options=None, row_group_rows=None, parquet_options=None, file_statistics=false))]
+    mode="error", progress=None, partition_by=None, max_partitions=None, keep_partition_columns=false,
+    storage_options=None, row_group_rows=None, parquet_options=None, file_statistics=false,
+    max_rows_per_file=None, max_bytes_per_file=None))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn repartition<'py>(
     py: Python<'py>,
@@ -74,6 +78,7 @@ pub(crate) fn repartition<'py>(
     threads: Option<usize>,
     memory_limit: Option<&Bound<'py, PyAny>>,
     overwrite: bool,
+    mode: &str,
     progress: Option<&Bound<'py, PyAny>>,
     partition_by: Option<&Bound<'py, PyAny>>,
     max_partitions: Option<u32>,
@@ -82,6 +87,8 @@ pub(crate) fn repartition<'py>(
     row_group_rows: Option<u64>,
     parquet_options: Option<BTreeMap<String, Bound<'py, PyAny>>>,
     file_statistics: bool,
+    max_rows_per_file: Option<u64>,
+    max_bytes_per_file: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let inputs: Vec<PathBuf> = match inputs.extract::<PathBuf>() {
         Ok(one) => vec![one],
@@ -97,6 +104,7 @@ pub(crate) fn repartition<'py>(
         threads,
         memory_limit,
         overwrite,
+        mode,
         partition_by,
         max_partitions,
         keep_partition_columns,
@@ -104,6 +112,8 @@ pub(crate) fn repartition<'py>(
         row_group_rows,
         parquet_options,
         file_statistics,
+        max_rows_per_file,
+        max_bytes_per_file,
     }
     .job_options(py, inputs, output)?;
     run_job(py, options, progress, Job::try_new)
@@ -111,8 +121,9 @@ pub(crate) fn repartition<'py>(
 
 /// write_dataset(data, output, n=None, *, partition_by=None, by=None, scheme="hash",
 /// format="parquet", compression=None, threads=None, memory_limit=None, overwrite=False,
-/// progress=None, max_partitions=None, keep_partition_columns=False, storage_options=None,
-/// row_group_rows=None, parquet_options=None, file_statistics=False) -> dict
+/// mode="error", progress=None, max_partitions=None, keep_partition_columns=False, storage_options=None,
+/// row_group_rows=None, parquet_options=None, file_statistics=False, max_rows_per_file=None,
+/// max_bytes_per_file=None) -> dict
 ///
 /// The job of `repartition` with `data` as its input instead of files: anything exporting
 /// the Arrow PyCapsule interface, read batch by batch by the job's workers (never collected
@@ -120,8 +131,9 @@ pub(crate) fn repartition<'py>(
 #[pyfunction]
 #[pyo3(signature = (data, output, n=None, *, partition_by=None, by=None, scheme="hash",
     format="parquet", compression=None, threads=None, memory_limit=None, overwrite=false,
-    progress=None, max_partitions=None, keep_partition_columns=false, storage_options=None,
-    row_group_rows=None, parquet_options=None, file_statistics=false))]
+    mode="error", progress=None, max_partitions=None, keep_partition_columns=false, storage_options=None,
+    row_group_rows=None, parquet_options=None, file_statistics=false, max_rows_per_file=None,
+    max_bytes_per_file=None))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn write_dataset<'py>(
     py: Python<'py>,
@@ -136,6 +148,7 @@ pub(crate) fn write_dataset<'py>(
     threads: Option<usize>,
     memory_limit: Option<&Bound<'py, PyAny>>,
     overwrite: bool,
+    mode: &str,
     progress: Option<&Bound<'py, PyAny>>,
     max_partitions: Option<u32>,
     keep_partition_columns: bool,
@@ -143,6 +156,8 @@ pub(crate) fn write_dataset<'py>(
     row_group_rows: Option<u64>,
     parquet_options: Option<BTreeMap<String, Bound<'py, PyAny>>>,
     file_statistics: bool,
+    max_rows_per_file: Option<u64>,
+    max_bytes_per_file: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let reader = crate::partition::arrow_data(py, data)?
         .into_reader()
@@ -157,6 +172,7 @@ pub(crate) fn write_dataset<'py>(
         threads,
         memory_limit,
         overwrite,
+        mode,
         partition_by,
         max_partitions,
         keep_partition_columns,
@@ -164,6 +180,8 @@ pub(crate) fn write_dataset<'py>(
         row_group_rows,
         parquet_options,
         file_statistics,
+        max_rows_per_file,
+        max_bytes_per_file,
     }
     .job_options(py, Vec::new(), output)?;
     run_job(py, options, progress, move |options| {
@@ -182,6 +200,7 @@ struct Options<'a, 'py> {
     threads: Option<usize>,
     memory_limit: Option<&'a Bound<'py, PyAny>>,
     overwrite: bool,
+    mode: &'a str,
     partition_by: Option<&'a Bound<'py, PyAny>>,
     max_partitions: Option<u32>,
     keep_partition_columns: bool,
@@ -189,6 +208,8 @@ struct Options<'a, 'py> {
     row_group_rows: Option<u64>,
     parquet_options: Option<BTreeMap<String, Bound<'py, PyAny>>>,
     file_statistics: bool,
+    max_rows_per_file: Option<u64>,
+    max_bytes_per_file: Option<&'a Bound<'py, PyAny>>,
 }
 
 impl Options<'_, '_> {
@@ -209,6 +230,7 @@ impl Options<'_, '_> {
             threads,
             memory_limit,
             overwrite,
+            mode,
             partition_by,
             max_partitions,
             keep_partition_columns,
@@ -216,6 +238,8 @@ impl Options<'_, '_> {
             row_group_rows,
             parquet_options,
             file_statistics,
+            max_rows_per_file,
+            max_bytes_per_file,
         } = self;
         let mut parquet = Vec::new();
         for (key, value) in parquet_options.unwrap_or_default() {
@@ -234,16 +258,8 @@ impl Options<'_, '_> {
             }
         };
         let keys = key_names(by)?;
-        let memory_limit: Option<u64> = match memory_limit {
-            None => None,
-            Some(limit) => Some(match limit.extract::<u64>() {
-                Ok(bytes) => bytes,
-                Err(_) => {
-                    let text: String = limit.extract()?;
-                    parse_bytes(&text).map_err(|e| Error::InvalidArgument(e).into_py(py))?
-                }
-            }),
-        };
+        let memory_limit = memory_limit.map(|m| size(py, m)).transpose()?;
+        let max_bytes_per_file = max_bytes_per_file.map(|m| size(py, m)).transpose()?;
         let options = || -> Result<JobOptions> {
             let parse = |what: &str, text: &str, err: String| {
                 Error::InvalidArgument(format!("{what} {text:?}: {err}"))
@@ -262,7 +278,15 @@ impl Options<'_, '_> {
                         .map_err(|e| parse("format", format, reason(e)))?,
                 )
                 .with_layout(layout.parse().map_err(|e| parse("layout", layout, e))?)
-                .with_overwrite(overwrite)
+                .with_mode(match (overwrite, mode) {
+                    (false, mode) => mode.parse().map_err(|e| parse("mode", mode, e))?,
+                    (true, "error" | "overwrite") => WriteMode::Overwrite,
+                    (true, mode) => {
+                        return Err(Error::InvalidArgument(format!(
+                            "overwrite=True and mode={mode:?} disagree"
+                        )));
+                    }
+                })
                 .with_partition_by(partition_by)
                 .with_keep_partition_columns(keep_partition_columns)
                 .with_storage_options(StorageOptions::new(storage_options.unwrap_or_default()));
@@ -284,9 +308,24 @@ impl Options<'_, '_> {
             let parquet = ParquetSettings::parse(parquet)
                 .map_err(|e| Error::InvalidArgument(e.to_string()))?
                 .with_file_statistics(file_statistics);
-            Ok(options.with_parquet_settings(parquet))
+            let rollover = Rollover::new(max_rows_per_file, max_bytes_per_file)
+                .map_err(|e| Error::InvalidArgument(e.to_string()))?;
+            Ok(options
+                .with_parquet_settings(parquet)
+                .with_rollover(rollover))
         };
         options().map_err(|e| e.into_py(py))
+    }
+}
+
+/// A size: bytes, or text with a unit (`"64MiB"`).
+fn size(py: Python<'_>, value: &Bound<'_, PyAny>) -> PyResult<u64> {
+    match value.extract::<u64>() {
+        Ok(bytes) => Ok(bytes),
+        Err(_) => {
+            let text: String = value.extract()?;
+            parse_bytes(&text).map_err(|e| Error::InvalidArgument(e).into_py(py))
+        }
     }
 }
 

@@ -1,7 +1,9 @@
 //! The files layout of streams: [`DestinationFiles`], one file per destination (an Arrow IPC
-//! stream or Presto pages) shared by every worker, each destination behind its own lock.
+//! stream or Presto pages; several when they roll over at a size) shared by every worker,
+//! each destination behind its own lock.
 
-use super::{DestinationFile, extension, io_error, sink_error};
+use super::rollover::{PartFile, Parts, Rolling};
+use super::{DestinationFile, FileList, Partial, Rollover, extension, io_error, sink_error};
 use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
 use partout_exchange::{BatchSink, WriterError};
@@ -11,16 +13,88 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
-/// A destination's open file.
-enum Slot {
-    Unopened,
-    Stream {
-        file: File,
-        encoder: StreamEncoder,
-        bytes: u64,
-    },
-    /// Finished, or failed: no more writes.
-    Done,
+/// A destination's files: those written, the one open.
+struct Slot {
+    files: Rolling<StreamPart>,
+    /// A write failed, or the files were ended: no more writes.
+    done: bool,
+}
+
+/// A destination's open stream file, written as `.NAME.partial` (removed when dropped before
+/// it is renamed into place).
+struct StreamPart {
+    file: File,
+    encoder: StreamEncoder,
+    rows: u64,
+    bytes: u64,
+    partial: Partial,
+}
+
+impl PartFile for StreamPart {
+    fn rows(&self) -> u64 {
+        self.rows
+    }
+
+    fn bytes(&self) -> u64 {
+        self.bytes
+    }
+}
+
+/// Destination `p`'s way to open, write and close its stream files, with a writer's scratch
+/// buffer.
+struct StreamParts<'a> {
+    files: &'a DestinationFiles,
+    p: usize,
+    out: &'a mut Vec<u8>,
+}
+
+impl Parts for StreamParts<'_> {
+    type File = StreamPart;
+
+    fn open(&mut self, part: usize) -> Result<StreamPart, WriterError> {
+        let partial = Partial::new(self.files.partial(self.p, part));
+        let file = File::create(partial.path()).map_err(io_error(Some(self.p)))?;
+        Ok(StreamPart {
+            file,
+            encoder: StreamEncoder::try_new(self.files.schema.clone(), self.files.encoding)?,
+            rows: 0,
+            bytes: 0,
+            partial,
+        })
+    }
+
+    fn write(&mut self, file: &mut StreamPart, batch: &RecordBatch) -> Result<(), WriterError> {
+        self.out.clear();
+        file.encoder.encode(batch, self.out)?;
+        file.file
+            .write_all(self.out)
+            .map_err(io_error(Some(self.p)))?;
+        file.bytes += self.out.len() as u64;
+        file.rows += batch.num_rows() as u64;
+        Ok(())
+    }
+
+    fn close(&mut self, mut file: StreamPart, part: usize) -> Result<DestinationFile, WriterError> {
+        let p = self.p;
+        let mut end = Vec::new();
+        let encoder = std::mem::replace(
+            &mut file.encoder,
+            StreamEncoder::try_new(self.files.schema.clone(), self.files.encoding)?,
+        );
+        encoder.finish(&mut end)?;
+        file.file.write_all(&end).map_err(io_error(Some(p)))?;
+        let name = self.files.name(p, part);
+        file.partial
+            .place(&self.files.dir.join(&name))
+            .map_err(io_error(Some(p)))?;
+        Ok(DestinationFile {
+            name,
+            rows: file.rows,
+            bytes: file.bytes + end.len() as u64,
+            row_groups: None,
+            columns: None,
+        })
+    }
 }
 
 /// One file per destination in a directory, written by any number of workers at once: each
@@ -32,8 +106,8 @@ pub struct DestinationFiles {
     prefix: String,
     schema: SchemaRef,
     encoding: Encoding,
+    rollover: Rollover,
     slots: Vec<Mutex<Slot>>,
-    finished: bool,
 }
 
 impl std::fmt::Debug for DestinationFiles {
@@ -66,24 +140,42 @@ impl DestinationFiles {
             prefix: prefix.to_string(),
             schema,
             encoding,
+            rollover: Rollover::default(),
             slots: (0..destinations)
-                .map(|_| Mutex::new(Slot::Unopened))
+                .map(|_| {
+                    Mutex::new(Slot {
+                        files: Rolling::new(Rollover::default()),
+                        done: false,
+                    })
+                })
                 .collect(),
-            finished: false,
         })
     }
 
-    /// The name of destination `p`'s finished file.
-    pub fn name(&self, p: usize) -> String {
-        format!(
+    /// The same files, each destination's rolling over as `rollover` says.
+    pub fn with_rollover(mut self, rollover: Rollover) -> Self {
+        self.rollover = rollover;
+        for slot in &mut self.slots {
+            if let Ok(slot) = slot.get_mut() {
+                slot.files = Rolling::new(rollover);
+            }
+        }
+        self
+    }
+
+    /// The name of destination `p`'s finished file `part` (`part-00003.arrows`; rolling over,
+    /// `part-00003-00001.arrows`).
+    pub fn name(&self, p: usize, part: usize) -> String {
+        let name = format!(
             "{}-{p:05}.{}",
             self.prefix,
             extension(self.encoding.format())
-        )
+        );
+        self.rollover.file_name(&name, part)
     }
 
-    fn partial(&self, p: usize) -> PathBuf {
-        self.dir.join(format!(".{}.partial", self.name(p)))
+    fn partial(&self, p: usize, part: usize) -> PathBuf {
+        self.dir.join(format!(".{}.partial", self.name(p, part)))
     }
 
     /// A writer's handle: a [`BatchSink`] whose batches go to these files, with its own
@@ -99,38 +191,22 @@ impl DestinationFiles {
         super::lock_destination(&self.slots, p)
     }
 
-    fn open(&self, p: usize) -> Result<Slot, WriterError> {
-        let file = File::create(self.partial(p)).map_err(io_error(Some(p)))?;
-        Ok(Slot::Stream {
-            file,
-            encoder: StreamEncoder::try_new(self.schema.clone(), self.encoding)?,
-            bytes: 0,
-        })
-    }
-
     fn write(&self, p: usize, batch: &RecordBatch, out: &mut Vec<u8>) -> Result<u64, WriterError> {
         let mut slot = self.lock(p)?;
-        if matches!(*slot, Slot::Unopened) {
-            *slot = self.open(p)?;
+        if slot.done {
+            return Err(sink_error(Some(p), "its file is already closed"));
         }
-        let written = match &mut *slot {
-            Slot::Stream {
-                file,
-                encoder,
-                bytes,
-            } => {
-                out.clear();
-                encoder.encode(batch, out)?;
-                file.write_all(out).map_err(io_error(Some(p)))?;
-                *bytes += out.len() as u64;
-                Ok(out.len() as u64)
-            }
-            Slot::Unopened | Slot::Done => Err(sink_error(Some(p), "its file is already closed")),
+        let mut parts = StreamParts {
+            files: self,
+            p,
+            out,
         };
+        let before = slot.files.bytes();
+        let written = slot.files.write(batch, &mut parts);
         if written.is_err() {
-            *slot = Slot::Done;
+            slot.done = true;
         }
-        written
+        written.map(|()| slot.files.bytes() - before)
     }
 
     /// Ends every file (a destination without rows gets a stream of the schema alone, but
@@ -138,16 +214,10 @@ impl DestinationFiles {
     ///
     /// # Errors
     /// Encoding and IO errors; the partial files are removed then.
-    pub fn finish(mut self, threads: usize) -> Result<Vec<DestinationFile>, WriterError> {
-        let files = self.finish_files(threads)?;
-        self.finished = true;
-        Ok(files)
-    }
-
-    fn finish_files(&self, threads: usize) -> Result<Vec<DestinationFile>, WriterError> {
+    pub fn finish(self, threads: usize) -> Result<Vec<FileList>, WriterError> {
         // Ending thousands of files is thousands of system calls: spread over threads.
         let next = std::sync::atomic::AtomicUsize::new(0);
-        let results: Vec<Vec<(usize, Result<DestinationFile, WriterError>)>> =
+        let results: Vec<Vec<(usize, Result<FileList, WriterError>)>> =
             std::thread::scope(|scope| {
                 let workers: Vec<_> = (0..threads.clamp(1, self.slots.len().max(1)))
                     .map(|_| {
@@ -173,7 +243,7 @@ impl DestinationFiles {
                     .map(|w| w.join().unwrap_or_default())
                     .collect()
             });
-        let mut files: Vec<Option<DestinationFile>> = vec![None; self.slots.len()];
+        let mut files: Vec<Option<FileList>> = vec![None; self.slots.len()];
         for (p, result) in results.into_iter().flatten() {
             files[p] = Some(result?);
         }
@@ -184,60 +254,21 @@ impl DestinationFiles {
             .collect()
     }
 
-    fn finish_one(&self, p: usize) -> Result<DestinationFile, WriterError> {
+    /// Ends destination `p`'s files: a destination without rows gets a stream of the schema
+    /// alone, but for Presto pages, which need none.
+    fn finish_one(&self, p: usize) -> Result<FileList, WriterError> {
         let mut slot = self.lock(p)?;
-        if matches!(*slot, Slot::Unopened) {
-            if self.encoding.format() == Format::Presto {
-                return Ok(DestinationFile {
-                    name: None,
-                    bytes: 0,
-                    row_groups: None,
-                    columns: None,
-                });
-            }
-            *slot = self.open(p)?;
+        if std::mem::replace(&mut slot.done, true) {
+            return Err(sink_error(Some(p), "a write to it failed earlier"));
         }
-        let bytes = match std::mem::replace(&mut *slot, Slot::Done) {
-            Slot::Stream {
-                mut file,
-                encoder,
-                bytes,
-            } => {
-                let mut end = Vec::new();
-                encoder.finish(&mut end)?;
-                file.write_all(&end).map_err(io_error(Some(p)))?;
-                bytes + end.len() as u64
-            }
-            Slot::Unopened | Slot::Done => {
-                return Err(sink_error(Some(p), "a write to it failed earlier"));
-            }
+        let files = std::mem::replace(&mut slot.files, Rolling::new(self.rollover));
+        let mut out = Vec::new();
+        let mut parts = StreamParts {
+            files: self,
+            p,
+            out: &mut out,
         };
-        std::fs::rename(self.partial(p), self.dir.join(self.name(p))).map_err(io_error(Some(p)))?;
-        Ok(DestinationFile {
-            name: Some(self.name(p)),
-            bytes,
-            row_groups: None,
-            columns: None,
-        })
-    }
-}
-
-impl Drop for DestinationFiles {
-    /// Unless finished, the partial files are removed: nothing half-written is left behind.
-    fn drop(&mut self) {
-        if self.finished {
-            return;
-        }
-        for p in 0..self.slots.len() {
-            let touched = self
-                .slots
-                .get_mut(p)
-                .map(|slot| !matches!(slot.get_mut(), Ok(Slot::Unopened)))
-                .unwrap_or(false);
-            if touched {
-                let _ = std::fs::remove_file(self.partial(p));
-            }
-        }
+        files.finish(&mut parts, self.encoding.format() != Format::Presto)
     }
 }
 

@@ -177,15 +177,22 @@ impl FinishedOutput {
                     self.manifest.destinations.get(p as usize).ok_or_else(|| {
                         corrupt(format!("no destination {p} in the manifest's list"))
                     })?;
-                let Some(name) = entry.file.name() else {
-                    return Ok(Vec::new());
-                };
-                let (path, object, len) = self.file(name)?;
-                Ok(vec![Segment {
-                    path,
-                    object,
-                    ranges: vec![(0, len)],
-                }])
+                let files = entry.files.as_ref().ok_or_else(|| {
+                    corrupt(format!("the manifest lists no files of destination {p}"))
+                })?;
+                // A destination's files (several when they rolled over) in order, each a
+                // stream of its own.
+                files
+                    .iter()
+                    .map(|f| {
+                        let (path, object, len) = self.file(&f.name)?;
+                        Ok(Segment {
+                            path,
+                            object,
+                            ranges: vec![(0, len)],
+                        })
+                    })
+                    .collect()
             }
             Layout::Shuffle => {
                 let mut segments = Vec::new();

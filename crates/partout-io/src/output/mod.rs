@@ -15,6 +15,8 @@
 //!           direct   DirectParquet     Parquet files written as flushed, when their writers
 //!                                      fit the budget (the rest staged)
 //!        worker w ─► sink(w): a BatchSink ─► … ─► finish(Finish) ─► Written ─► manifest
+//!        (a destination's file rolls over to its next at a size: rollover::Rolling, the one
+//!        driver the files and staged writers share)
 //!  Location ─► Place::stage ─► Pending::dir (the writers' directory) ─► Pending::commit
 //!
 //!  FinishedOutput::open(dir) ── the manifest's spec ─► cursor(p): FileCursor
@@ -42,6 +44,7 @@ mod files;
 pub mod finished;
 pub mod location;
 mod parquet_options;
+mod rollover;
 mod shuffle;
 mod spec;
 mod staged;
@@ -50,8 +53,12 @@ mod statistics;
 pub use direct::{DirectParquet, DirectSink, PAGE_ROWS};
 pub use files::{DestinationFiles, FilesHandle};
 pub use finished::{FileCursor, FinishedOutput};
-pub use location::{Commit, LocalDir, Location, Pending, Place, StorageOption, StorageOptions};
+pub use location::{
+    Commit, LocalDir, Location, Pending, Place, RunShape, StorageOption, StorageOptions, WriteMode,
+    check_compatible,
+};
 pub use parquet_options::ParquetSettings;
+pub use rollover::Rollover;
 pub(crate) use shuffle::for_each_shuffle_range;
 pub use shuffle::{
     SHUFFLE_INDEX_MAGIC, ShuffleFile, ShuffleRange, parse_shuffle_index, read_shuffle_index,
@@ -63,6 +70,7 @@ pub use statistics::ColumnStatistics;
 use arrow_schema::SchemaRef;
 use partout_exchange::{BatchSink, WriterError};
 use partout_format::{Compression, Encoding, Format};
+use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -133,6 +141,47 @@ pub(crate) fn io_error(destination: Option<usize>) -> impl FnOnce(io::Error) -> 
     move |source| WriterError::sink(destination, source)
 }
 
+/// A file being written under a hidden name (`.NAME.partial`): removed when dropped unless it
+/// was put in place, so nothing half-written is left behind.
+#[derive(Debug)]
+pub(crate) struct Partial {
+    path: PathBuf,
+    placed: bool,
+}
+
+impl Partial {
+    /// The file at `path`, not yet in place.
+    pub(crate) fn new(path: PathBuf) -> Self {
+        Self {
+            path,
+            placed: false,
+        }
+    }
+
+    /// Where it is written.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Renames it to `to`, its directories made first.
+    pub(crate) fn place(&mut self, to: &Path) -> io::Result<()> {
+        if let Some(parent) = to.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::rename(&self.path, to)?;
+        self.placed = true;
+        Ok(())
+    }
+}
+
+impl Drop for Partial {
+    fn drop(&mut self) {
+        if !self.placed {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
 /// Destination `p`'s slot among `slots`, locked: the files of every layout that shares a
 /// destination's file between workers keep one lock per destination.
 pub(crate) fn lock_destination<T>(
@@ -158,25 +207,35 @@ pub fn extension(format: Format) -> &'static str {
     }
 }
 
-/// A destination's finished file.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One of a destination's finished files (one per destination, unless files roll over at a
+/// size: [`Rollover`]); as the manifest records it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DestinationFile {
-    /// Its name in the directory, `None` when the destination got no bytes (Presto pages of no
-    /// rows).
-    pub name: Option<String>,
+    /// Its name, a path relative to the output's directory.
+    pub name: String,
+    /// Its rows.
+    pub rows: u64,
     /// Its size.
     pub bytes: u64,
     /// Rows of each of its row groups, in order (Parquet files).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub row_groups: Option<Vec<u64>>,
-    /// Each column's bounds and nulls, from the footer written (Parquet files).
+    /// Each top-level column's smallest and largest value and nulls, from the footer written
+    /// (Parquet files, when asked for; nested columns have none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub columns: Option<Vec<ColumnStatistics>>,
 }
+
+/// A destination's files, in order: one inline, more (rolling over) on the heap.
+pub type FileList = smallvec::SmallVec<[DestinationFile; 1]>;
 
 /// What a finished writer wrote.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Written {
-    /// Each destination's file, in destination order (files and staged layouts).
-    Files(Vec<DestinationFile>),
+    /// Each destination's files, in destination order, each destination's in order (files
+    /// and staged layouts): one, several when they roll over, none for Presto pages of no
+    /// rows.
+    Files(Vec<FileList>),
     /// Each worker's data file and index, by worker (the shuffle layout): the files' base
     /// names, `shuffle-000` for `shuffle-000.data` and `shuffle-000.index`.
     Shuffle(Vec<String>),
@@ -269,7 +328,8 @@ impl OutputSpec {
             }));
         }
         if !staged && self.format() != Format::Parquet {
-            let files = DestinationFiles::try_new(dir, &prefix, schema, count, self.encoding()?)?;
+            let files = DestinationFiles::try_new(dir, &prefix, schema, count, self.encoding()?)?
+                .with_rollover(self.rollover());
             return Ok(Box::new(files));
         }
         let properties = match self.format() {
@@ -284,10 +344,12 @@ impl OutputSpec {
             staging: STAGING_COMPRESSION,
             chosen: self.parquet_settings().clone(),
         };
-        let mut files = StagedParquet::try_new(dir, &prefix, schema, count, options)?;
+        let mut files = StagedParquet::try_new(dir, &prefix, schema, count, options)?
+            .with_rollover(self.rollover());
         if self.format() != Format::Parquet {
             files = files.with_ipc_output(self.encoding()?)?;
-        } else if direct_writers > 0 {
+        } else if direct_writers > 0 && !self.rollover().is_set() {
+            // (Files written as flushed do not roll over: with rollover every file is staged.)
             return Ok(Box::new(DirectParquet::new(files, direct_writers)));
         }
         Ok(Box::new(files))

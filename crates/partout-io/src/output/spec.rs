@@ -5,7 +5,7 @@
 //! ([`OutputSpec::create`](super::OutputSpec::create)) and the manifest's record of them.
 
 use super::location::Location;
-use super::{OutputError, ParquetSettings, Result};
+use super::{OutputError, ParquetSettings, Result, Rollover};
 use parquet::basic::{Compression as ParquetCompression, ZstdLevel as ParquetZstdLevel};
 use parquet::file::properties::WriterProperties;
 use partout_exchange::WriterError;
@@ -87,6 +87,8 @@ pub struct OutputSpec {
     location: Location,
     /// The Parquet writer's settings the user chose (none for other formats).
     parquet: ParquetSettings,
+    /// When a destination's file rolls over to its next.
+    rollover: Rollover,
 }
 
 impl OutputSpec {
@@ -110,6 +112,7 @@ impl OutputSpec {
             layout,
             location,
             parquet: ParquetSettings::default(),
+            rollover: Rollover::default(),
         };
         match format {
             Format::Parquet if layout == Layout::Shuffle => {
@@ -203,6 +206,27 @@ impl OutputSpec {
     /// The Parquet writer's settings the user chose.
     pub fn parquet_settings(&self) -> &ParquetSettings {
         &self.parquet
+    }
+
+    /// The same output, each destination's files rolling over as `rollover` says.
+    ///
+    /// # Errors
+    /// [`OutputError::Invalid`] for limits set on the shuffle layout, whose files are each
+    /// worker's, not each destination's.
+    pub fn with_rollover(self, rollover: Rollover) -> Result<Self> {
+        if self.layout == Layout::Shuffle && rollover.is_set() {
+            return Err(OutputError::Invalid(
+                "files roll over at a size in the files layout; the shuffle layout writes one \
+                 data file per worker"
+                    .into(),
+            ));
+        }
+        Ok(Self { rollover, ..self })
+    }
+
+    /// When a destination's file rolls over to its next.
+    pub fn rollover(&self) -> Rollover {
+        self.rollover
     }
 
     /// The stream encoding of each destination's bytes (Arrow IPC or Presto pages).

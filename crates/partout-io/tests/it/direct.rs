@@ -10,6 +10,7 @@ use parquet::file::metadata::PageIndexPolicy;
 use parquet::file::properties::WriterProperties;
 use partout_exchange::BatchSink;
 use partout_format::ipc::Compression;
+use partout_io::output::FileList;
 use partout_io::{DestinationFile, DirectParquet, PAGE_ROWS, ParquetOptions, StagedParquet};
 use std::path::Path;
 use std::sync::Arc;
@@ -86,7 +87,7 @@ struct Read {
 /// Reads `file` in `dir`, checking its size and row groups against what the writer said
 /// and each row's name against its id.
 fn read(dir: &Path, file: &DestinationFile) -> Read {
-    let name = file.name.as_deref().unwrap();
+    let name = file.name.as_str();
     let path = dir.join(name);
     assert_eq!(
         std::fs::metadata(&path).unwrap().len(),
@@ -150,14 +151,19 @@ fn read(dir: &Path, file: &DestinationFile) -> Read {
 }
 
 /// Checks that every row of `0..total` is in its destination's file once; each file as read.
-fn every_row_once(
-    dir: &Path,
-    files: &[DestinationFile],
-    total: i64,
-    destinations: usize,
-) -> Vec<Read> {
+fn every_row_once(dir: &Path, files: &[FileList], total: i64, destinations: usize) -> Vec<Read> {
     let mut seen = vec![false; total as usize];
-    let read: Vec<Read> = files.iter().map(|f| read(dir, f)).collect();
+    let read: Vec<Read> = files
+        .iter()
+        .map(|f| {
+            let [file] = f.as_slice() else {
+                panic!("one file a destination: {f:?}");
+            };
+            let read = read(dir, file);
+            assert_eq!(read.ids.len() as u64, file.rows, "{}", file.name);
+            read
+        })
+        .collect();
     for (p, file) in read.iter().enumerate() {
         for &i in &file.ids {
             assert_eq!(i as usize % destinations, p, "row {i} in destination {p}");

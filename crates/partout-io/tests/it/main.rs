@@ -10,6 +10,7 @@ mod damaged;
 mod direct;
 mod fuzz_corpus;
 mod inputs;
+mod modes;
 mod runs;
 mod seeds;
 mod staged;

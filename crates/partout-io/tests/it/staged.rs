@@ -112,7 +112,10 @@ fn staged_rows_land_once(options: ParquetOptions) {
     );
     let mut seen = vec![false; total as usize];
     for (p, file) in files.iter().enumerate() {
-        let name = file.name.as_deref().unwrap();
+        let [file] = file.as_slice() else {
+            panic!("one file a destination: {file:?}");
+        };
+        let name = file.name.as_str();
         let path = dir.path().join(name);
         assert_eq!(
             std::fs::metadata(&path).unwrap().len(),

@@ -106,6 +106,7 @@ def repartition(
     threads: int | None = None,
     memory_limit: int | str | None = None,
     overwrite: bool = False,
+    mode: Literal["error", "overwrite", "append", "overwrite-partitions"] = "error",
     progress: Callable[[int, int | None], object] | None = None,
     partition_by: str | Sequence[str] | None = None,
     max_partitions: int | None = None,
@@ -114,6 +115,8 @@ def repartition(
     row_group_rows: int | None = None,
     parquet_options: Mapping[str, Any] | None = None,
     file_statistics: bool = False,
+    max_rows_per_file: int | None = None,
+    max_bytes_per_file: int | str | None = None,
 ) -> dict[str, Any]:
     """The ``partout repartition`` job: every Parquet, Arrow IPC and CSV file of ``inputs``
     (files or directories) into ``n`` destinations under ``output``, in parallel, within
@@ -136,6 +139,15 @@ def repartition(
     buckets per value, by ``by``, and ``max_partitions`` (default 1000) the most values, past
     which the job fails and leaves no output.
 
+    ``mode`` says what becomes of an output already at ``output``: ``"error"`` (refused; the
+    default), ``"overwrite"`` (replaced once the run has committed; ``overwrite=True`` says the
+    same), ``"append"`` (the run's files added beside those of the partout output there, named
+    with the run's id, each destination's after its old ones, the manifests merged; the run
+    must be like the output there: format, compression, scheme, keys, partition columns) or
+    ``"overwrite-partitions"`` (with ``partition_by``: the value directories the run writes
+    replace the old ones, the others are kept). Locally the new output is swapped in at once,
+    so a reader, or a run killed at any moment, sees the old output or the new one whole.
+
     ``output`` may be an object store's prefix (``"s3://bucket/prefix"``, ``"gs://…"``,
     ``"az://…"``, ``"abfss://…"``): the output is staged on local disk, then uploaded, the
     manifest last, then ``_SUCCESS``. The client reads the environment as the cloud's own
@@ -150,6 +162,11 @@ def repartition(
     "bloom_filter": ["COL", …], "bloom_filter_fpp": 0.01, "bloom_filter_ndv": 100_000,
     "writer_version": "2.0"}``. ``file_statistics=True`` records each Parquet file's column
     statistics in the manifest (see :func:`file_statistics`).
+
+    ``max_rows_per_file`` and ``max_bytes_per_file`` (bytes, or a size such as ``"64MiB"``;
+    approximate: a file ends at the first row group past it) roll a destination's file over
+    to its next, numbered before the extension (``part-00003-00001.parquet``); each
+    destination's ``files`` in the manifest lists them in order, with their rows and bytes.
     """
     return _partout.repartition(
         inputs,
@@ -163,6 +180,7 @@ def repartition(
         threads=threads,
         memory_limit=memory_limit,
         overwrite=overwrite,
+        mode=mode,
         progress=progress,
         partition_by=partition_by,
         max_partitions=max_partitions,
@@ -171,6 +189,8 @@ def repartition(
         row_group_rows=row_group_rows,
         parquet_options=parquet_options,
         file_statistics=file_statistics,
+        max_rows_per_file=max_rows_per_file,
+        max_bytes_per_file=max_bytes_per_file,
     )
 
 
@@ -187,6 +207,7 @@ def write_dataset(
     threads: int | None = None,
     memory_limit: int | str | None = None,
     overwrite: bool = False,
+    mode: Literal["error", "overwrite", "append", "overwrite-partitions"] = "error",
     progress: Callable[[int, int | None], object] | None = None,
     max_partitions: int | None = None,
     keep_partition_columns: bool = False,
@@ -194,6 +215,8 @@ def write_dataset(
     row_group_rows: int | None = None,
     parquet_options: Mapping[str, Any] | None = None,
     file_statistics: bool = False,
+    max_rows_per_file: int | None = None,
+    max_bytes_per_file: int | str | None = None,
 ) -> dict[str, Any]:
     """Writes ``data`` (anything exporting the Arrow PyCapsule interface: a pyarrow Table or
     RecordBatchReader, a polars DataFrame, a DuckDB relation) as a dataset under ``output``:
@@ -222,6 +245,7 @@ def write_dataset(
         threads=threads,
         memory_limit=memory_limit,
         overwrite=overwrite,
+        mode=mode,
         progress=progress,
         max_partitions=max_partitions,
         keep_partition_columns=keep_partition_columns,
@@ -229,6 +253,8 @@ def write_dataset(
         row_group_rows=row_group_rows,
         parquet_options=parquet_options,
         file_statistics=file_statistics,
+        max_rows_per_file=max_rows_per_file,
+        max_bytes_per_file=max_bytes_per_file,
     )
 
 
@@ -251,7 +277,8 @@ def read(
 
 def file_statistics(manifest: Mapping[str, Any]) -> pyarrow.Table:
     """What each Parquet file of a run holds, column by column, as a table: a row per file and
-    column with ``destination``, ``file``, ``rows``, ``bytes``, ``column``, ``min``, ``max``
+    column (a destination has several files when they roll over) with ``destination``,
+    ``file``, the file's ``rows`` and ``bytes``, ``column``, ``min``, ``max``
     (as Arrow shows them; null where the file holds no value of the column, or statistics were
     not written) and ``null_count`` — from ``manifest`` (what ``repartition`` and
     ``write_dataset`` return with ``file_statistics=True``), which partout filled from the
@@ -268,11 +295,12 @@ def file_statistics(manifest: Mapping[str, Any]) -> pyarrow.Table:
     import pyarrow as pa
 
     rows = [
-        {"destination": entry["destination"], "file": entry.get("file"), "rows": entry["rows"],
-         "bytes": entry["bytes"], "column": column["column"], "min": column.get("min"),
+        {"destination": entry["destination"], "file": file["name"], "rows": file["rows"],
+         "bytes": file["bytes"], "column": column["column"], "min": column.get("min"),
          "max": column.get("max"), "null_count": column.get("null_count")}
         for entry in manifest["destinations"]
-        for column in entry.get("columns") or []
+        for file in entry.get("files") or []
+        for column in file.get("columns") or []
     ]
     schema = pa.schema([("destination", pa.uint32()), ("file", pa.string()), ("rows", pa.uint64()),
                         ("bytes", pa.uint64()), ("column", pa.string()), ("min", pa.string()),

@@ -1,5 +1,5 @@
 import os
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Literal, Mapping, Sequence
 
 import pyarrow
 
@@ -29,6 +29,7 @@ def repartition(
     threads: int | None = None,
     memory_limit: int | str | None = None,
     overwrite: bool = False,
+    mode: Literal["error", "overwrite", "append", "overwrite-partitions"] = "error",
     progress: Callable[[int, int | None], object] | None = None,
     partition_by: str | Sequence[str] | None = None,
     max_partitions: int | None = None,
@@ -37,6 +38,8 @@ def repartition(
     row_group_rows: int | None = None,
     parquet_options: Mapping[str, Any] | None = None,
     file_statistics: bool = False,
+    max_rows_per_file: int | None = None,
+    max_bytes_per_file: int | str | None = None,
 ) -> dict[str, Any]: ...
 def write_dataset(
     data: Any,
@@ -51,6 +54,7 @@ def write_dataset(
     threads: int | None = None,
     memory_limit: int | str | None = None,
     overwrite: bool = False,
+    mode: Literal["error", "overwrite", "append", "overwrite-partitions"] = "error",
     progress: Callable[[int, int | None], object] | None = None,
     max_partitions: int | None = None,
     keep_partition_columns: bool = False,
@@ -58,6 +62,8 @@ def write_dataset(
     row_group_rows: int | None = None,
     parquet_options: Mapping[str, Any] | None = None,
     file_statistics: bool = False,
+    max_rows_per_file: int | None = None,
+    max_bytes_per_file: int | str | None = None,
 ) -> dict[str, Any]: ...
 def read(
     path: str | os.PathLike[str],

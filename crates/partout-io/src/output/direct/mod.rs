@@ -34,7 +34,7 @@
 mod pages;
 
 use super::staged::StagedParquet;
-use super::{DestinationFile, ShuffleFile, io_error, sink_error};
+use super::{DestinationFile, FileList, Partial, ShuffleFile, io_error, sink_error};
 use crate::panic_message;
 use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
@@ -91,18 +91,9 @@ struct OpenFile {
     writer: ArrowWriter<File>,
     /// What the writer held after its last write, as counted in [`DirectParquet::held`].
     held: usize,
-    /// The file being written, removed on drop unless renamed into place.
-    partial: std::path::PathBuf,
-    renamed: bool,
-}
-
-impl Drop for OpenFile {
-    /// A file abandoned (a failed write, a failed job) leaves nothing half-written behind.
-    fn drop(&mut self) {
-        if !self.renamed {
-            let _ = std::fs::remove_file(&self.partial);
-        }
-    }
+    /// The file being written: a file abandoned (a failed write, a failed job) leaves
+    /// nothing half-written behind.
+    partial: Partial,
 }
 
 /// The properties chosen on the sample.
@@ -399,8 +390,8 @@ impl DirectParquet {
 
     fn open(&self, p: usize, properties: &WriterProperties) -> Result<OpenFile, WriterError> {
         let pages = PageFile::try_new(self.staged.dir()).map_err(io_error(Some(p)))?;
-        let partial = self.staged.partial(p);
-        let file = File::create(&partial).map_err(io_error(Some(p)))?;
+        let partial = Partial::new(self.staged.partial(p));
+        let file = File::create(partial.path()).map_err(io_error(Some(p)))?;
         let options = ArrowWriterOptions::new()
             .with_properties(properties.clone())
             .with_page_store_factory(Arc::new(pages));
@@ -410,7 +401,6 @@ impl DirectParquet {
             writer,
             held: 0,
             partial,
-            renamed: false,
         })
     }
 
@@ -459,7 +449,7 @@ impl DirectParquet {
         names: Option<Vec<String>>,
         threads: usize,
         cancelled: &(dyn Fn() -> bool + Sync),
-    ) -> Result<Vec<DestinationFile>, WriterError> {
+    ) -> Result<Vec<FileList>, WriterError> {
         let names =
             names.unwrap_or_else(|| (0..self.slots.len()).map(|p| self.staged.name(p)).collect());
         let sample = std::mem::take(
@@ -468,7 +458,7 @@ impl DirectParquet {
                 .lock()
                 .map_err(|_| sink_error(None, "a writer panicked while sampling"))?,
         );
-        let mut written: Vec<Option<DestinationFile>> = vec![None; names.len()];
+        let mut written: Vec<Option<FileList>> = vec![None; names.len()];
         let past = |p: usize| sink_error(Some(p), format!("rows past the {} named", names.len()));
         if !sample.batches.is_empty() {
             // Every row so far is in the sample: no destination is open or staged yet. Each
@@ -484,7 +474,7 @@ impl DirectParquet {
                     contained(p, || self.write_open(p, &mut file, batch))?;
                 }
                 *self.lock(p)? = Slot::Open(Box::new(file));
-                written[p] = Some(self.close(p, name)?);
+                written[p] = Some(smallvec::smallvec![self.close(p, name)?]);
             }
         }
         // Every write leaves no batch waiting behind it (see `write_waiting`).
@@ -531,7 +521,7 @@ impl DirectParquet {
             });
         for result in results {
             for (p, file) in result? {
-                written[p] = Some(file);
+                written[p] = Some(smallvec::smallvec![file]);
             }
         }
         // The staged destinations' files: dictionaries as chosen.
@@ -549,19 +539,17 @@ impl DirectParquet {
         self.held.fetch_sub(file.held, Ordering::Relaxed);
         contained(p, || {
             let metadata = file.writer.finish().map_err(|e| sink_error(Some(p), e))?;
-            let row_groups = metadata
+            let row_groups: Vec<u64> = metadata
                 .row_groups()
                 .iter()
                 .map(|rg| rg.num_rows() as u64)
                 .collect();
-            let path = self.staged.dir().join(name);
-            if let Some(parent) = path.parent() {
-                std::fs::create_dir_all(parent).map_err(io_error(Some(p)))?;
-            }
-            std::fs::rename(&file.partial, &path).map_err(io_error(Some(p)))?;
-            file.renamed = true;
+            file.partial
+                .place(&self.staged.dir().join(name))
+                .map_err(io_error(Some(p)))?;
             Ok(DestinationFile {
-                name: Some(name.to_string()),
+                name: name.to_string(),
+                rows: row_groups.iter().sum(),
                 bytes: file.writer.bytes_written() as u64,
                 row_groups: Some(row_groups),
                 columns: (self.staged.records_statistics())

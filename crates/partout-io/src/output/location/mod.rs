@@ -3,10 +3,14 @@
 //! an object store ([`StorePrefix`]: S3, GCS, Azure).
 //!
 //! ```text
-//!  Location ─► Place::check (usable? empty unless overwriting)
-//!           ─► Place::stage ─► Pending: a local directory the writers fill
+//!  Location ─► Place::check(mode) (usable? empty, or a partout output to add to)
+//!           ─► Place::stage(mode) ─► Pending: a local directory the writers fill
 //!                               ─► commit (all or nothing)   or drop (nothing left)
 //! ```
+//!
+//! A [`WriteMode`] says what becomes of an output already there: refused, replaced, added to,
+//! or replaced value directory by value directory; the manifest of the output as it will be
+//! is made by `merge`, whatever the place.
 //!
 //! Writers always write into a local directory (a staging area, also the scratch space of
 //! staged files); what the commit does with it is the place's: a local directory is renamed
@@ -15,9 +19,11 @@
 //! [`Location`], not a second path through the writers.
 
 mod local;
+mod merge;
 mod store;
 
 pub use local::LocalDir;
+pub use merge::{RunShape, check_compatible};
 pub use store::{SUCCESS_FILE, StorePrefix};
 
 use super::{OutputError, Result};
@@ -27,21 +33,21 @@ use std::path::Path;
 /// What a kind of place does for an output: check that it may be written, give the writers a
 /// directory to fill, and commit it.
 pub trait Place: std::fmt::Debug + Send + Sync {
-    /// Checks that the output may be written here: not something else already, and empty
-    /// unless `overwrite`.
+    /// Checks that the output may be written here as `mode` says: not something else
+    /// already; empty ([`WriteMode::Error`]), or holding a partout output, or nothing, when a
+    /// run adds to it. The manifest of the output there, when the mode adds to one.
     ///
     /// # Errors
-    /// [`OutputError::NotEmpty`];
-    /// [`OutputError::Invalid`] for a place that cannot hold an
-    /// output; [`OutputError::Io`].
-    fn check(&self, overwrite: bool) -> Result<()>;
+    /// [`OutputError::NotEmpty`]; [`OutputError::Invalid`] for a place that cannot hold an
+    /// output, or files without a manifest to add to; [`OutputError::Io`].
+    fn check(&self, mode: WriteMode) -> Result<Option<Manifest>>;
 
-    /// A fresh local directory for the writers, committed by [`Pending::commit`] and removed
-    /// when dropped uncommitted.
+    /// A fresh local directory for the writers, committed by [`Pending::commit`] as `mode`
+    /// says and removed when dropped uncommitted.
     ///
     /// # Errors
     /// As [`check`](Self::check).
-    fn stage(&self) -> Result<Box<dyn Pending>>;
+    fn stage(&self, mode: WriteMode) -> Result<Box<dyn Pending>>;
 
     /// The local directory the output ends in, where there is one.
     fn local_path(&self) -> Option<&Path>;
@@ -53,9 +59,10 @@ pub trait Pending: std::fmt::Debug + Send + Sync {
     /// The directory to write into.
     fn dir(&self) -> &Path;
 
-    /// Makes everything written visible at the location at once, replacing what was there,
-    /// with `manifest` (what the writers wrote, its files named as in [`dir`](Self::dir))
-    /// written last; the manifest as committed (a place may rename the files).
+    /// Makes everything written visible at the location at once, with `manifest` (what the
+    /// writers wrote, its files named as in [`dir`](Self::dir)) written last: replacing what
+    /// was there, or added to it as the stage's [`WriteMode`] says (the files then named with
+    /// the run's id, the manifest the merged one); the manifest as committed.
     ///
     /// The commit uses at most about `commit.memory` bytes, and ends as soon as
     /// `commit.cancelled` says so, leaving nothing.
@@ -63,6 +70,109 @@ pub trait Pending: std::fmt::Debug + Send + Sync {
     /// # Errors
     /// [`OutputError::Io`]; [`OutputError::Cancelled`]; nothing is left behind then.
     fn commit(self: Box<Self>, manifest: Manifest, commit: &Commit<'_>) -> Result<Manifest>;
+}
+
+/// What becomes of an output already at the location.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WriteMode {
+    /// A location holding anything is refused (the default).
+    #[default]
+    Error,
+    /// The output there is replaced, once the run has committed.
+    Overwrite,
+    /// The run's files are added beside those of the partout output there (named with the
+    /// run's id), each destination's after its old ones, the manifests merged.
+    Append,
+    /// Partitioning by value: the value directories the run writes replace the old ones, the
+    /// others are kept; the old files go only once the run has committed.
+    OverwritePartitions,
+}
+
+impl WriteMode {
+    /// Whether a run adds to the output there rather than replacing it all.
+    pub fn adds(self) -> bool {
+        matches!(self, Self::Append | Self::OverwritePartitions)
+    }
+}
+
+/// Reads `error`, `overwrite`, `append` and `overwrite-partitions`.
+impl std::str::FromStr for WriteMode {
+    type Err = String;
+
+    fn from_str(text: &str) -> std::result::Result<Self, String> {
+        match text {
+            "error" => Ok(Self::Error),
+            "overwrite" => Ok(Self::Overwrite),
+            "append" => Ok(Self::Append),
+            "overwrite-partitions" | "overwrite_partitions" => Ok(Self::OverwritePartitions),
+            _ => Err(format!(
+                "unknown write mode {text:?} (one of: error, overwrite, append, \
+                 overwrite-partitions)"
+            )),
+        }
+    }
+}
+
+/// The name [`FromStr`](std::str::FromStr) reads back.
+impl std::fmt::Display for WriteMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Error => "error",
+            Self::Overwrite => "overwrite",
+            Self::Append => "append",
+            Self::OverwritePartitions => "overwrite-partitions",
+        })
+    }
+}
+
+/// An id for one run, in the names of the files it adds to an output (and of every object it
+/// writes to a store): the time in nanoseconds and the process, in hex.
+fn run_id() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!("{:x}{:x}", nanos & 0xffff_ffff_ffff, std::process::id())
+}
+
+/// `name` with the run's id before its extension: `k=1/part-00000.parquet` →
+/// `k=1/part-00000-RUN.parquet`.
+fn tagged(name: &str, run: &str) -> String {
+    let (dir, file) = name.rsplit_once('/').map_or(("", name), |(d, f)| (d, f));
+    let file = match file.split_once('.') {
+        Some((stem, extension)) => format!("{stem}-{run}.{extension}"),
+        None => format!("{file}-{run}"),
+    };
+    match dir {
+        "" => file,
+        dir => format!("{dir}/{file}"),
+    }
+}
+
+/// Each file `manifest` names, with the run's id `run` (see [`tagged`]): `rename(old, new)`
+/// is called for each, then the manifest names the new.
+fn tag_files(
+    manifest: &mut Manifest,
+    run: &str,
+    rename: &mut dyn FnMut(&str, &str) -> Result<()>,
+) -> Result<()> {
+    let names = manifest
+        .destinations
+        .iter_mut()
+        .flat_map(|d| d.files.iter_mut().flatten().map(|f| &mut f.name))
+        .chain(
+            manifest
+                .shuffle_files
+                .iter_mut()
+                .flatten()
+                .flat_map(|w| [&mut w.data, &mut w.index]),
+        );
+    for name in names {
+        let new = tagged(name, run);
+        rename(name, &new)?;
+        *name = new;
+    }
+    Ok(())
 }
 
 /// What a commit may use, and whether it is to stop.

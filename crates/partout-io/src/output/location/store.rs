@@ -20,8 +20,9 @@
 //! Readers that honour the manifest or `_SUCCESS` see all of a run or none of it, and an
 //! overwrite never changes an object a reader of the old manifest reads.
 
-use super::{Commit, Pending, Place};
-use crate::manifest::{FileName, MANIFEST_FILE, Manifest};
+use super::merge::{Merged, merge};
+use super::{Commit, Pending, Place, WriteMode, run_id, tag_files};
+use crate::manifest::{MANIFEST_FILE, Manifest};
 use crate::output::{OutputError, Result, io};
 use crate::source::StoreObject;
 use crate::store::Client;
@@ -152,6 +153,31 @@ impl StorePrefix {
         self.client.url_of(object)
     }
 
+    /// The manifest of the output whose objects are `objects` (a listing of the prefix).
+    ///
+    /// # Errors
+    /// [`OutputError::Invalid`] when there is none: objects that are not a partout output.
+    fn manifest(&self, objects: &[ObjectPath]) -> Result<Manifest> {
+        let at = self.object(MANIFEST_FILE);
+        if !objects.contains(&at) {
+            return Err(OutputError::Invalid(format!(
+                "{} holds objects but no {MANIFEST_FILE}: a run adds only to a partout output",
+                self.client.url
+            )));
+        }
+        let shown = self.shown(&at);
+        let unreadable = |e: std::io::Error| OutputError::Io {
+            context: format!("reading {shown}"),
+            source: e,
+        };
+        let object = self.open_object(MANIFEST_FILE).map_err(unreadable)?;
+        let bytes = object.get(0..object.size).map_err(unreadable)?;
+        Manifest::parse(&bytes, Path::new(&shown)).map_err(|e| OutputError::Io {
+            context: e.context,
+            source: e.source,
+        })
+    }
+
     /// Every object under the prefix.
     fn list(&self) -> Result<Vec<ObjectPath>> {
         let store = self.client.store.clone();
@@ -188,20 +214,23 @@ where
 }
 
 impl Place for StorePrefix {
-    fn check(&self, overwrite: bool) -> Result<()> {
+    fn check(&self, mode: WriteMode) -> Result<Option<Manifest>> {
         let objects = self.list()?;
-        if !objects.is_empty() && !overwrite {
-            return Err(OutputError::NotEmpty(self.client.url.clone()));
+        match mode {
+            _ if objects.is_empty() => Ok(None),
+            WriteMode::Error => Err(OutputError::NotEmpty(self.client.url.clone())),
+            WriteMode::Overwrite => Ok(None),
+            WriteMode::Append | WriteMode::OverwritePartitions => self.manifest(&objects).map(Some),
         }
-        Ok(())
     }
 
-    fn stage(&self) -> Result<Box<dyn Pending>> {
+    fn stage(&self, mode: WriteMode) -> Result<Box<dyn Pending>> {
         let dir = tempfile_dir()?;
         Ok(Box::new(StoreStaging {
             target: self.clone(),
             dir,
             run: run_id(),
+            mode,
         }))
     }
 
@@ -234,35 +263,13 @@ fn tempfile_dir() -> Result<PathBuf> {
     )))
 }
 
-/// An id for one run, in its objects' names: the time in nanoseconds and the process, in hex.
-fn run_id() -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    format!("{:x}{:x}", nanos & 0xffff_ffff_ffff, std::process::id())
-}
-
-/// `name` with the run's id before its extension: `k=1/part-00000.parquet` →
-/// `k=1/part-00000-RUN.parquet`.
-fn tagged(name: &str, run: &str) -> String {
-    let (dir, file) = name.rsplit_once('/').map_or(("", name), |(d, f)| (d, f));
-    let file = match file.split_once('.') {
-        Some((stem, extension)) => format!("{stem}-{run}.{extension}"),
-        None => format!("{file}-{run}"),
-    };
-    match dir {
-        "" => file,
-        dir => format!("{dir}/{file}"),
-    }
-}
-
 /// An output staged locally for a store prefix.
 #[derive(Debug)]
 struct StoreStaging {
     target: StorePrefix,
     dir: PathBuf,
     run: String,
+    mode: WriteMode,
 }
 
 impl Drop for StoreStaging {
@@ -283,21 +290,23 @@ impl Pending for StoreStaging {
     fn commit(self: Box<Self>, mut manifest: Manifest, commit: &Commit<'_>) -> Result<Manifest> {
         // Each file the manifest names, uploaded under its tagged name.
         let mut files = Vec::new();
-        let mut rename = |name: &mut String| {
-            let object = tagged(name, &self.run);
-            files.push((self.dir.join(&*name), object.clone()));
-            *name = object;
-        };
-        for entry in &mut manifest.destinations {
-            if let FileName::Name(name) = &mut entry.file {
-                rename(name);
-            }
-        }
-        for worker in manifest.shuffle_files.iter_mut().flatten() {
-            rename(&mut worker.data);
-            rename(&mut worker.index);
-        }
+        tag_files(&mut manifest, &self.run, &mut |name, object| {
+            files.push((self.dir.join(name), object.to_string()));
+            Ok(())
+        })?;
         let before = self.target.list()?;
+        // Added to the output there: the manifests merged, the objects of the value
+        // directories rewritten deleted once the run is committed.
+        let (manifest, dropped) = match self.mode.adds() && !before.is_empty() {
+            true => {
+                let Merged {
+                    manifest: merged,
+                    dropped,
+                } = merge(self.target.manifest(&before)?, manifest, self.mode)?;
+                (merged, Some(dropped))
+            }
+            false => (manifest, None),
+        };
         let target = &self.target;
         let plan = Plan::within(commit.memory);
         block_on(target.upload_all(&files, plan, commit.cancelled))??;
@@ -333,10 +342,17 @@ impl Pending for StoreStaging {
             let left = block_on(target.take_back(&written))?;
             return Err(left_behind(e, left));
         }
-        // The objects of the output replaced: no manifest names them any more.
-        let keep: std::collections::HashSet<&ObjectPath> =
-            written.iter().chain([&manifest_object, &success]).collect();
-        let stale: Vec<ObjectPath> = before.into_iter().filter(|o| !keep.contains(o)).collect();
+        // The objects of the output replaced (or of the value directories rewritten): no
+        // manifest names them any more.
+        let stale: Vec<ObjectPath> = match (self.mode, dropped) {
+            (_, Some(dropped)) => dropped.iter().map(|name| target.object(name)).collect(),
+            (WriteMode::Overwrite, None) => {
+                let keep: std::collections::HashSet<&ObjectPath> =
+                    written.iter().chain([&manifest_object, &success]).collect();
+                before.into_iter().filter(|o| !keep.contains(o)).collect()
+            }
+            _ => Vec::new(),
+        };
         block_on(target.take_back(&stale))?;
         Ok(manifest)
     }
@@ -504,6 +520,7 @@ impl StorePrefix {
 
 #[cfg(test)]
 mod tests {
+    use super::super::tagged;
     use super::*;
 
     #[test]
@@ -558,7 +575,7 @@ mod tests {
         std::fs::create_dir_all(dead.join("run-0")).unwrap();
         let url = url::Url::parse("s3://bucket/out").unwrap();
         let prefix = StorePrefix::try_new(&url, &[("aws_region".into(), "us-east-1".into())]);
-        let staged = prefix.unwrap().stage().unwrap();
+        let staged = prefix.unwrap().stage(WriteMode::Error).unwrap();
         assert!(!dead.exists(), "a dead process's staging directory is left");
         let dir = staged.dir().to_path_buf();
         std::fs::write(dir.join("part-00000.parquet"), b"x").unwrap();

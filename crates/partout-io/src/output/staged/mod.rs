@@ -12,6 +12,7 @@
 //!                                   each destination's runs as an Arrow IPC stream)
 //!  writing  thread t ── destination p: its runs of every scratch file, in order
 //!                       ─► decoded ─► coalesced ─► ArrowWriter ─► part-p.parquet
+//!                          (or part-p-00000.parquet, part-p-00001.parquet … rolling over)
 //! ```
 //!
 //! While writing, each thread holds one open row group (bounded by
@@ -20,26 +21,30 @@
 //! removed once every file is written, and by `Drop` when the output is abandoned.
 //!
 //! Modules: `index` (where each destination's runs lie in the scratch files), `scratch`
-//! (reading them back).
+//! (reading them back), `part` (a destination's files as they are written and closed),
+//! `dictionary` (whether a column's dictionary pays).
 
+mod dictionary;
 mod index;
+mod part;
 mod scratch;
 
+use dictionary::dictionary_pays;
 use index::{Run, RunIndex};
+use part::StagedParts;
 use scratch::{ScratchReaders, decode_runs};
 
-use super::{DestinationFile, ShuffleFile, io_error, sink_error, statistics};
+use super::rollover::Rolling;
+use super::{FileList, Rollover, ShuffleFile, io_error, sink_error};
 use crate::panic_message;
 use arrow_array::{Array, RecordBatch};
-use arrow_ipc::writer::FileWriter;
 use arrow_schema::{DataType, IntervalUnit, Schema, SchemaRef};
 use arrow_select::coalesce::BatchCoalescer;
-use parquet::arrow::{ArrowSchemaConverter, ArrowWriter};
+use parquet::arrow::ArrowSchemaConverter;
 use parquet::file::properties::WriterProperties;
 use parquet::schema::types::ColumnPath;
 use partout_exchange::WriterError;
 use partout_format::{Compression, Encoding};
-use std::fs::File;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -47,10 +52,6 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 /// Rows of the largest destination sampled to choose the columns worth a dictionary.
 const DICTIONARY_SAMPLE_ROWS: usize = 1 << 16;
-
-/// A column is dictionary-encoded when its sampled values repeat at least this many times on
-/// average (see [`dictionary_pays`]).
-const DICTIONARY_MIN_REPEATS: usize = 5;
 
 /// Rows handed to the Parquet writer at once: runs of a few rows (a destination flushed under
 /// memory pressure at high fan-out) are gathered first, since each write has a fixed cost per
@@ -84,8 +85,10 @@ pub struct StagedParquet {
     schema: SchemaRef,
     destinations: usize,
     options: ParquetOptions,
-    /// Arrow IPC streams written instead of Parquet, when set.
+    /// Arrow IPC files written instead of Parquet, when set.
     ipc: Option<Encoding>,
+    /// When a destination's file rolls over to its next.
+    rollover: Rollover,
     /// Workers whose scratch files were created (removed by `finish`, or on drop).
     scratch: Mutex<Vec<usize>>,
 }
@@ -130,6 +133,7 @@ impl StagedParquet {
                 ..options
             },
             ipc: None,
+            rollover: Rollover::default(),
             scratch: Mutex::new(Vec::new()),
         })
     }
@@ -151,6 +155,13 @@ impl StagedParquet {
         encoding.check_schema(&self.schema)?;
         self.ipc = Some(encoding);
         Ok(self)
+    }
+
+    /// The same files, each destination's rolling over as `rollover` says (file numbers
+    /// before the extension: [`Rollover::file_name`]).
+    pub fn with_rollover(mut self, rollover: Rollover) -> Self {
+        self.rollover = rollover;
+        self
     }
 
     /// Checks that Parquet files can carry batches of `schema`: what the parquet crate's
@@ -214,6 +225,12 @@ impl StagedParquet {
         self.dir.join(format!(".{}.partial", self.name(p)))
     }
 
+    /// Where destination `p`'s file `part` is written before it is whole.
+    fn part_partial(&self, p: usize, part: usize) -> PathBuf {
+        let name = self.rollover.file_name(&self.name(p), part);
+        self.dir.join(format!(".{name}.partial"))
+    }
+
     /// The paths of worker `worker`'s scratch data file and index.
     pub fn scratch_paths(&self, worker: usize) -> (PathBuf, PathBuf) {
         scratch_paths(&self.dir, worker)
@@ -251,14 +268,15 @@ impl StagedParquet {
         self,
         threads: usize,
         cancelled: &(dyn Fn() -> bool + Sync),
-    ) -> Result<Vec<DestinationFile>, WriterError> {
+    ) -> Result<Vec<FileList>, WriterError> {
         let names: Vec<String> = (0..self.destinations).map(|p| self.name(p)).collect();
         self.finish_named(names, threads, cancelled)
     }
 
     /// As [`finish`](Self::finish), for the first `names.len()` destinations only, each
     /// written at its name: a path relative to the directory (`year=2024/part-00000.parquet`),
-    /// its directories made. The destinations past them must have received no rows (their
+    /// its directories made (rolling over, each file's number before its extension:
+    /// [`Rollover::file_name`]). The destinations past them must have received no rows (their
     /// count was an upper bound: destinations discovered as values arrive).
     ///
     /// # Errors
@@ -269,7 +287,7 @@ impl StagedParquet {
         names: Vec<String>,
         threads: usize,
         cancelled: &(dyn Fn() -> bool + Sync),
-    ) -> Result<Vec<DestinationFile>, WriterError> {
+    ) -> Result<Vec<FileList>, WriterError> {
         let written = vec![None; names.len()];
         self.finish_rest(names, threads, cancelled, written, None)
     }
@@ -283,9 +301,9 @@ impl StagedParquet {
         names: Vec<String>,
         threads: usize,
         cancelled: &(dyn Fn() -> bool + Sync),
-        written: Vec<Option<DestinationFile>>,
+        written: Vec<Option<FileList>>,
         properties: Option<WriterProperties>,
-    ) -> Result<Vec<DestinationFile>, WriterError> {
+    ) -> Result<Vec<FileList>, WriterError> {
         let used = names.len();
         if used > self.destinations || written.len() != used {
             return Err(sink_error(
@@ -329,7 +347,7 @@ impl StagedParquet {
 
         let next = AtomicUsize::new(0);
         let stop = AtomicBool::new(false);
-        let files: Mutex<Vec<Option<DestinationFile>>> = Mutex::new(written);
+        let files: Mutex<Vec<Option<FileList>>> = Mutex::new(written);
         let errors: Mutex<Vec<WriterError>> = Mutex::new(Vec::new());
         std::thread::scope(|scope| {
             for _ in 0..threads.clamp(1, used.max(1)) {
@@ -375,25 +393,29 @@ impl StagedParquet {
         let files = files
             .into_inner()
             .map_err(|_| sink_error(None, "a thread writing Parquet files panicked"))?;
-        // The names are moved into the results, not copied.
+        // A destination's one file takes its name from `names`, moved, not copied: at
+        // 100,000 destinations the names are megabytes.
         let files = files
             .into_iter()
             .zip(names)
             .enumerate()
-            .map(|(p, (f, name))| match f {
-                Some(f) => Ok(DestinationFile {
-                    name: Some(name),
-                    ..f
-                }),
-                None => Err(sink_error(Some(p), "its file was not written")),
+            .map(|(p, (f, name))| {
+                let mut f = f.ok_or_else(|| sink_error(Some(p), "its file was not written"))?;
+                if let [one] = f.as_mut_slice()
+                    && one.name.is_empty()
+                {
+                    one.name = name;
+                }
+                Ok(f)
             })
-            .collect::<Result<Vec<_>, _>>()?;
+            .collect::<Result<Vec<_>, WriterError>>()?;
         // Dropping removes the scratch files.
         Ok(files)
     }
 
-    /// Writes destination `p`'s file, `name`, from its runs, its partial file removed on
-    /// failure.
+    /// Writes destination `p`'s files, named after `name`, from its runs: one, or several
+    /// as they roll over. A destination without rows gets one file of the schema alone. A
+    /// file not ended is removed when dropped (a failure, a panic contained).
     fn write_destination(
         &self,
         p: usize,
@@ -401,57 +423,19 @@ impl StagedParquet {
         runs: &[Run],
         readers: &mut ScratchReaders<'_>,
         properties: &WriterProperties,
-    ) -> Result<DestinationFile, WriterError> {
-        let partial = self.partial(p);
-        let written = contained(p, || {
-            self.write_partial(p, runs, readers, properties, &partial)
-        });
-        let file = written.and_then(|file| {
-            let path = self.dir.join(name);
-            if let Some(parent) = path.parent() {
-                std::fs::create_dir_all(parent).map_err(io_error(Some(p)))?;
-            }
-            std::fs::rename(&partial, &path).map_err(io_error(Some(p)))?;
-            Ok(file)
-        });
-        if file.is_err() {
-            let _ = std::fs::remove_file(&partial);
-        }
-        file
-    }
-
-    /// Writes `partial` from the runs with `properties`: its size, and for Parquet each row
-    /// group's rows and each column's statistics (no name yet).
-    fn write_partial(
-        &self,
-        p: usize,
-        runs: &[Run],
-        readers: &mut ScratchReaders<'_>,
-        properties: &WriterProperties,
-        partial: &Path,
-    ) -> Result<DestinationFile, WriterError> {
-        if let Some(encoding) = self.ipc {
-            return self.write_ipc(p, runs, readers, encoding, partial);
-        }
-        let parquet = |e: parquet::errors::ParquetError| sink_error(Some(p), e);
-        let file = File::create(partial).map_err(io_error(Some(p)))?;
-        let mut writer = ArrowWriter::try_new(file, self.schema.clone(), Some(properties.clone()))
-            .map_err(parquet)?;
-        self.gather_runs(p, runs, readers, &mut |batch| {
-            writer.write(batch).map_err(parquet)
-        })?;
-        let metadata = writer.finish().map_err(parquet)?;
-        let row_groups = metadata
-            .row_groups()
-            .iter()
-            .map(|rg| rg.num_rows() as u64)
-            .collect();
-        Ok(DestinationFile {
-            name: None,
-            bytes: writer.bytes_written() as u64,
-            row_groups: Some(row_groups),
-            columns: (self.options.chosen.file_statistics())
-                .then(|| statistics::of_file(&self.schema, &metadata)),
+    ) -> Result<FileList, WriterError> {
+        let mut parts = StagedParts {
+            staged: self,
+            p,
+            name,
+            properties,
+        };
+        contained(p, || {
+            let mut files = Rolling::new(self.rollover);
+            self.gather_runs(p, runs, readers, &mut |batch| {
+                files.write(batch, &mut parts)
+            })?;
+            files.finish(&mut parts, true)
         })
     }
 
@@ -481,40 +465,6 @@ impl StagedParquet {
             push(Some(batch)).map(|()| true)
         })?;
         push(None)
-    }
-
-    /// Writes `partial` from the runs as one Arrow IPC file (the format dataset readers
-    /// take: pyarrow's `format="ipc"`, Polars' `scan_ipc`) compressed as `encoding` says,
-    /// batches gathered to [`WRITE_ROWS`] rows; its size (no row groups or statistics).
-    fn write_ipc(
-        &self,
-        p: usize,
-        runs: &[Run],
-        readers: &mut ScratchReaders<'_>,
-        encoding: Encoding,
-        partial: &Path,
-    ) -> Result<DestinationFile, WriterError> {
-        let arrow = |e: arrow_schema::ArrowError| sink_error(Some(p), e);
-        let file = File::create(partial).map_err(io_error(Some(p)))?;
-        let file = std::io::BufWriter::with_capacity(256 << 10, file);
-        let options = partout_format::ipc::ipc_options(encoding.compression())
-            .map_err(|e| sink_error(Some(p), e))?;
-        let mut writer =
-            FileWriter::try_new_with_options(file, &self.schema, options).map_err(arrow)?;
-        self.gather_runs(p, runs, readers, &mut |batch| {
-            writer.write(batch).map_err(arrow)
-        })?;
-        writer.finish().map_err(arrow)?;
-        let file = writer.into_inner().map_err(arrow)?;
-        let file = file
-            .into_inner()
-            .map_err(|e| io_error(Some(p))(e.into_error()))?;
-        Ok(DestinationFile {
-            name: None,
-            bytes: file.metadata().map_err(io_error(Some(p)))?.len(),
-            row_groups: None,
-            columns: None,
-        })
     }
 
     /// The properties with dictionaries only for the columns where they pay, judged on a
@@ -569,90 +519,6 @@ fn contained<T>(p: usize, work: impl FnOnce() -> Result<T, WriterError>) -> Resu
             format!("writing its file failed: {}", panic_message(panic.as_ref())),
         ))
     })
-}
-
-/// Whether dictionary encoding pays for a column, judged on a sample of its values (the
-/// chunks `arrays`): when values repeat at least [`DICTIONARY_MIN_REPEATS`] times on average.
-/// Otherwise the dictionary holds most values once more, the indices are wide, and the
-/// encoding costs a hash of every value: on lineitem, `l_partkey`, `l_extendedprice` and
-/// `l_comment` (mostly distinct) and `l_orderkey` (four rows a key, in runs that plain
-/// encoding and Snappy compress better) came out larger with dictionaries, and took a third of
-/// the time spent writing. `None` for types judged by parquet's writer alone (nested, boolean,
-/// dictionary columns) and for a sample without values.
-fn dictionary_pays(arrays: &[&dyn Array]) -> Option<bool> {
-    use arrow_array::cast::AsArray;
-    use arrow_schema::DataType as T;
-    use std::hash::BuildHasher;
-    let hasher = std::collections::hash_map::RandomState::new();
-    let mut distinct = std::collections::HashSet::new();
-    let mut values = 0usize;
-    let mut add = |bytes: &[u8]| {
-        distinct.insert(hasher.hash_one(bytes));
-        values += 1;
-    };
-    for array in arrays {
-        let valid = |i: usize| array.is_valid(i);
-        // The `_opt` casts: a type that does not match its array is a sample left to the
-        // writer, never a panic.
-        match array.data_type() {
-            T::Utf8 => {
-                let a = array.as_string_opt::<i32>()?;
-                (0..a.len())
-                    .filter(|&i| valid(i))
-                    .for_each(|i| add(a.value(i).as_bytes()));
-            }
-            T::LargeUtf8 => {
-                let a = array.as_string_opt::<i64>()?;
-                (0..a.len())
-                    .filter(|&i| valid(i))
-                    .for_each(|i| add(a.value(i).as_bytes()));
-            }
-            T::Utf8View => {
-                let a = array.as_string_view_opt()?;
-                (0..a.len())
-                    .filter(|&i| valid(i))
-                    .for_each(|i| add(a.value(i).as_bytes()));
-            }
-            T::Binary => {
-                let a = array.as_binary_opt::<i32>()?;
-                (0..a.len())
-                    .filter(|&i| valid(i))
-                    .for_each(|i| add(a.value(i)));
-            }
-            T::LargeBinary => {
-                let a = array.as_binary_opt::<i64>()?;
-                (0..a.len())
-                    .filter(|&i| valid(i))
-                    .for_each(|i| add(a.value(i)));
-            }
-            T::BinaryView => {
-                let a = array.as_binary_view_opt()?;
-                (0..a.len())
-                    .filter(|&i| valid(i))
-                    .for_each(|i| add(a.value(i)));
-            }
-            T::FixedSizeBinary(_) => {
-                let a = array.as_fixed_size_binary_opt()?;
-                (0..a.len())
-                    .filter(|&i| valid(i))
-                    .for_each(|i| add(a.value(i)));
-            }
-            t if t.is_primitive() => {
-                let width = t.primitive_width()?;
-                let data = array.to_data();
-                let buffer = data.buffers().first()?;
-                let start = data.offset() * width;
-                let bytes = buffer.as_slice().get(start..start + data.len() * width)?;
-                for (i, value) in bytes.chunks_exact(width).enumerate() {
-                    if valid(i) {
-                        add(value);
-                    }
-                }
-            }
-            _ => return None,
-        }
-    }
-    (values > 0).then(|| distinct.len() * DICTIONARY_MIN_REPEATS <= values)
 }
 
 impl Drop for StagedParquet {
