@@ -19,6 +19,11 @@ its key. Prints medians, ratios (the fastest peer's time over partout's) and fil
 
 Usage: bench/partition_by.py [--input lineitem.parquet] [--rounds 3] [--threads 2]
        [--only partout,duckdb] [--json results.json] [--out DIR]
+       [--max-bytes-per-file BYTES] [--cases "4 values,~2,500 values"]
+
+--max-bytes-per-file rolls each value's files over at about that size: partout's
+--max-bytes-per-file, DuckDB's FILE_SIZE_BYTES, Polars' approximate_bytes_per_file (pyarrow
+has no byte limit and is left out); the table then shows each contender's largest file.
 
 --out puts the outputs elsewhere than target/bench-out/partition-by: on a tmpfs
 (/dev/shm/...) the runs measure the writers, not the file system. Each run removes the last
@@ -50,6 +55,8 @@ OUT = ROOT / "target" / "bench-out" / "partition-by"
 # number, or "near": the default 1000 where it suffices, else the case's value count rounded
 # up to a thousand, as a user who knows the data would set it.
 MAX_PARTITIONS = "100000"
+# --max-bytes-per-file: files roll over at about this many bytes (None: one file a value).
+MAX_BYTES = None
 
 CASES = [
     ("4 values", ["l_returnflag", "l_linestatus"]),
@@ -66,19 +73,22 @@ CONTENDERS = ["partout", "duckdb", "polars", "pyarrow"]
 CHILD = r'''
 import json, os, sys, time
 name, inp, out, cols, threads = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4].split(","), int(sys.argv[5])
+max_bytes = int(sys.argv[6]) if sys.argv[6] else None
 if name == "duckdb":
     import duckdb
     con = duckdb.connect()
     con.execute(f"SET threads={threads}")
     t0 = time.perf_counter()
     con.execute(f"COPY (SELECT * FROM read_parquet('{inp}')) TO '{out}' "
-                f"(FORMAT parquet, PARTITION_BY ({', '.join(cols)}), COMPRESSION snappy)")
+                f"(FORMAT parquet, PARTITION_BY ({', '.join(cols)}), COMPRESSION snappy"
+                + (f", FILE_SIZE_BYTES {max_bytes})" if max_bytes else ")"))
 elif name == "polars":
     os.environ["POLARS_MAX_THREADS"] = str(threads)
     import polars as pl
     t0 = time.perf_counter()
-    pl.scan_parquet(inp).sink_parquet(pl.PartitionBy(out, key=cols, include_key=False), mkdir=True,
-                                      compression="snappy")
+    rolled = {"approximate_bytes_per_file": max_bytes} if max_bytes else {}
+    pl.scan_parquet(inp).sink_parquet(pl.PartitionBy(out, key=cols, include_key=False, **rolled),
+                                      mkdir=True, compression="snappy")
 elif name == "pyarrow":
     import pyarrow as pa, pyarrow.dataset as ds
     pa.set_cpu_count(threads)
@@ -147,19 +157,21 @@ def contender(name, python, inp, out, cols, threads):
         shutil.rmtree(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     if name == "partout":
+        rolled = ["--max-bytes-per-file", str(MAX_BYTES)] if MAX_BYTES else []
         wall, rss, _ = run([str(PARTOUT), "repartition", str(inp), "--partition-by",
                             ",".join(cols), "--max-partitions", limit(cols), "--threads",
-                            str(threads), "--quiet", "-o", str(out)])
+                            str(threads), "--quiet", *rolled, "-o", str(out)])
         return wall, rss
     wall, rss, stdout = run([python, "-c", CHILD, name, str(inp), str(out), ",".join(cols),
-                             str(threads)])
+                             str(threads), str(MAX_BYTES or "")])
     # The work alone, after interpreter start-up and imports.
     return json.loads(stdout.strip().splitlines()[-1])["work_s"], rss
 
 
 def size(path):
-    files = [p for p in path.rglob("*.parquet")]
-    return len(files), sum(p.stat().st_size for p in files)
+    """Files, their bytes together, and the largest's."""
+    sizes = [p.stat().st_size for p in path.rglob("*.parquet")]
+    return len(sizes), sum(sizes), max(sizes, default=0)
 
 
 def main():
@@ -173,17 +185,27 @@ def main():
     ap.add_argument("--json", type=Path)
     ap.add_argument("--out", type=Path, default=OUT,
                     help="where the outputs go (removed at the end); see above")
+    ap.add_argument("--max-bytes-per-file", type=int, default=None,
+                    help="roll files over at about this many bytes (see above)")
+    ap.add_argument("--cases", default=",".join(c for c, _ in CASES).replace("~2,500", "~2500"),
+                    help="which cases, by name (~2500 for ~2,500)")
     ap.add_argument("--max-partitions", default="100000",
                     help="partout's --max-partitions, a number or 'near' (the peers take none)")
     args = ap.parse_args()
-    global MAX_PARTITIONS
+    global MAX_PARTITIONS, MAX_BYTES
     MAX_PARTITIONS = args.max_partitions
+    MAX_BYTES = args.max_bytes_per_file
+    if MAX_BYTES and "pyarrow" in args.only.split(","):
+        args.only = ",".join(n for n in args.only.split(",") if n != "pyarrow")
+    wanted = [c.replace("~2500", "~2,500") for c in args.cases.split(",")]
     names = args.only.split(",")
     cpu = python_partition.cpu()
     print(f"partitioning by value: {args.input.name}, {args.threads} threads, {cpu}, "
           f"{os.cpu_count()} CPUs", flush=True)
     results = []
     for case, cols in CASES:
+        if case not in wanted:
+            continue
         runs = {n: [] for n in names}
         checked = {}
         for r in range(args.rounds):
@@ -200,8 +222,8 @@ def main():
                     report = json.loads(report)
                     if not report["same"]:
                         raise SystemExit(f"{case}: {name}'s output differs from the input")
-                    files, size_bytes = size(out)
-                    checked[name] = {**report, "bytes": size_bytes}
+                    files, size_bytes, largest = size(out)
+                    checked[name] = {**report, "bytes": size_bytes, "largest": largest}
                 print(f"  {case} round {r}: {name:8} {wall:6.2f} s {rss:7.0f} MiB", flush=True)
         ran = [n for n in names if runs[n]]
         summary = {n: {"median_s": statistics.median(w for w, _ in runs[n]),
@@ -211,15 +233,17 @@ def main():
         peers = [n for n in ran if n != "partout"]
         fastest = min(peers, key=lambda n: summary[n]["median_s"]) if peers else None
         print(f"\n{case} ({', '.join(cols)}), medians of {args.rounds}:")
-        print("| contender | s | peak RSS MiB | files | values | MB | fastest peer ÷ it |")
-        print("|---|---:|---:|---:|---:|---:|---:|")
+        print("| contender | s | peak RSS MiB | files | values | MB | largest file MiB "
+              "| fastest peer ÷ it |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|")
         for n in ran:
             s = summary[n]
             ratio = (f"{summary[fastest]['median_s'] / s['median_s']:.2f}x"
                      if fastest else "")
             name = n if s["runs"] == args.rounds else f"{n} ({s['runs']} run)"
             print(f"| {name} | {s['median_s']:.2f} | {s['peak_rss_mib']:.0f} | {s['files']} | "
-                  f"{s['values']} | {s['bytes'] / 1e6:.0f} | {ratio} |")
+                  f"{s['values']} | {s['bytes'] / 1e6:.0f} | {s['largest'] / 2**20:.1f} | "
+                  f"{ratio} |")
         print(flush=True)
     if args.json:
         args.json.write_text(json.dumps({"machine": {"cpu": cpu, "cpus": os.cpu_count()},
