@@ -267,11 +267,8 @@ impl Job {
         // those of the first values met): each file written as it is flushed, not staged.
         // High limits of values are charged as met: what the first rows hold tells whether
         // their values' writers fit.
-        // Files that roll over are staged: each is written whole, in turn.
         let direct = match spec.format() {
-            partout_format::Format::Parquet
-                if spec.is_staged(by_value.is_some()) && !spec.rollover().is_set() =>
-            {
+            partout_format::Format::Parquet if spec.is_staged(by_value.is_some()) => {
                 let discovered = by_value.as_ref().map(|by_value| Discovered {
                     sampled: by_value.sampled(&frames.schema, &first_rows(&frames, &mut stream)),
                 });

@@ -116,7 +116,7 @@ fn sorted(batch: &RecordBatch) -> RecordBatch {
 
 fn options(input: &Path, out: &Path, n: u32, format: Format) -> JobOptions {
     JobOptions::new([input], out, n)
-        .with_keys(["k"])
+        .with_keys(["id"])
         .with_format(format)
         .with_threads(2)
 }
@@ -160,22 +160,32 @@ fn assert_only_listed(out: &Path, manifest: &Manifest) {
 fn a_row_limit_spreads_each_destination_over_numbered_files_of_that_many_rows() {
     let dir = tempfile::tempdir().unwrap();
     let input = input(dir.path(), 50_000);
-    for format in [Format::Parquet, Format::Ipc] {
-        let whole = dir.path().join(format!("whole-{format}"));
-        let rolled = dir.path().join(format!("rolled-{format}"));
-        let one = repartition(options(&input, &whole, 3, format)).unwrap();
-        let limit = Rollover::new(Some(4000), None).unwrap();
-        let many = repartition(options(&input, &rolled, 3, format).with_rollover(limit))
-            .unwrap()
-            .manifest;
+    // Parquet files written as flushed (the default limit holds their writers) and staged
+    // (a limit that holds none); Arrow IPC streams.
+    for (format, limit, n, max, direct) in [
+        (Format::Parquet, 256u64 << 20, 3, 4000, true),
+        (Format::Parquet, 8 << 20, 64, 300, false),
+        (Format::Ipc, 256 << 20, 3, 4000, false),
+    ] {
+        let whole = dir.path().join(format!("whole-{format}-{limit}"));
+        let rolled = dir.path().join(format!("rolled-{format}-{limit}"));
+        let one = repartition(options(&input, &whole, n, format).with_memory_limit(limit)).unwrap();
+        let rows = Rollover::new(Some(max), None).unwrap();
+        let options = options(&input, &rolled, n, format).with_memory_limit(limit);
+        let many = repartition(options.with_rollover(rows)).unwrap().manifest;
+        assert_eq!(
+            many.memory_budget.direct_writers > 0,
+            direct,
+            "{format} in {limit}"
+        );
         for (p, entry) in many.destinations.iter().enumerate() {
             let unrolled = &one.manifest.destinations[p];
             let files = entry.files.as_deref().unwrap();
             assert!(files.len() > 1, "{format}: destination {p} rolled over");
             // Every file full but the last.
             let (last, full) = files.split_last().unwrap();
-            assert!(full.iter().all(|f| f.rows == 4000), "{format}: {files:?}");
-            assert!(last.rows > 0 && last.rows <= 4000, "{format}: {last:?}");
+            assert!(full.iter().all(|f| f.rows == max), "{format}: {files:?}");
+            assert!(last.rows > 0 && last.rows <= max, "{format}: {last:?}");
             assert_eq!(entry.rows, unrolled.rows);
             assert_numbered(entry, &unrolled.only_file().unwrap().name);
             // The same rows as the run without rollover, each once.
@@ -226,22 +236,30 @@ fn a_byte_limit_ends_each_file_within_one_row_group_past_it() {
     let input = input(dir.path(), 200_000);
     // Parquet row groups of 4096 rows, about 40 KiB; Arrow IPC batches of 8192 rows, about
     // 260 KiB: several to a file.
-    for (format, max, batch_bytes) in [
-        (Format::Parquet, 256u64 << 10, None),
-        (Format::Ipc, 512 << 10, Some(320u64 << 10)),
+    for (format, max, batch_bytes, limit) in [
+        (Format::Parquet, 256u64 << 10, None, 256u64 << 20),
+        (Format::Parquet, 256 << 10, None, 8 << 20),
+        (Format::Ipc, 512 << 10, Some(320u64 << 10), 256 << 20),
     ] {
-        let out = dir.path().join(format!("by-value-{format}"));
+        let out = dir.path().join(format!("by-value-{format}-{limit}"));
         let rollover = Rollover::new(None, Some(max)).unwrap();
         let mut options = JobOptions::new([&input], &out, 1)
             .with_partition_by(["k"])
             .with_format(format)
             .with_threads(2)
+            .with_memory_limit(limit)
             .with_rollover(rollover);
         if format == Format::Parquet {
             let rows = ParquetSettings::parse([("row_group_rows", "4096")]).unwrap();
             options = options.with_parquet_settings(rows);
         }
         let manifest = repartition(options).unwrap().manifest;
+        let direct = manifest.memory_budget.direct_writers > 0;
+        assert_eq!(
+            direct,
+            format == Format::Parquet && limit > 8 << 20,
+            "{format} {limit}"
+        );
         let mut seen = vec![false; 200_000];
         for entry in &manifest.destinations {
             let files = entry.files.as_deref().unwrap();

@@ -348,8 +348,7 @@ impl OutputSpec {
             .with_rollover(self.rollover());
         if self.format() != Format::Parquet {
             files = files.with_ipc_output(self.encoding()?)?;
-        } else if direct_writers > 0 && !self.rollover().is_set() {
-            // (Files written as flushed do not roll over: with rollover every file is staged.)
+        } else if direct_writers > 0 {
             return Ok(Box::new(DirectParquet::new(files, direct_writers)));
         }
         Ok(Box::new(files))

@@ -79,13 +79,13 @@ impl Rollover {
     }
 
     /// Rows a file holding `rows` may still take.
-    fn rows_left(&self, rows: u64) -> u64 {
+    pub(crate) fn rows_left(&self, rows: u64) -> u64 {
         self.max_rows
             .map_or(u64::MAX, |max| max.saturating_sub(rows))
     }
 
     /// Whether a file of `rows` rows and about `bytes` bytes is full.
-    fn is_full(&self, rows: u64, bytes: u64) -> bool {
+    pub(crate) fn is_full(&self, rows: u64, bytes: u64) -> bool {
         self.rows_left(rows) == 0 || self.max_bytes.is_some_and(|max| bytes >= max)
     }
 }
@@ -165,7 +165,11 @@ impl<F: PartFile> Rolling<F> {
             let take = usize::try_from(room).map_or(batch.num_rows() - offset, |room| {
                 room.min(batch.num_rows() - offset)
             });
-            debug_assert!(take > 0, "an open file always has room for a row");
+            if take == 0 {
+                // A full file is closed as it fills; were one left open, it closes now.
+                self.close(parts)?;
+                continue;
+            }
             match (offset, take) {
                 (0, n) if n == batch.num_rows() => parts.write(file, batch)?,
                 _ => parts.write(file, &batch.slice(offset, take))?,

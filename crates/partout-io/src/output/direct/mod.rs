@@ -14,8 +14,10 @@
 //!  worker w ── flush of p ─► lock p ─► p's ArrowWriter ─► finished pages ─► p's page file
 //!                        └─ p was refused a writer (as many open as the budget holds)
 //!                           ─► worker w's scratch file: p is staged, as StagedParquet does
-//!  finish ─► each open writer ends its last row group (pages read back) and its file;
-//!            then the staged destinations' files, from their staged rows
+//!  rolling over: a full file ends (its footer written) and waits under its hidden name;
+//!               the destination's next file opens with its next rows
+//!  finish ─► each open writer ends its last row group (pages read back) and its file, and
+//!            its files are named; then the staged destinations' files, from their staged rows
 //! ```
 //!
 //! A worker that finds a destination's lock held does not wait for it while the batches
@@ -87,12 +89,25 @@ enum Slot {
     Done,
 }
 
+/// A destination's files being written as flushed: the open one, and (rolling over) those
+/// ended before it, waiting for their names until the output is finished.
 struct OpenFile {
-    writer: ArrowWriter<File>,
+    /// The file being written; none between two files rolling over.
+    part: Option<OpenPart>,
     /// What the writer held after its last write, as counted in [`DirectParquet::held`].
     held: usize,
-    /// The file being written: a file abandoned (a failed write, a failed job) leaves
-    /// nothing half-written behind.
+    /// The properties a next file is opened with.
+    properties: WriterProperties,
+    /// Files ended rolling over, in order, not yet named.
+    ended: Vec<(Partial, DestinationFile)>,
+}
+
+/// One file of a destination being written.
+struct OpenPart {
+    writer: ArrowWriter<File>,
+    rows: u64,
+    /// The file: a file abandoned (a failed write, a failed job) leaves nothing
+    /// half-written behind.
     partial: Partial,
 }
 
@@ -389,17 +404,35 @@ impl DirectParquet {
     }
 
     fn open(&self, p: usize, properties: &WriterProperties) -> Result<OpenFile, WriterError> {
+        Ok(OpenFile {
+            part: Some(self.open_part(p, 0, properties)?),
+            held: 0,
+            properties: properties.clone(),
+            ended: Vec::new(),
+        })
+    }
+
+    /// Opens destination `p`'s file `part`.
+    fn open_part(
+        &self,
+        p: usize,
+        part: usize,
+        properties: &WriterProperties,
+    ) -> Result<OpenPart, WriterError> {
         let pages = PageFile::try_new(self.staged.dir()).map_err(io_error(Some(p)))?;
-        let partial = Partial::new(self.staged.partial(p));
+        let partial = Partial::new(match self.staged.rollover().is_set() {
+            true => self.staged.rolled_partial(p, part),
+            false => self.staged.partial(p),
+        });
         let file = File::create(partial.path()).map_err(io_error(Some(p)))?;
         let options = ArrowWriterOptions::new()
             .with_properties(properties.clone())
             .with_page_store_factory(Arc::new(pages));
         let writer = ArrowWriter::try_new_with_options(file, self.staged.schema(), options)
             .map_err(|e| sink_error(Some(p), e))?;
-        Ok(OpenFile {
+        Ok(OpenPart {
             writer,
-            held: 0,
+            rows: 0,
             partial,
         })
     }
@@ -407,24 +440,113 @@ impl DirectParquet {
     /// Writes `batch` to `file`, ending its row group when the open writers hold more than
     /// their budget and this one more than its share; the bytes the file grew by (encoded,
     /// as the writer estimates them).
+    ///
+    /// Rolling over, the batch is cut where the file fills (by rows, or at a row group's end
+    /// past the byte limit) and the rest goes to the next file, opened as needed.
     fn write_open(
         &self,
         p: usize,
         file: &mut OpenFile,
         batch: &RecordBatch,
     ) -> Result<u64, WriterError> {
+        let rollover = self.staged.rollover();
+        let mut offset = 0;
+        let mut grew = 0;
+        while offset < batch.num_rows() {
+            if file.part.is_none() {
+                file.part = Some(self.open_part(p, file.ended.len(), &file.properties)?);
+            }
+            let Some(part) = file.part.as_mut() else {
+                return Err(sink_error(Some(p), "its file is not open"));
+            };
+            let mut room = rollover.rows_left(part.rows);
+            if rollover.max_bytes().is_some()
+                && let Some(max) = file.properties.max_row_group_row_count()
+            {
+                room = room.min(max.saturating_sub(part.writer.in_progress_rows()).max(1) as u64);
+            }
+            let take = room.min((batch.num_rows() - offset) as u64) as usize;
+            if take == 0 {
+                // A full file is ended as it fills; were one left open, it ends now.
+                self.end_part(p, file)?;
+                continue;
+            }
+            let rows = match (offset, take) {
+                (0, n) if n == batch.num_rows() => batch.clone(),
+                _ => batch.slice(offset, take),
+            };
+            grew += self.write_part(p, file, &rows)?;
+            offset += take;
+            let part = file.part.as_ref().expect("written just now");
+            let bytes = (part.writer.bytes_written() + part.writer.in_progress_size()) as u64;
+            if rollover.is_set() && rollover.is_full(part.rows, bytes) {
+                self.end_part(p, file)?;
+            }
+        }
+        Ok(grew)
+    }
+
+    /// Writes `batch` to `file`'s open part, ending its row group when the open writers hold
+    /// more than their budget and this one more than its share; the bytes it grew by.
+    fn write_part(
+        &self,
+        p: usize,
+        file: &mut OpenFile,
+        batch: &RecordBatch,
+    ) -> Result<u64, WriterError> {
         let parquet = |e| sink_error(Some(p), e);
-        let before = file.writer.bytes_written() + file.writer.in_progress_size();
-        file.writer.write(batch).map_err(parquet)?;
-        let after = file.writer.bytes_written() + file.writer.in_progress_size();
-        let mut held = file.writer.memory_size();
+        let Some(part) = file.part.as_mut() else {
+            return Err(sink_error(Some(p), "its file is not open"));
+        };
+        let before = part.writer.bytes_written() + part.writer.in_progress_size();
+        part.writer.write(batch).map_err(parquet)?;
+        part.rows += batch.num_rows() as u64;
+        let after = part.writer.bytes_written() + part.writer.in_progress_size();
+        let held = part.writer.memory_size();
         let total = self.account(file, held);
         if total > self.budget && held > self.budget / self.writers.max(1) {
-            file.writer.flush().map_err(parquet)?;
-            held = file.writer.memory_size();
+            let Some(part) = file.part.as_mut() else {
+                return Err(sink_error(Some(p), "its file is not open"));
+            };
+            part.writer.flush().map_err(parquet)?;
+            let held = part.writer.memory_size();
             self.account(file, held);
         }
         Ok(after.saturating_sub(before) as u64)
+    }
+
+    /// Ends `file`'s open part, rolling over: its footer written, waiting for its name.
+    fn end_part(&self, p: usize, file: &mut OpenFile) -> Result<(), WriterError> {
+        let Some(part) = file.part.take() else {
+            return Ok(());
+        };
+        self.account(file, 0);
+        let ended = self.finish_part(p, part)?;
+        file.ended.push(ended);
+        Ok(())
+    }
+
+    /// Ends `part`: its last row group and footer (its statistics read when asked for).
+    fn finish_part(
+        &self,
+        p: usize,
+        mut part: OpenPart,
+    ) -> Result<(Partial, DestinationFile), WriterError> {
+        let metadata = part.writer.finish().map_err(|e| sink_error(Some(p), e))?;
+        let row_groups: Vec<u64> = metadata
+            .row_groups()
+            .iter()
+            .map(|rg| rg.num_rows() as u64)
+            .collect();
+        let file = DestinationFile {
+            name: String::new(),
+            rows: row_groups.iter().sum(),
+            bytes: part.writer.bytes_written() as u64,
+            row_groups: Some(row_groups),
+            columns: (self.staged.records_statistics())
+                .then(|| super::statistics::of_file(&self.staged.schema(), &metadata)),
+        };
+        Ok((part.partial, file))
     }
 
     /// Counts that `file` now holds `held` bytes; what the open writers hold together.
@@ -474,7 +596,7 @@ impl DirectParquet {
                     contained(p, || self.write_open(p, &mut file, batch))?;
                 }
                 *self.lock(p)? = Slot::Open(Box::new(file));
-                written[p] = Some(smallvec::smallvec![self.close(p, name)?]);
+                written[p] = Some(self.close(p, name)?);
             }
         }
         // Every write leaves no batch waiting behind it (see `write_waiting`).
@@ -494,7 +616,7 @@ impl DirectParquet {
             }
         }
         let next = AtomicUsize::new(0);
-        let results: Vec<Result<Vec<(usize, DestinationFile)>, WriterError>> =
+        let results: Vec<Result<Vec<(usize, FileList)>, WriterError>> =
             std::thread::scope(|scope| {
                 let handles: Vec<_> = (0..threads.clamp(1, open.len().max(1)))
                     .map(|_| {
@@ -521,7 +643,7 @@ impl DirectParquet {
             });
         for result in results {
             for (p, file) in result? {
-                written[p] = Some(smallvec::smallvec![file]);
+                written[p] = Some(file);
             }
         }
         // The staged destinations' files: dictionaries as chosen.
@@ -530,31 +652,29 @@ impl DirectParquet {
         staged.finish_rest(names, threads, cancelled, written, properties)
     }
 
-    /// Closes destination `p`'s writer and renames its file to `name`.
-    fn close(&self, p: usize, name: &str) -> Result<DestinationFile, WriterError> {
+    /// Closes destination `p`'s writer and renames its files to `name` (rolling over, each
+    /// numbered: [`Rollover::file_name`](crate::output::Rollover::file_name)).
+    fn close(&self, p: usize, name: &str) -> Result<FileList, WriterError> {
         let mut slot = self.lock(p)?;
         let Slot::Open(mut file) = std::mem::replace(&mut *slot, Slot::Done) else {
             return Err(sink_error(Some(p), "its file is not open"));
         };
         self.held.fetch_sub(file.held, Ordering::Relaxed);
         contained(p, || {
-            let metadata = file.writer.finish().map_err(|e| sink_error(Some(p), e))?;
-            let row_groups: Vec<u64> = metadata
-                .row_groups()
-                .iter()
-                .map(|rg| rg.num_rows() as u64)
-                .collect();
-            file.partial
-                .place(&self.staged.dir().join(name))
-                .map_err(io_error(Some(p)))?;
-            Ok(DestinationFile {
-                name: name.to_string(),
-                rows: row_groups.iter().sum(),
-                bytes: file.writer.bytes_written() as u64,
-                row_groups: Some(row_groups),
-                columns: (self.staged.records_statistics())
-                    .then(|| super::statistics::of_file(&self.staged.schema(), &metadata)),
-            })
+            if let Some(part) = file.part.take() {
+                let ended = self.finish_part(p, part)?;
+                file.ended.push(ended);
+            }
+            let rollover = self.staged.rollover();
+            let mut files = FileList::new();
+            for (k, (mut partial, mut ended)) in file.ended.drain(..).enumerate() {
+                ended.name = rollover.file_name(name, k);
+                partial
+                    .place(&self.staged.dir().join(&ended.name))
+                    .map_err(io_error(Some(p)))?;
+                files.push(ended);
+            }
+            Ok(files)
         })
     }
 }

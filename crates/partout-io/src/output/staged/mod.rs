@@ -205,6 +205,16 @@ impl StagedParquet {
         self.schema.clone()
     }
 
+    /// When a destination's file rolls over to its next.
+    pub(crate) fn rollover(&self) -> Rollover {
+        self.rollover
+    }
+
+    /// Where destination `p`'s file `part` is written, rolling over, before it is whole.
+    pub(crate) fn rolled_partial(&self, p: usize, part: usize) -> PathBuf {
+        self.part_partial(p, part)
+    }
+
     /// Whether each file's column statistics are recorded.
     pub(crate) fn records_statistics(&self) -> bool {
         self.options.chosen.file_statistics()
