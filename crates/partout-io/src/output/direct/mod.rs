@@ -420,10 +420,7 @@ impl DirectParquet {
         properties: &WriterProperties,
     ) -> Result<OpenPart, WriterError> {
         let pages = PageFile::try_new(self.staged.dir()).map_err(io_error(Some(p)))?;
-        let partial = Partial::new(match self.staged.rollover().is_set() {
-            true => self.staged.rolled_partial(p, part),
-            false => self.staged.partial(p),
-        });
+        let partial = Partial::new(self.staged.partial(p, part));
         let file = File::create(partial.path()).map_err(io_error(Some(p)))?;
         let options = ArrowWriterOptions::new()
             .with_properties(properties.clone())
@@ -477,9 +474,11 @@ impl DirectParquet {
             };
             grew += self.write_part(p, file, &rows)?;
             offset += take;
-            let part = file.part.as_ref().expect("written just now");
-            let bytes = (part.writer.bytes_written() + part.writer.in_progress_size()) as u64;
-            if rollover.is_set() && rollover.is_full(part.rows, bytes) {
+            let full = file.part.as_ref().is_some_and(|part| {
+                let bytes = part.writer.bytes_written() + part.writer.in_progress_size();
+                rollover.is_set() && rollover.is_full(part.rows, bytes as u64)
+            });
+            if full {
                 self.end_part(p, file)?;
             }
         }

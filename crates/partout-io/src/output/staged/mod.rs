@@ -210,11 +210,6 @@ impl StagedParquet {
         self.rollover
     }
 
-    /// Where destination `p`'s file `part` is written, rolling over, before it is whole.
-    pub(crate) fn rolled_partial(&self, p: usize, part: usize) -> PathBuf {
-        self.part_partial(p, part)
-    }
-
     /// Whether each file's column statistics are recorded.
     pub(crate) fn records_statistics(&self) -> bool {
         self.options.chosen.file_statistics()
@@ -230,13 +225,8 @@ impl StagedParquet {
         &self.dir
     }
 
-    /// Where destination `p`'s file is written before it is whole.
-    pub(crate) fn partial(&self, p: usize) -> PathBuf {
-        self.dir.join(format!(".{}.partial", self.name(p)))
-    }
-
     /// Where destination `p`'s file `part` is written before it is whole.
-    fn part_partial(&self, p: usize, part: usize) -> PathBuf {
+    pub(crate) fn partial(&self, p: usize, part: usize) -> PathBuf {
         let name = self.rollover.file_name(&self.name(p), part);
         self.dir.join(format!(".{name}.partial"))
     }

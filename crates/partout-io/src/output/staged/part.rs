@@ -67,7 +67,7 @@ impl Parts for StagedParts<'_> {
 
     fn open(&mut self, part: usize) -> Result<StagedPart, WriterError> {
         let p = self.p;
-        let partial = Partial::new(self.staged.part_partial(p, part));
+        let partial = Partial::new(self.staged.partial(p, part));
         let file = File::create(partial.path()).map_err(io_error(Some(p)))?;
         let writer = match self.staged.ipc {
             Some(encoding) => Writer::Ipc(self.ipc_writer(file, encoding)?),
