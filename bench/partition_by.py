@@ -20,10 +20,19 @@ its key. Prints medians, ratios (the fastest peer's time over partout's) and fil
 Usage: bench/partition_by.py [--input lineitem.parquet] [--rounds 3] [--threads 2]
        [--only partout,duckdb] [--json results.json] [--out DIR]
        [--max-bytes-per-file BYTES] [--cases "4 values,~2,500 values"]
+       [--sort-by "l_shipdate,l_orderkey"] [--memory-limit 64MiB]
 
 --max-bytes-per-file rolls each value's files over at about that size: partout's
 --max-bytes-per-file, DuckDB's FILE_SIZE_BYTES, Polars' approximate_bytes_per_file (pyarrow
 has no byte limit and is left out); the table then shows each contender's largest file.
+
+--sort-by sorts the rows within each file by those columns, ascending: partout's --sort-by
+(sorted in its memory limit, spilling sorted runs), DuckDB's ORDER BY in the query it
+copies, Polars' sort before its partitioned sink (pyarrow is left out: its dataset writer
+keeps the order of its input only with preserve_order, after a sort of the whole input in
+memory). Every file of every contender's first output is then checked to be sorted.
+--memory-limit is partout's (default 256 MiB); the peers take none and are measured as
+they run.
 
 --out puts the outputs elsewhere than target/bench-out/partition-by: on a tmpfs
 (/dev/shm/...) the runs measure the writers, not the file system. Each run removes the last
@@ -57,6 +66,10 @@ OUT = ROOT / "target" / "bench-out" / "partition-by"
 MAX_PARTITIONS = "100000"
 # --max-bytes-per-file: files roll over at about this many bytes (None: one file a value).
 MAX_BYTES = None
+# --sort-by: the columns each file's rows are sorted by, ascending (None: as they come).
+SORT_BY = None
+# --memory-limit: partout's (None: its default).
+MEMORY_LIMIT = None
 
 CASES = [
     ("4 values", ["l_returnflag", "l_linestatus"]),
@@ -74,12 +87,14 @@ CHILD = r'''
 import json, os, sys, time
 name, inp, out, cols, threads = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4].split(","), int(sys.argv[5])
 max_bytes = int(sys.argv[6]) if sys.argv[6] else None
+sort_by = sys.argv[7].split(",") if sys.argv[7] else None
 if name == "duckdb":
     import duckdb
     con = duckdb.connect()
     con.execute(f"SET threads={threads}")
     t0 = time.perf_counter()
-    con.execute(f"COPY (SELECT * FROM read_parquet('{inp}')) TO '{out}' "
+    order = f" ORDER BY {', '.join(sort_by)}" if sort_by else ""
+    con.execute(f"COPY (SELECT * FROM read_parquet('{inp}'){order}) TO '{out}' "
                 f"(FORMAT parquet, PARTITION_BY ({', '.join(cols)}), COMPRESSION snappy"
                 + (f", FILE_SIZE_BYTES {max_bytes})" if max_bytes else ")"))
 elif name == "polars":
@@ -87,8 +102,11 @@ elif name == "polars":
     import polars as pl
     t0 = time.perf_counter()
     rolled = {"approximate_bytes_per_file": max_bytes} if max_bytes else {}
-    pl.scan_parquet(inp).sink_parquet(pl.PartitionBy(out, key=cols, include_key=False, **rolled),
-                                      mkdir=True, compression="snappy")
+    frame = pl.scan_parquet(inp)
+    if sort_by:
+        frame = frame.sort(sort_by)
+    frame.sink_parquet(pl.PartitionBy(out, key=cols, include_key=False, **rolled),
+                       mkdir=True, compression="snappy")
 elif name == "pyarrow":
     import pyarrow as pa, pyarrow.dataset as ds
     pa.set_cpu_count(threads)
@@ -108,6 +126,7 @@ CHECK = r'''
 import json, sys
 import pyarrow as pa, pyarrow.dataset as ds, pyarrow.compute as pc
 inp, out, cols = sys.argv[1], sys.argv[2], sys.argv[3].split(",")
+sort_by = sys.argv[4].split(",") if sys.argv[4] else []
 source = ds.dataset(inp)
 types = pa.schema([source.schema.field(c) for c in cols])
 types = pa.schema([f.with_type(pa.string()) if f.type == pa.string_view() else f for f in types])
@@ -124,10 +143,17 @@ expected = summary(source.to_table(columns=cols + ["l_orderkey", "l_quantity"]))
 got_ds = ds.dataset(out, format="parquet", partitioning=ds.partitioning(types, flavor="hive"))
 got = summary(got_ds.to_table(columns=cols + ["l_orderkey", "l_quantity"]))
 files = [f for f in got_ds.files]
+# Sorted: each file's sort columns as pyarrow's sort of its rows puts them.
+import pyarrow.parquet as pq
+unsorted = 0
+for f in files if sort_by else []:
+    part = pq.read_table(f, columns=sort_by)
+    order = pc.sort_indices(part, sort_keys=[(c, "ascending") for c in sort_by])
+    unsorted += not all(part[c].equals(part[c].take(order)) for c in sort_by)
 # Every file inside its value's directory: the directories' values are what was partitioned.
 dirs = {f.rsplit("/", 1)[0] for f in files}
 print(json.dumps({"same": expected == got, "values": len(expected), "files": len(files),
-                  "directories": len(dirs)}))
+                  "directories": len(dirs), "unsorted": unsorted}))
 '''
 
 
@@ -158,12 +184,14 @@ def contender(name, python, inp, out, cols, threads):
     out.parent.mkdir(parents=True, exist_ok=True)
     if name == "partout":
         rolled = ["--max-bytes-per-file", str(MAX_BYTES)] if MAX_BYTES else []
+        rolled += ["--sort-by", ",".join(SORT_BY)] if SORT_BY else []
+        rolled += ["--memory-limit", MEMORY_LIMIT] if MEMORY_LIMIT else []
         wall, rss, _ = run([str(PARTOUT), "repartition", str(inp), "--partition-by",
                             ",".join(cols), "--max-partitions", limit(cols), "--threads",
                             str(threads), "--quiet", *rolled, "-o", str(out)])
         return wall, rss
     wall, rss, stdout = run([python, "-c", CHILD, name, str(inp), str(out), ",".join(cols),
-                             str(threads), str(MAX_BYTES or "")])
+                             str(threads), str(MAX_BYTES or ""), ",".join(SORT_BY or [])])
     # The work alone, after interpreter start-up and imports.
     return json.loads(stdout.strip().splitlines()[-1])["work_s"], rss
 
@@ -189,19 +217,26 @@ def main():
                     help="roll files over at about this many bytes (see above)")
     ap.add_argument("--cases", default=",".join(c for c, _ in CASES).replace("~2,500", "~2500"),
                     help="which cases, by name (~2500 for ~2,500)")
+    ap.add_argument("--sort-by", default=None,
+                    help="sort each file's rows by these columns, ascending (see above)")
+    ap.add_argument("--memory-limit", default=None, help="partout's memory limit")
     ap.add_argument("--max-partitions", default="100000",
                     help="partout's --max-partitions, a number or 'near' (the peers take none)")
     args = ap.parse_args()
-    global MAX_PARTITIONS, MAX_BYTES
+    global MAX_PARTITIONS, MAX_BYTES, SORT_BY, MEMORY_LIMIT
     MAX_PARTITIONS = args.max_partitions
     MAX_BYTES = args.max_bytes_per_file
-    if MAX_BYTES and "pyarrow" in args.only.split(","):
+    SORT_BY = args.sort_by.split(",") if args.sort_by else None
+    MEMORY_LIMIT = args.memory_limit
+    if (MAX_BYTES or SORT_BY) and "pyarrow" in args.only.split(","):
         args.only = ",".join(n for n in args.only.split(",") if n != "pyarrow")
     wanted = [c.replace("~2500", "~2,500") for c in args.cases.split(",")]
     names = args.only.split(",")
     cpu = python_partition.cpu()
     print(f"partitioning by value: {args.input.name}, {args.threads} threads, {cpu}, "
-          f"{os.cpu_count()} CPUs", flush=True)
+          f"{os.cpu_count()} CPUs"
+          + (f", each file sorted by {','.join(SORT_BY)}" if SORT_BY else "")
+          + (f", partout's memory limit {MEMORY_LIMIT}" if MEMORY_LIMIT else ""), flush=True)
     results = []
     for case, cols in CASES:
         if case not in wanted:
@@ -218,10 +253,13 @@ def main():
                 runs[name].append((wall, rss))
                 if name not in checked:
                     _, _, report = run([args.python, "-c", CHECK, str(args.input), str(out),
-                                        ",".join(cols)])
+                                        ",".join(cols), ",".join(SORT_BY or [])])
                     report = json.loads(report)
                     if not report["same"]:
                         raise SystemExit(f"{case}: {name}'s output differs from the input")
+                    if report["unsorted"]:
+                        raise SystemExit(f"{case}: {report['unsorted']} of {name}'s files are "
+                                         f"not sorted by {SORT_BY}")
                     files, size_bytes, largest = size(out)
                     checked[name] = {**report, "bytes": size_bytes, "largest": largest}
                 print(f"  {case} round {r}: {name:8} {wall:6.2f} s {rss:7.0f} MiB", flush=True)

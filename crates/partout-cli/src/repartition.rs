@@ -6,7 +6,7 @@ use clap::builder::TypedValueParser;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 use partout_job::{
     Compression, Format, Job, JobError, JobOptions, Layout, ParquetSettings, Progress, Rollover,
-    Scheme, StorageOption, WriteMode,
+    Scheme, SortOrder, StorageOption, WriteMode,
 };
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -120,6 +120,11 @@ pub struct RepartitionArgs {
     /// next file.
     #[arg(long, value_name = "SIZE", value_parser = partout_job::parse_bytes)]
     pub max_bytes_per_file: Option<u64>,
+    /// The order of rows within each file: COL [ASC|DESC] [NULLS FIRST|NULLS LAST], comma
+    /// separated (default ascending, nulls last). Sorted within --memory-limit, spilling sorted
+    /// runs; Parquet and Arrow IPC files (IPC output is then written as IPC files, .arrow).
+    #[arg(long, value_name = "COL [ASC|DESC],…", value_parser = sort_order)]
+    pub sort_by: Option<SortOrder>,
     /// Most rows a Parquet row group holds (default 1Mi; the memory limit may end one sooner).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub row_group_rows: Option<u64>,
@@ -133,6 +138,11 @@ pub struct RepartitionArgs {
     /// from the footers written: memory by the file, outside --memory-limit.
     #[arg(long)]
     pub file_statistics: bool,
+}
+
+/// A `--sort-by`, read alone (its columns are checked against the input by the job).
+fn sort_order(text: &str) -> Result<SortOrder, String> {
+    text.parse()
 }
 
 /// A `--parquet-option`, checked alone: `KEY=VALUE` with a key and value the writer takes.
@@ -184,6 +194,7 @@ impl RepartitionArgs {
             storage_options: self.storage_options.iter().cloned().collect(),
             parquet,
             rollover,
+            sort_by: self.sort_by.clone().unwrap_or_default(),
         })
     }
 }

@@ -7,7 +7,7 @@
 //! an input file. The job that writes a manifest, and how it shares its memory limit, are
 //! partout-job's.
 
-pub use crate::output::{ColumnStatistics, DestinationFile, FileList, Layout};
+pub use crate::output::{ColumnStatistics, DestinationFile, FileList, Layout, SortOrder};
 use partout_core::ids::Scheme;
 pub use partout_format::{Compression, Format, ZstdLevel};
 use serde::{Deserialize, Serialize};
@@ -37,6 +37,9 @@ pub struct Manifest {
     pub compression: Compression,
     /// Files per destination, or shuffle files per worker.
     pub layout: Layout,
+    /// The order of rows within each file (none: left out, rows as they came).
+    #[serde(default, skip_serializing_if = "SortOrder::is_empty")]
+    pub sort_by: SortOrder,
     /// Worker threads.
     pub threads: usize,
     /// Rows read.
@@ -363,6 +366,7 @@ pub(crate) mod tests {
             format: Format::Presto,
             compression: Compression::Lz4,
             layout: Layout::Files,
+            sort_by: SortOrder::default(),
             threads: 1,
             input_rows: 10,
             input_arrow_bytes: 80,

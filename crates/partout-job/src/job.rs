@@ -173,7 +173,8 @@ impl Job {
             location,
         )?
         .with_parquet_settings(options.parquet.clone())?
-        .with_rollover(options.rollover)?;
+        .with_rollover(options.rollover)?
+        .with_sort_order(options.sort_by.clone())?;
         // A run added to the output there is checked against it before anything is written.
         let run = RunShape {
             format: spec.format(),
@@ -183,6 +184,7 @@ impl Job {
             keys: &options.keys,
             partition_by: &options.partition_by,
             partitions: options.partitions,
+            sort_by: &options.sort_by,
         };
         check_compatible(existing.as_ref(), &run, options.mode)?;
         let table_bytes = by_value::table_bytes(&options)?;
@@ -263,12 +265,16 @@ impl Job {
         // The Parquet settings name columns of the files (a Hive layout's leave its partition
         // columns out): an option to refuse now, not a file that fails to be written.
         spec.parquet_settings().check_schema(&out_schema)?;
+        spec.sort_order().check_schema(&out_schema)?;
         // Parquet files whose writers fit beside the workers' buffers (partitioning by value:
         // those of the first values met): each file written as it is flushed, not staged.
         // High limits of values are charged as met: what the first rows hold tells whether
         // their values' writers fit.
+        // Sorted files are written whole, from every row staged.
         let direct = match spec.format() {
-            partout_format::Format::Parquet if spec.is_staged(by_value.is_some()) => {
+            partout_format::Format::Parquet
+                if spec.is_staged(by_value.is_some()) && spec.sort_order().is_empty() =>
+            {
                 let discovered = by_value.as_ref().map(|by_value| Discovered {
                     sampled: by_value.sampled(&frames.schema, &first_rows(&frames, &mut stream)),
                 });
@@ -415,13 +421,23 @@ impl Job {
             .thread_name(|i| format!("partout-worker-{i}"))
             .build()
             .map_err(|e| io("starting the worker threads")(std::io::Error::other(e)))?;
+        // Sorting, each thread writing files has half its share for the rows being sorted,
+        // half for its open row group.
+        let (row_group_bytes, sort_bytes) = match self.spec.sort_order().is_empty() {
+            true => (self.budget.row_group_bytes(self.threads), 0),
+            false => (
+                self.budget.row_group_bytes(2 * self.threads),
+                (self.budget.row_groups / 2 / self.threads as u64) as usize,
+            ),
+        };
         let destinations = Destinations {
             schema: self.out_schema.clone(),
             count: self.destinations as usize,
             prefix: self.prefix().to_string(),
             staged: self.spec.is_staged(self.by_value.is_some()),
-            row_group_bytes: self.budget.row_group_bytes(self.threads),
+            row_group_bytes,
             direct_writers: self.budget.direct_writers as usize,
+            sort_bytes,
         };
         let staged = destinations.staged;
         let output = self

@@ -75,6 +75,7 @@ pub(crate) fn from_run(
         format: spec.format(),
         compression: spec.compression(),
         layout: spec.layout(),
+        sort_by: spec.sort_order().clone(),
         threads: job.threads(),
         input_rows: sum(&|m| m.rows_in),
         input_arrow_bytes: sum(&|m| m.bytes_in),

@@ -2,7 +2,9 @@
 //! [`Job::try_new`](crate::Job::try_new).
 
 use partout_io::manifest::{Compression, Format, Layout};
-pub use partout_io::output::{ParquetSettings, Rollover, StorageOption, StorageOptions, WriteMode};
+pub use partout_io::output::{
+    ParquetSettings, Rollover, SortKey, SortOrder, StorageOption, StorageOptions, WriteMode,
+};
 use std::path::PathBuf;
 
 /// How rows find their destination: partout-core's scheme, named and parsed there
@@ -83,6 +85,11 @@ pub struct JobOptions {
     /// destination): after so many rows, or at about so many bytes, numbered before the
     /// extension (`part-00003-00001.parquet`); refused for the shuffle layout.
     pub rollover: Rollover,
+    /// The order of rows within each file (default none: rows as they come). Sorted in
+    /// bounded memory, spilling sorted runs beside the staged rows; for Parquet and Arrow IPC
+    /// files (an IPC output's files are then IPC files, `.arrow`), refused for the shuffle
+    /// layout and Presto pages.
+    pub sort_by: SortOrder,
 }
 
 impl JobOptions {
@@ -110,7 +117,14 @@ impl JobOptions {
             storage_options: StorageOptions::default(),
             parquet: ParquetSettings::default(),
             rollover: Rollover::default(),
+            sort_by: SortOrder::default(),
         }
+    }
+
+    /// Sets [`sort_by`](Self::sort_by).
+    pub fn with_sort_by(mut self, sort_by: SortOrder) -> Self {
+        self.sort_by = sort_by;
+        self
     }
 
     /// Sets [`rollover`](Self::rollover).

@@ -4,9 +4,10 @@
 //! last row group; for Parquet (staged), Arrow IPC streams (hash) and Arrow IPC files (by
 //! value), and read back through the output layer's reader.
 
+mod common;
+
 use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray};
 use arrow_select::concat::concat_batches;
-use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use partout_io::output::FinishedOutput;
 use partout_job::{
@@ -42,19 +43,8 @@ fn rows(start: i64, len: i64) -> RecordBatch {
     .unwrap()
 }
 
-/// A Parquet file of rows `0..total` in row groups of 10,000 rows (frames for two workers).
 fn input(dir: &Path, total: i64) -> PathBuf {
-    let path = dir.join("in.parquet");
-    let file = std::fs::File::create(&path).unwrap();
-    let mut writer = ArrowWriter::try_new(file, rows(0, 1).schema(), None).unwrap();
-    for start in (0..total).step_by(10_000) {
-        writer
-            .write(&rows(start, 10_000.min(total - start)))
-            .unwrap();
-        writer.flush().unwrap();
-    }
-    writer.close().unwrap();
-    path
+    common::parquet_input(dir, total, rows)
 }
 
 /// A file's batches, read by the format's own reader (parquet's, arrow-ipc's).

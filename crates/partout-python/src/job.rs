@@ -5,7 +5,8 @@ use crate::errors::{Error, Result, job_error};
 use crate::partition::{key_names, partition_count};
 use partout_core::ids::Scheme;
 use partout_job::{
-    Job, JobOptions, ParquetSettings, Progress, Rollover, StorageOptions, WriteMode, parse_bytes,
+    Job, JobOptions, ParquetSettings, Progress, Rollover, SortOrder, StorageOptions, WriteMode,
+    parse_bytes,
 };
 use pyo3::prelude::*;
 use std::collections::BTreeMap;
@@ -47,7 +48,7 @@ impl Progress for Watched {
 /// compression=None, layout="files", threads=None, memory_limit=None, overwrite=False,
 /// mode="error", progress=None, partition_by=None, max_partitions=None, keep_partition_columns=False,
 /// storage_options=None, row_group_rows=None, parquet_options=None, file_statistics=False,
-/// max_rows_per_file=None, max_bytes_per_file=None) -> dict
+/// max_rows_per_file=None, max_bytes_per_file=None, sort_by=None) -> dict
 ///
 /// The `partout repartition` job: every Parquet, Arrow IPC and CSV file of `inputs` into `n`
 /// destinations under `output`; with `partition_by` (a column name or several), a directory
@@ -58,12 +59,14 @@ impl Progress for Watched {
 /// the inputs' rows (`None` when their metadata does not tell); an exception it raises
 /// cancels the job. `max_rows_per_file` and `max_bytes_per_file` (bytes, or text such as
 /// `"64MiB"`) roll a destination's file over to its next, `part-00003-00001.parquet`.
+/// `sort_by` (`"a, b DESC"`, or a list of keys, each `COL [ASC|DESC] [NULLS FIRST|LAST]`)
+/// sorts the rows within each file, in the memory limit (spilling sorted runs).
 #[pyfunction]
 #[pyo3(signature = (inputs, output, n=None, *, by=None, scheme="hash", format="parquet",
     compression=None, layout="files", threads=None, memory_limit=None, overwrite=false,
     mode="error", progress=None, partition_by=None, max_partitions=None, keep_partition_columns=false,
     storage_options=None, row_group_rows=None, parquet_options=None, file_statistics=false,
-    max_rows_per_file=None, max_bytes_per_file=None))]
+    max_rows_per_file=None, max_bytes_per_file=None, sort_by=None))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn repartition<'py>(
     py: Python<'py>,
@@ -89,6 +92,7 @@ pub(crate) fn repartition<'py>(
     file_statistics: bool,
     max_rows_per_file: Option<u64>,
     max_bytes_per_file: Option<&Bound<'py, PyAny>>,
+    sort_by: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let inputs: Vec<PathBuf> = match inputs.extract::<PathBuf>() {
         Ok(one) => vec![one],
@@ -114,6 +118,7 @@ pub(crate) fn repartition<'py>(
         file_statistics,
         max_rows_per_file,
         max_bytes_per_file,
+        sort_by,
     }
     .job_options(py, inputs, output)?;
     run_job(py, options, progress, Job::try_new)
@@ -123,7 +128,7 @@ pub(crate) fn repartition<'py>(
 /// format="parquet", compression=None, threads=None, memory_limit=None, overwrite=False,
 /// mode="error", progress=None, max_partitions=None, keep_partition_columns=False, storage_options=None,
 /// row_group_rows=None, parquet_options=None, file_statistics=False, max_rows_per_file=None,
-/// max_bytes_per_file=None) -> dict
+/// max_bytes_per_file=None, sort_by=None) -> dict
 ///
 /// The job of `repartition` with `data` as its input instead of files: anything exporting
 /// the Arrow PyCapsule interface, read batch by batch by the job's workers (never collected
@@ -133,7 +138,7 @@ pub(crate) fn repartition<'py>(
     format="parquet", compression=None, threads=None, memory_limit=None, overwrite=false,
     mode="error", progress=None, max_partitions=None, keep_partition_columns=false, storage_options=None,
     row_group_rows=None, parquet_options=None, file_statistics=false, max_rows_per_file=None,
-    max_bytes_per_file=None))]
+    max_bytes_per_file=None, sort_by=None))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn write_dataset<'py>(
     py: Python<'py>,
@@ -158,6 +163,7 @@ pub(crate) fn write_dataset<'py>(
     file_statistics: bool,
     max_rows_per_file: Option<u64>,
     max_bytes_per_file: Option<&Bound<'py, PyAny>>,
+    sort_by: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let reader = crate::partition::arrow_data(py, data)?
         .into_reader()
@@ -182,6 +188,7 @@ pub(crate) fn write_dataset<'py>(
         file_statistics,
         max_rows_per_file,
         max_bytes_per_file,
+        sort_by,
     }
     .job_options(py, Vec::new(), output)?;
     run_job(py, options, progress, move |options| {
@@ -210,6 +217,7 @@ struct Options<'a, 'py> {
     file_statistics: bool,
     max_rows_per_file: Option<u64>,
     max_bytes_per_file: Option<&'a Bound<'py, PyAny>>,
+    sort_by: Option<&'a Bound<'py, PyAny>>,
 }
 
 impl Options<'_, '_> {
@@ -240,6 +248,7 @@ impl Options<'_, '_> {
             file_statistics,
             max_rows_per_file,
             max_bytes_per_file,
+            sort_by,
         } = self;
         let mut parquet = Vec::new();
         for (key, value) in parquet_options.unwrap_or_default() {
@@ -260,6 +269,8 @@ impl Options<'_, '_> {
         let keys = key_names(by)?;
         let memory_limit = memory_limit.map(|m| size(py, m)).transpose()?;
         let max_bytes_per_file = max_bytes_per_file.map(|m| size(py, m)).transpose()?;
+        // "a, b DESC", or a list of keys each "COL [ASC|DESC] [NULLS FIRST|LAST]".
+        let sort_by = key_names(sort_by)?.join(",");
         let options = || -> Result<JobOptions> {
             let parse = |what: &str, text: &str, err: String| {
                 Error::InvalidArgument(format!("{what} {text:?}: {err}"))
@@ -310,9 +321,16 @@ impl Options<'_, '_> {
                 .with_file_statistics(file_statistics);
             let rollover = Rollover::new(max_rows_per_file, max_bytes_per_file)
                 .map_err(|e| Error::InvalidArgument(e.to_string()))?;
+            let sort_by: SortOrder = match sort_by.is_empty() {
+                true => SortOrder::default(),
+                false => sort_by
+                    .parse()
+                    .map_err(|e| Error::InvalidArgument(format!("sort_by: {e}")))?,
+            };
             Ok(options
                 .with_parquet_settings(parquet)
-                .with_rollover(rollover))
+                .with_rollover(rollover)
+                .with_sort_by(sort_by))
         };
         options().map_err(|e| e.into_py(py))
     }

@@ -46,6 +46,7 @@ pub mod location;
 mod parquet_options;
 mod rollover;
 mod shuffle;
+mod sort_order;
 mod spec;
 mod staged;
 mod statistics;
@@ -63,8 +64,9 @@ pub(crate) use shuffle::for_each_shuffle_range;
 pub use shuffle::{
     SHUFFLE_INDEX_MAGIC, ShuffleFile, ShuffleRange, parse_shuffle_index, read_shuffle_index,
 };
+pub use sort_order::{SortKey, SortOrder};
 pub use spec::{Layout, OutputSpec};
-pub use staged::{ParquetOptions, StagedParquet};
+pub use staged::{ParquetOptions, Sorting, StagedParquet};
 pub use statistics::ColumnStatistics;
 
 use arrow_schema::SchemaRef;
@@ -260,6 +262,9 @@ pub struct Destinations {
     /// written as they are flushed ([`DirectParquet`]), as many as it holds. Zero: every
     /// staged file is written from its staged rows.
     pub direct_writers: usize,
+    /// Sorting the rows of each file ([`OutputSpec::sort_order`]), the most each thread's
+    /// rows being sorted may hold, in bytes.
+    pub sort_bytes: usize,
 }
 
 /// How a writer finishes.
@@ -317,6 +322,7 @@ impl OutputSpec {
             staged,
             row_group_bytes,
             direct_writers,
+            sort_bytes,
         } = destinations;
         if self.layout() == Layout::Shuffle {
             return Ok(Box::new(ShuffleOutput {
@@ -345,10 +351,14 @@ impl OutputSpec {
             chosen: self.parquet_settings().clone(),
         };
         let mut files = StagedParquet::try_new(dir, &prefix, schema, count, options)?
-            .with_rollover(self.rollover());
+            .with_rollover(self.rollover())
+            .with_sorting(Sorting {
+                order: self.sort_order().clone(),
+                memory: sort_bytes,
+            })?;
         if self.format() != Format::Parquet {
             files = files.with_ipc_output(self.encoding()?)?;
-        } else if direct_writers > 0 {
+        } else if direct_writers > 0 && !files.is_sorted() {
             return Ok(Box::new(DirectParquet::new(files, direct_writers)));
         }
         Ok(Box::new(files))

@@ -5,7 +5,7 @@
 //! ([`OutputSpec::create`](super::OutputSpec::create)) and the manifest's record of them.
 
 use super::location::Location;
-use super::{OutputError, ParquetSettings, Result, Rollover};
+use super::{OutputError, ParquetSettings, Result, Rollover, SortOrder};
 use parquet::basic::{Compression as ParquetCompression, ZstdLevel as ParquetZstdLevel};
 use parquet::file::properties::WriterProperties;
 use partout_exchange::WriterError;
@@ -89,6 +89,8 @@ pub struct OutputSpec {
     parquet: ParquetSettings,
     /// When a destination's file rolls over to its next.
     rollover: Rollover,
+    /// The order of rows within each file (empty: as they arrive).
+    sort: SortOrder,
 }
 
 impl OutputSpec {
@@ -113,6 +115,7 @@ impl OutputSpec {
             location,
             parquet: ParquetSettings::default(),
             rollover: Rollover::default(),
+            sort: SortOrder::default(),
         };
         match format {
             Format::Parquet if layout == Layout::Shuffle => {
@@ -229,6 +232,39 @@ impl OutputSpec {
         self.rollover
     }
 
+    /// The same output, the rows within each file sorted in `order` (Parquet and Arrow IPC
+    /// files, which are then written whole from staged rows: an Arrow IPC output's files are
+    /// IPC files, `.arrow`, not streams).
+    ///
+    /// # Errors
+    /// [`OutputError::Invalid`] for the shuffle layout (each worker's data file holds every
+    /// destination) and Presto pages (an exchange's messages, sent in the order they come).
+    pub fn with_sort_order(self, order: SortOrder) -> Result<Self> {
+        if !order.is_empty() {
+            if self.layout == Layout::Shuffle {
+                return Err(OutputError::Invalid(
+                    "rows are sorted within each destination's files in the files layout; the                      shuffle layout writes one data file per worker"
+                        .into(),
+                ));
+            }
+            if self.format == Format::Presto {
+                return Err(OutputError::Invalid(
+                    "rows are sorted within Parquet and Arrow IPC files, not Presto pages (an                      exchange's messages, sent as they come)"
+                        .into(),
+                ));
+            }
+        }
+        Ok(Self {
+            sort: order,
+            ..self
+        })
+    }
+
+    /// The order of rows within each file (empty: as they arrive).
+    pub fn sort_order(&self) -> &SortOrder {
+        &self.sort
+    }
+
     /// The stream encoding of each destination's bytes (Arrow IPC or Presto pages).
     ///
     /// # Errors
@@ -238,9 +274,11 @@ impl OutputSpec {
     }
 
     /// Whether each destination's file is written whole from rows staged first (Parquet
-    /// files; with `by_value`, every file of the Hive layout), rather than as it is flushed.
+    /// files; with `by_value`, every file of the Hive layout; sorted files), rather than as
+    /// it is flushed.
     pub fn is_staged(&self, by_value: bool) -> bool {
-        self.layout == Layout::Files && (self.format == Format::Parquet || by_value)
+        self.layout == Layout::Files
+            && (self.format == Format::Parquet || by_value || !self.sort.is_empty())
     }
 
     /// The extension of each destination's file: `parquet`; `arrows` for an Arrow IPC
@@ -302,10 +340,13 @@ impl OutputSpec {
                 super::staged::StagedParquet::check_schema(schema)?;
                 self.parquet
                     .check_schema(schema)
-                    .map_err(|e| super::sink_error(None, e.to_string()))
+                    .map_err(|e| super::sink_error(None, e.to_string()))?;
             }
-            Format::Ipc | Format::Presto => Ok(self.encoding()?.check_schema(schema)?),
+            Format::Ipc | Format::Presto => self.encoding()?.check_schema(schema)?,
         }
+        self.sort
+            .check_schema(schema)
+            .map_err(|e| super::sink_error(None, e.to_string()))
     }
 }
 

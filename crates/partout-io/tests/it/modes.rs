@@ -8,7 +8,7 @@ use partout_io::manifest::{
     Budget, Compression, DestinationEntry, DestinationFile, Format, Layout, Manifest,
 };
 use partout_io::output::{
-    Commit, LocalDir, OutputError, Place, RunShape, WriteMode, check_compatible,
+    Commit, LocalDir, OutputError, Place, RunShape, SortOrder, WriteMode, check_compatible,
 };
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -48,6 +48,7 @@ fn manifest(by_value: bool, files: &[&[(&str, u64)]]) -> Manifest {
         partitions: destinations.len() as u32,
         format: Format::Parquet,
         compression: Compression::Snappy,
+        sort_by: SortOrder::default(),
         layout: Layout::Files,
         threads: 1,
         input_rows: destinations.iter().map(|d| d.rows).sum(),
@@ -323,6 +324,17 @@ fn runs_unlike_the_output_there_are_refused_before_anything_is_written() {
     };
     let err = check_compatible(Some(&old), &by_month, WriteMode::Append).unwrap_err();
     assert!(err.to_string().contains("partitioning by value"), "{err}");
+    let order: SortOrder = "k DESC".parse().unwrap();
+    let sorted = RunShape {
+        sort_by: &order,
+        ..shape
+    };
+    let err = check_compatible(Some(&old), &sorted, WriteMode::OverwritePartitions).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("order within files is none, this run's k DESC NULLS LAST"),
+        "{err}"
+    );
     let hash = manifest(
         false,
         &[&[("part-00000.parquet", 2)], &[("part-00001.parquet", 3)]],

@@ -117,6 +117,7 @@ def repartition(
     file_statistics: bool = False,
     max_rows_per_file: int | None = None,
     max_bytes_per_file: int | str | None = None,
+    sort_by: str | Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """The ``partout repartition`` job: every Parquet, Arrow IPC and CSV file of ``inputs``
     (files or directories) into ``n`` destinations under ``output``, in parallel, within
@@ -167,6 +168,13 @@ def repartition(
     approximate: a file ends at the first row group past it) roll a destination's file over
     to its next, numbered before the extension (``part-00003-00001.parquet``); each
     destination's ``files`` in the manifest lists them in order, with their rows and bytes.
+
+    ``sort_by`` orders the rows within each file: ``"l_shipdate, l_orderkey DESC"``, or a list
+    of keys, each ``"COL [ASC|DESC] [NULLS FIRST|NULLS LAST]"`` (ascending, nulls last by
+    default; rows with equal keys in no particular order). Sorted within ``memory_limit``,
+    spilling sorted runs to disk; Parquet files say so in their row groups'
+    ``sorting_columns``. For Parquet and Arrow IPC files (IPC output is then IPC files,
+    ``.arrow``); refused for Presto pages and the shuffle layout.
     """
     return _partout.repartition(
         inputs,
@@ -191,6 +199,7 @@ def repartition(
         file_statistics=file_statistics,
         max_rows_per_file=max_rows_per_file,
         max_bytes_per_file=max_bytes_per_file,
+        sort_by=sort_by,
     )
 
 
@@ -217,6 +226,7 @@ def write_dataset(
     file_statistics: bool = False,
     max_rows_per_file: int | None = None,
     max_bytes_per_file: int | str | None = None,
+    sort_by: str | Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """Writes ``data`` (anything exporting the Arrow PyCapsule interface: a pyarrow Table or
     RecordBatchReader, a polars DataFrame, a DuckDB relation) as a dataset under ``output``:
@@ -255,6 +265,7 @@ def write_dataset(
         file_statistics=file_statistics,
         max_rows_per_file=max_rows_per_file,
         max_bytes_per_file=max_bytes_per_file,
+        sort_by=sort_by,
     )
 
 

@@ -40,6 +40,7 @@ def repartition(
     file_statistics: bool = False,
     max_rows_per_file: int | None = None,
     max_bytes_per_file: int | str | None = None,
+    sort_by: str | Sequence[str] | None = None,
 ) -> dict[str, Any]: ...
 def write_dataset(
     data: Any,
@@ -64,6 +65,7 @@ def write_dataset(
     file_statistics: bool = False,
     max_rows_per_file: int | None = None,
     max_bytes_per_file: int | str | None = None,
+    sort_by: str | Sequence[str] | None = None,
 ) -> dict[str, Any]: ...
 def read(
     path: str | os.PathLike[str],

@@ -15,6 +15,7 @@
 
 use super::{OutputError, Result, WriteMode};
 use crate::manifest::{Compression, DestinationEntry, Format, Layout, Manifest, RowGroupSizes};
+use crate::output::SortOrder;
 use partout_core::ids::Scheme;
 use std::collections::{HashMap, HashSet};
 
@@ -45,6 +46,8 @@ pub struct RunShape<'a> {
     pub partition_by: &'a [String],
     /// Its destinations (partitioning by value: buckets of each value).
     pub partitions: u32,
+    /// The order of rows within its files.
+    pub sort_by: &'a SortOrder,
 }
 
 impl<'a> RunShape<'a> {
@@ -58,13 +61,15 @@ impl<'a> RunShape<'a> {
             keys: &manifest.keys,
             partition_by: &manifest.partition_by,
             partitions: manifest.partitions,
+            sort_by: &manifest.sort_by,
         }
     }
 }
 
 /// Checks that a run shaped `run` can be added to the output `old` records (if any) as `mode`
 /// says:
-/// the same format, compression, layout, scheme, keys and partition columns, and (not
+/// the same format, compression, layout, scheme, keys, partition columns and order within
+/// files, and (not
 /// partitioning by value) as many destinations; overwrite-partitions only partitioning by
 /// value. Made before the run, so that nothing is written for a run that cannot be added.
 ///
@@ -112,6 +117,17 @@ pub fn check_compatible(old: Option<&Manifest>, run: &RunShape<'_>, mode: WriteM
             "scheme",
             format!("{} of {:?}", old.scheme, old.keys),
             format!("{} of {:?}", run.scheme, run.keys),
+        );
+    }
+    if old.sort_by != *run.sort_by {
+        let order = |o: &SortOrder| match o.is_empty() {
+            true => "none".to_string(),
+            false => o.to_string(),
+        };
+        return differs(
+            "order within files",
+            order(&old.sort_by),
+            order(run.sort_by),
         );
     }
     if run.partition_by.is_empty() && old.partitions != run.partitions {

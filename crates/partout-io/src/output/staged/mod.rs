@@ -28,11 +28,14 @@ mod dictionary;
 mod index;
 mod part;
 mod scratch;
+mod sort;
 
 use dictionary::dictionary_pays;
 use index::{Run, RunIndex};
 use part::StagedParts;
 use scratch::{ScratchReaders, decode_runs};
+use sort::Sorter;
+pub use sort::Sorting;
 
 use super::rollover::Rolling;
 use super::{FileList, Rollover, ShuffleFile, io_error, sink_error};
@@ -89,6 +92,8 @@ pub struct StagedParquet {
     ipc: Option<Encoding>,
     /// When a destination's file rolls over to its next.
     rollover: Rollover,
+    /// The order of rows within each file, when sorted.
+    sorting: Option<Sorting>,
     /// Workers whose scratch files were created (removed by `finish`, or on drop).
     scratch: Mutex<Vec<usize>>,
 }
@@ -134,6 +139,7 @@ impl StagedParquet {
             },
             ipc: None,
             rollover: Rollover::default(),
+            sorting: None,
             scratch: Mutex::new(Vec::new()),
         })
     }
@@ -162,6 +168,38 @@ impl StagedParquet {
     pub fn with_rollover(mut self, rollover: Rollover) -> Self {
         self.rollover = rollover;
         self
+    }
+
+    /// The same files, the rows of each sorted as `sorting` says (within its memory:
+    /// [`Sorting::memory`] for each thread writing). Parquet files say so in their row
+    /// groups' `sorting_columns` when every key is a column of one leaf.
+    ///
+    /// # Errors
+    /// [`WriterError::Sink`] for a key the schema has no column for.
+    pub fn with_sorting(mut self, sorting: Sorting) -> Result<Self, WriterError> {
+        if sorting.order.is_empty() {
+            self.sorting = None;
+            return Ok(self);
+        }
+        sorting
+            .order
+            .check_schema(&self.schema)
+            .map_err(|e| sink_error(None, e.to_string()))?;
+        let columns = sorting.order.parquet_sorting_columns(&self.schema);
+        self.options.properties = self
+            .options
+            .properties
+            .clone()
+            .into_builder()
+            .set_sorting_columns(columns)
+            .build();
+        self.sorting = Some(sorting);
+        Ok(self)
+    }
+
+    /// Whether each file's rows are sorted.
+    pub(crate) fn is_sorted(&self) -> bool {
+        self.sorting.is_some()
     }
 
     /// Checks that Parquet files can carry batches of `schema`: what the parquet crate's
@@ -432,9 +470,17 @@ impl StagedParquet {
         };
         contained(p, || {
             let mut files = Rolling::new(self.rollover);
-            self.gather_runs(p, runs, readers, &mut |batch| {
-                files.write(batch, &mut parts)
-            })?;
+            let mut write = |batch: &RecordBatch| files.write(batch, &mut parts);
+            match &self.sorting {
+                None => self.gather_runs(p, runs, readers, &mut write)?,
+                Some(sorting) => {
+                    let mut sorter = Sorter::try_new(p, self.schema.clone(), sorting, &self.dir)?;
+                    decode_runs(p, runs, readers, &mut |batch| {
+                        sorter.push(batch).map(|()| true)
+                    })?;
+                    sorter.finish(&mut write)?;
+                }
+            }
             files.finish(&mut parts, true)
         })
     }
