@@ -5,8 +5,8 @@ use anyhow::Result;
 use clap::builder::TypedValueParser;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 use partout_job::{
-    Compression, Format, Job, JobError, JobOptions, Layout, ParquetSettings, Progress, Rollover,
-    Scheme, SortOrder, StorageOption, WriteMode,
+    Compression, FileNamePattern, Format, Job, JobError, JobOptions, Layout, ParquetSettings,
+    Progress, Rollover, Scheme, SortOrder, StorageOption, WriteMode,
 };
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -125,6 +125,12 @@ pub struct RepartitionArgs {
     /// runs; Parquet and Arrow IPC files (IPC output is then written as IPC files, .arrow).
     #[arg(long, value_name = "COL [ASC|DESC],…", value_parser = sort_order)]
     pub sort_by: Option<SortOrder>,
+    /// Each file's name, from a pattern: {dest} (the destination, or its bucket in a Hive
+    /// directory), {part} (its number among the destination's files), {uuid} (random, one a
+    /// file), {run} (the run's id); the extension is added. Refused when two files could share
+    /// a name.
+    #[arg(long, value_name = "PATTERN", value_parser = file_name)]
+    pub file_name: Option<FileNamePattern>,
     /// Most rows a Parquet row group holds (default 1Mi; the memory limit may end one sooner).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub row_group_rows: Option<u64>,
@@ -138,6 +144,11 @@ pub struct RepartitionArgs {
     /// from the footers written: memory by the file, outside --memory-limit.
     #[arg(long)]
     pub file_statistics: bool,
+}
+
+/// A `--file-name`, read alone (checked against the run's layout by the job).
+fn file_name(text: &str) -> Result<FileNamePattern, String> {
+    text.parse()
 }
 
 /// A `--sort-by`, read alone (its columns are checked against the input by the job).
@@ -195,6 +206,7 @@ impl RepartitionArgs {
             parquet,
             rollover,
             sort_by: self.sort_by.clone().unwrap_or_default(),
+            file_name: self.file_name.clone(),
         })
     }
 }

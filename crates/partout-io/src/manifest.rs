@@ -7,7 +7,9 @@
 //! an input file. The job that writes a manifest, and how it shares its memory limit, are
 //! partout-job's.
 
-pub use crate::output::{ColumnStatistics, DestinationFile, FileList, Layout, SortOrder};
+pub use crate::output::{
+    ColumnStatistics, DestinationFile, FileList, FileNamePattern, Layout, SortOrder,
+};
 use partout_core::ids::Scheme;
 pub use partout_format::{Compression, Format, ZstdLevel};
 use serde::{Deserialize, Serialize};
@@ -40,6 +42,9 @@ pub struct Manifest {
     /// The order of rows within each file (none: left out, rows as they came).
     #[serde(default, skip_serializing_if = "SortOrder::is_empty")]
     pub sort_by: SortOrder,
+    /// The pattern the files were named after (none: left out, partout's own names).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_name: Option<FileNamePattern>,
     /// Worker threads.
     pub threads: usize,
     /// Rows read.
@@ -367,6 +372,7 @@ pub(crate) mod tests {
             compression: Compression::Lz4,
             layout: Layout::Files,
             sort_by: SortOrder::default(),
+            file_name: None,
             threads: 1,
             input_rows: 10,
             input_arrow_bytes: 80,

@@ -174,7 +174,18 @@ impl Job {
         )?
         .with_parquet_settings(options.parquet.clone())?
         .with_rollover(options.rollover)?
-        .with_sort_order(options.sort_by.clone())?;
+        .with_sort_order(options.sort_by.clone())?
+        .with_file_names(options.file_name.clone())?;
+        // Two files of one name: refused before anything is written. A Hive directory holds
+        // a value's buckets; an object store's objects are never replaced in place.
+        if let Some(pattern) = spec.file_names() {
+            let in_store = spec.location().place().local_path().is_none();
+            pattern.check(
+                options.partitions,
+                options.rollover.is_set(),
+                options.mode.adds() || in_store,
+            )?;
+        }
         // A run added to the output there is checked against it before anything is written.
         let run = RunShape {
             format: spec.format(),
@@ -387,7 +398,10 @@ impl Job {
     pub fn run(self, progress: &dyn Progress) -> Result<Report> {
         let stage = self.spec.location().place().stage(self.options.mode)?;
         progress.start(self.input_rows());
-        let manifest = self.write_all(progress, stage.dir())?;
+        let mut manifest = self.write_all(progress, stage.dir())?;
+        if let Some(pattern) = self.spec.file_names() {
+            pattern.apply(stage.dir(), &mut manifest, self.options.partitions)?;
+        }
         // The workers and their buffers are gone: the commit may hold most of the limit.
         let cancelled = || progress.cancelled();
         let commit = Commit {

@@ -56,8 +56,8 @@ pub use budget::{BudgetExt, Discovered};
 pub use error::{JobError, Result};
 pub use job::{Job, Progress, Report, repartition};
 pub use options::{
-    DEFAULT_MAX_PARTITIONS, DEFAULT_MEMORY_LIMIT, JobOptions, ParquetSettings, Rollover, Scheme,
-    SortKey, SortOrder, StorageOption, StorageOptions, WriteMode,
+    DEFAULT_MAX_PARTITIONS, DEFAULT_MEMORY_LIMIT, FileNamePattern, JobOptions, ParquetSettings,
+    Rollover, Scheme, SortKey, SortOrder, StorageOption, StorageOptions, WriteMode,
 };
 // Sizes as users write them (`--memory-limit 256MiB`) are read as the output layer reads them.
 pub use partout_io::parse_bytes;

@@ -76,6 +76,7 @@ pub(crate) fn from_run(
         compression: spec.compression(),
         layout: spec.layout(),
         sort_by: spec.sort_order().clone(),
+        file_name: None,
         threads: job.threads(),
         input_rows: sum(&|m| m.rows_in),
         input_arrow_bytes: sum(&|m| m.bytes_in),

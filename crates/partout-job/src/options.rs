@@ -3,7 +3,8 @@
 
 use partout_io::manifest::{Compression, Format, Layout};
 pub use partout_io::output::{
-    ParquetSettings, Rollover, SortKey, SortOrder, StorageOption, StorageOptions, WriteMode,
+    FileNamePattern, ParquetSettings, Rollover, SortKey, SortOrder, StorageOption, StorageOptions,
+    WriteMode,
 };
 use std::path::PathBuf;
 
@@ -90,6 +91,10 @@ pub struct JobOptions {
     /// files (an IPC output's files are then IPC files, `.arrow`), refused for the shuffle
     /// layout and Presto pages.
     pub sort_by: SortOrder,
+    /// The pattern each file is named after (default none: `part-00003.parquet`, rolling
+    /// over `part-00003-00001.parquet`, appended `part-00003-RUN.parquet`): `{dest}`,
+    /// `{part}`, `{uuid}`, `{run}`; refused when two files could share a name.
+    pub file_name: Option<FileNamePattern>,
 }
 
 impl JobOptions {
@@ -118,7 +123,14 @@ impl JobOptions {
             parquet: ParquetSettings::default(),
             rollover: Rollover::default(),
             sort_by: SortOrder::default(),
+            file_name: None,
         }
+    }
+
+    /// Sets [`file_name`](Self::file_name).
+    pub fn with_file_name(mut self, pattern: FileNamePattern) -> Self {
+        self.file_name = Some(pattern);
+        self
     }
 
     /// Sets [`sort_by`](Self::sort_by).

@@ -48,7 +48,7 @@ impl Progress for Watched {
 /// compression=None, layout="files", threads=None, memory_limit=None, overwrite=False,
 /// mode="error", progress=None, partition_by=None, max_partitions=None, keep_partition_columns=False,
 /// storage_options=None, row_group_rows=None, parquet_options=None, file_statistics=False,
-/// max_rows_per_file=None, max_bytes_per_file=None, sort_by=None) -> dict
+/// max_rows_per_file=None, max_bytes_per_file=None, sort_by=None, file_name=None) -> dict
 ///
 /// The `partout repartition` job: every Parquet, Arrow IPC and CSV file of `inputs` into `n`
 /// destinations under `output`; with `partition_by` (a column name or several), a directory
@@ -60,13 +60,14 @@ impl Progress for Watched {
 /// cancels the job. `max_rows_per_file` and `max_bytes_per_file` (bytes, or text such as
 /// `"64MiB"`) roll a destination's file over to its next, `part-00003-00001.parquet`.
 /// `sort_by` (`"a, b DESC"`, or a list of keys, each `COL [ASC|DESC] [NULLS FIRST|LAST]`)
-/// sorts the rows within each file, in the memory limit (spilling sorted runs).
+/// sorts the rows within each file, in the memory limit (spilling sorted runs). `file_name`
+/// names each file after a pattern (`"data-{dest}-{part}"`; `{uuid}`, `{run}`).
 #[pyfunction]
 #[pyo3(signature = (inputs, output, n=None, *, by=None, scheme="hash", format="parquet",
     compression=None, layout="files", threads=None, memory_limit=None, overwrite=false,
     mode="error", progress=None, partition_by=None, max_partitions=None, keep_partition_columns=false,
     storage_options=None, row_group_rows=None, parquet_options=None, file_statistics=false,
-    max_rows_per_file=None, max_bytes_per_file=None, sort_by=None))]
+    max_rows_per_file=None, max_bytes_per_file=None, sort_by=None, file_name=None))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn repartition<'py>(
     py: Python<'py>,
@@ -93,6 +94,7 @@ pub(crate) fn repartition<'py>(
     max_rows_per_file: Option<u64>,
     max_bytes_per_file: Option<&Bound<'py, PyAny>>,
     sort_by: Option<&Bound<'py, PyAny>>,
+    file_name: Option<&str>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let inputs: Vec<PathBuf> = match inputs.extract::<PathBuf>() {
         Ok(one) => vec![one],
@@ -119,6 +121,7 @@ pub(crate) fn repartition<'py>(
         max_rows_per_file,
         max_bytes_per_file,
         sort_by,
+        file_name,
     }
     .job_options(py, inputs, output)?;
     run_job(py, options, progress, Job::try_new)
@@ -128,7 +131,7 @@ pub(crate) fn repartition<'py>(
 /// format="parquet", compression=None, threads=None, memory_limit=None, overwrite=False,
 /// mode="error", progress=None, max_partitions=None, keep_partition_columns=False, storage_options=None,
 /// row_group_rows=None, parquet_options=None, file_statistics=False, max_rows_per_file=None,
-/// max_bytes_per_file=None, sort_by=None) -> dict
+/// max_bytes_per_file=None, sort_by=None, file_name=None) -> dict
 ///
 /// The job of `repartition` with `data` as its input instead of files: anything exporting
 /// the Arrow PyCapsule interface, read batch by batch by the job's workers (never collected
@@ -138,7 +141,7 @@ pub(crate) fn repartition<'py>(
     format="parquet", compression=None, threads=None, memory_limit=None, overwrite=false,
     mode="error", progress=None, max_partitions=None, keep_partition_columns=false, storage_options=None,
     row_group_rows=None, parquet_options=None, file_statistics=false, max_rows_per_file=None,
-    max_bytes_per_file=None, sort_by=None))]
+    max_bytes_per_file=None, sort_by=None, file_name=None))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn write_dataset<'py>(
     py: Python<'py>,
@@ -164,6 +167,7 @@ pub(crate) fn write_dataset<'py>(
     max_rows_per_file: Option<u64>,
     max_bytes_per_file: Option<&Bound<'py, PyAny>>,
     sort_by: Option<&Bound<'py, PyAny>>,
+    file_name: Option<&str>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let reader = crate::partition::arrow_data(py, data)?
         .into_reader()
@@ -189,6 +193,7 @@ pub(crate) fn write_dataset<'py>(
         max_rows_per_file,
         max_bytes_per_file,
         sort_by,
+        file_name,
     }
     .job_options(py, Vec::new(), output)?;
     run_job(py, options, progress, move |options| {
@@ -218,6 +223,7 @@ struct Options<'a, 'py> {
     max_rows_per_file: Option<u64>,
     max_bytes_per_file: Option<&'a Bound<'py, PyAny>>,
     sort_by: Option<&'a Bound<'py, PyAny>>,
+    file_name: Option<&'a str>,
 }
 
 impl Options<'_, '_> {
@@ -249,6 +255,7 @@ impl Options<'_, '_> {
             max_rows_per_file,
             max_bytes_per_file,
             sort_by,
+            file_name,
         } = self;
         let mut parquet = Vec::new();
         for (key, value) in parquet_options.unwrap_or_default() {
@@ -327,10 +334,14 @@ impl Options<'_, '_> {
                     .parse()
                     .map_err(|e| Error::InvalidArgument(format!("sort_by: {e}")))?,
             };
-            Ok(options
+            let mut options = options
                 .with_parquet_settings(parquet)
                 .with_rollover(rollover)
-                .with_sort_by(sort_by))
+                .with_sort_by(sort_by);
+            if let Some(pattern) = file_name {
+                options = options.with_file_name(pattern.parse().map_err(Error::InvalidArgument)?);
+            }
+            Ok(options)
         };
         options().map_err(|e| e.into_py(py))
     }

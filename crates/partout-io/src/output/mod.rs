@@ -43,6 +43,7 @@ mod direct;
 mod files;
 pub mod finished;
 pub mod location;
+mod names;
 mod parquet_options;
 mod rollover;
 mod shuffle;
@@ -58,6 +59,7 @@ pub use location::{
     Commit, LocalDir, Location, Pending, Place, RunShape, StorageOption, StorageOptions, WriteMode,
     check_compatible,
 };
+pub use names::FileNamePattern;
 pub use parquet_options::ParquetSettings;
 pub use rollover::Rollover;
 pub(crate) use shuffle::for_each_shuffle_range;

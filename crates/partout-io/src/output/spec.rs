@@ -5,7 +5,7 @@
 //! ([`OutputSpec::create`](super::OutputSpec::create)) and the manifest's record of them.
 
 use super::location::Location;
-use super::{OutputError, ParquetSettings, Result, Rollover, SortOrder};
+use super::{FileNamePattern, OutputError, ParquetSettings, Result, Rollover, SortOrder};
 use parquet::basic::{Compression as ParquetCompression, ZstdLevel as ParquetZstdLevel};
 use parquet::file::properties::WriterProperties;
 use partout_exchange::WriterError;
@@ -91,6 +91,8 @@ pub struct OutputSpec {
     rollover: Rollover,
     /// The order of rows within each file (empty: as they arrive).
     sort: SortOrder,
+    /// The pattern the files are named after (none: partout's own names).
+    file_names: Option<FileNamePattern>,
 }
 
 impl OutputSpec {
@@ -116,6 +118,7 @@ impl OutputSpec {
             parquet: ParquetSettings::default(),
             rollover: Rollover::default(),
             sort: SortOrder::default(),
+            file_names: None,
         };
         match format {
             Format::Parquet if layout == Layout::Shuffle => {
@@ -263,6 +266,30 @@ impl OutputSpec {
     /// The order of rows within each file (empty: as they arrive).
     pub fn sort_order(&self) -> &SortOrder {
         &self.sort
+    }
+
+    /// The same output, its files named after `pattern` once written (see
+    /// [`FileNamePattern::apply`]; `None`: partout's own names).
+    ///
+    /// # Errors
+    /// [`OutputError::Invalid`] for the shuffle layout, whose files are each worker's.
+    pub fn with_file_names(self, pattern: Option<FileNamePattern>) -> Result<Self> {
+        if pattern.is_some() && self.layout == Layout::Shuffle {
+            return Err(OutputError::Invalid(
+                "file name patterns name each destination's files in the files layout; the \
+                 shuffle layout's files are each worker's (shuffle-WWW.data, .index)"
+                    .into(),
+            ));
+        }
+        Ok(Self {
+            file_names: pattern,
+            ..self
+        })
+    }
+
+    /// The pattern the files are named after, if any.
+    pub fn file_names(&self) -> Option<&FileNamePattern> {
+        self.file_names.as_ref()
     }
 
     /// The stream encoding of each destination's bytes (Arrow IPC or Presto pages).

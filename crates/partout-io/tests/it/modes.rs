@@ -49,6 +49,7 @@ fn manifest(by_value: bool, files: &[&[(&str, u64)]]) -> Manifest {
         format: Format::Parquet,
         compression: Compression::Snappy,
         sort_by: SortOrder::default(),
+        file_name: None,
         layout: Layout::Files,
         threads: 1,
         input_rows: destinations.iter().map(|d| d.rows).sum(),

@@ -118,6 +118,7 @@ def repartition(
     max_rows_per_file: int | None = None,
     max_bytes_per_file: int | str | None = None,
     sort_by: str | Sequence[str] | None = None,
+    file_name: str | None = None,
 ) -> dict[str, Any]:
     """The ``partout repartition`` job: every Parquet, Arrow IPC and CSV file of ``inputs``
     (files or directories) into ``n`` destinations under ``output``, in parallel, within
@@ -175,6 +176,13 @@ def repartition(
     spilling sorted runs to disk; Parquet files say so in their row groups'
     ``sorting_columns``. For Parquet and Arrow IPC files (IPC output is then IPC files,
     ``.arrow``); refused for Presto pages and the shuffle layout.
+
+    ``file_name`` names each file after a pattern, the extension added: ``{dest}`` (the
+    destination's number, or its bucket within a Hive directory), ``{part}`` (the file's number
+    among its destination's), ``{uuid}`` (random, one a file), ``{run}`` (the run's id), as
+    ``"orders-{dest}-{part}"``. A pattern that could give two files one name is refused before
+    anything is written: ``{dest}`` with several destinations a directory, ``{part}`` rolling
+    over, ``{run}`` (or ``{uuid}``) appending, replacing partitions or writing to a store.
     """
     return _partout.repartition(
         inputs,
@@ -200,6 +208,7 @@ def repartition(
         max_rows_per_file=max_rows_per_file,
         max_bytes_per_file=max_bytes_per_file,
         sort_by=sort_by,
+        file_name=file_name,
     )
 
 
@@ -227,6 +236,7 @@ def write_dataset(
     max_rows_per_file: int | None = None,
     max_bytes_per_file: int | str | None = None,
     sort_by: str | Sequence[str] | None = None,
+    file_name: str | None = None,
 ) -> dict[str, Any]:
     """Writes ``data`` (anything exporting the Arrow PyCapsule interface: a pyarrow Table or
     RecordBatchReader, a polars DataFrame, a DuckDB relation) as a dataset under ``output``:
@@ -266,6 +276,7 @@ def write_dataset(
         max_rows_per_file=max_rows_per_file,
         max_bytes_per_file=max_bytes_per_file,
         sort_by=sort_by,
+        file_name=file_name,
     )
 
 

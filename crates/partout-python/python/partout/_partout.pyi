@@ -41,6 +41,7 @@ def repartition(
     max_rows_per_file: int | None = None,
     max_bytes_per_file: int | str | None = None,
     sort_by: str | Sequence[str] | None = None,
+    file_name: str | None = None,
 ) -> dict[str, Any]: ...
 def write_dataset(
     data: Any,
@@ -66,6 +67,7 @@ def write_dataset(
     max_rows_per_file: int | None = None,
     max_bytes_per_file: int | str | None = None,
     sort_by: str | Sequence[str] | None = None,
+    file_name: str | None = None,
 ) -> dict[str, Any]: ...
 def read(
     path: str | os.PathLike[str],

@@ -127,7 +127,7 @@ impl std::fmt::Display for WriteMode {
 
 /// An id for one run, in the names of the files it adds to an output (and of every object it
 /// writes to a store): the time in nanoseconds and the process, in hex.
-fn run_id() -> String {
+pub(crate) fn run_id() -> String {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos())
@@ -150,12 +150,14 @@ fn tagged(name: &str, run: &str) -> String {
 }
 
 /// Each file `manifest` names, with the run's id `run` (see [`tagged`]): `rename(old, new)`
-/// is called for each, then the manifest names the new.
+/// is called for each, then the manifest names the new. Files named after a pattern
+/// ([`Manifest::file_name`]) keep their names (`rename(old, old)`).
 fn tag_files(
     manifest: &mut Manifest,
     run: &str,
     rename: &mut dyn FnMut(&str, &str) -> Result<()>,
 ) -> Result<()> {
+    let named = manifest.file_name.is_some();
     let names = manifest
         .destinations
         .iter_mut()
@@ -168,7 +170,10 @@ fn tag_files(
                 .flat_map(|w| [&mut w.data, &mut w.index]),
         );
     for name in names {
-        let new = tagged(name, run);
+        let new = match named {
+            true => name.clone(),
+            false => tagged(name, run),
+        };
         rename(name, &new)?;
         *name = new;
     }
