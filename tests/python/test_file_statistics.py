@@ -1,14 +1,17 @@
-"""Each Parquet file's statistics in the manifest when asked (`file_statistics=True`: per
-column, smallest and largest value and nulls), as `partout.file_statistics` tabulates them,
-equal to what pyarrow computes from the file's rows: for hash destinations and a Hive
-dataset, for integers with nulls, strings, dates and floats; none for a nested column, no
-bounds when statistics are not written, and nothing recorded unless asked."""
+"""Each file's statistics in the manifest when asked (`file_statistics=True`: per column,
+smallest and largest value and nulls; read from the footer of a Parquet file, computed as an
+Arrow IPC file is written), as `partout.file_statistics` tabulates them with each file's
+partition values, equal to what pyarrow computes from the file's rows: for hash destinations
+and a Hive dataset, for integers with nulls, strings, dates and floats; none for a nested
+column, no bounds when statistics are not written, and nothing recorded unless asked."""
 
 import datetime
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
+import pytest
 
 import partout
 from runs import file_of
@@ -37,7 +40,7 @@ def text(value):
 
 def expected(path):
     """Each flat column's (min, max, nulls) as pyarrow computes them from the file's rows."""
-    got = pq.read_table(path)
+    got = ipc.open_file(path).read_all() if path.suffix == ".arrow" else pq.read_table(path)
     out = {}
     for name in got.column_names:
         column = got[name]
@@ -56,19 +59,33 @@ def stated(manifest):
     return out
 
 
-def test_each_files_statistics_are_what_its_rows_hold(tmp_path):
+@pytest.mark.parametrize("format", ["parquet", "ipc"])
+def test_each_files_statistics_are_what_its_rows_hold(tmp_path, format):
     for name, run in [
         ("hash", dict(n=3, by="k")),
         ("hive", dict(partition_by="year")),
     ]:
         out = tmp_path / name
-        manifest = partout.write_dataset(table(), out, row_group_rows=1000, file_statistics=True, **run)
+        sized = {"row_group_rows": 1000} if format == "parquet" else {}
+        manifest = partout.write_dataset(table(), out, format=format, file_statistics=True,
+                                         **sized, **run)
         by_file = stated(manifest)
         files = [file_of(d) for d in manifest["destinations"]]
         assert sorted(by_file) == sorted(files) and len(files) == 3, name
         for file in files:
+            assert file.endswith(".arrow" if format == "ipc" else ".parquet"), file
             assert by_file[file] == expected(out / file), f"{name}: {file}"
             assert "tags" not in by_file[file], "a nested column has no order"
+        # Each file's partition values, from its directory.
+        for row in partout.file_statistics(manifest).to_pylist():
+            want = {"year": row["file"].split("/")[0].removeprefix("year=")} if name == "hive" else {}
+            assert dict(row["partition_values"]) == want, row
+
+
+def test_presto_pages_have_no_statistics(tmp_path):
+    with pytest.raises(partout.InvalidArgumentError, match="not Presto pages"):
+        partout.write_dataset(table(), tmp_path / "p", 2, by="k", format="presto", file_statistics=True)
+    assert not (tmp_path / "p").exists()
 
 
 def test_statistics_are_recorded_only_when_asked(tmp_path):

@@ -47,6 +47,10 @@ def test_row_groups_dictionaries_statistics_and_version_are_as_chosen(tmp_path):
     )
     written = files(manifest, out)
     assert len(written) == 2
+    # The manifest records what was chosen, as parquet_options takes it.
+    assert manifest["parquet_options"] == {
+        "row_group_rows": "1000", "dictionary": "false", "dictionary.k": "true",
+        "statistics": "none", "statistics.k": "page", "writer_version": "2.0"}
     got = pa.concat_tables(pq.read_table(p) for p in written)
     assert got.sort_by("v").equals(table().sort_by("v")), "the rows changed"
     for path in written:

@@ -140,8 +140,9 @@ pub struct RepartitionArgs {
     /// bloom_filter_fpp=P, bloom_filter_ndv=N, writer_version=1.0|2.0.
     #[arg(long = "parquet-option", value_name = "KEY=VALUE", value_parser = parquet_option)]
     pub parquet_options: Vec<(String, String)>,
-    /// Record each Parquet file's column statistics (min, max, nulls) in the manifest, read
-    /// from the footers written: memory by the file, outside --memory-limit.
+    /// Record each file's column statistics (min, max, nulls) in the manifest: read from the
+    /// footers of Parquet files, computed as Arrow IPC files are written (IPC output is then
+    /// written whole as IPC files, .arrow): memory by the file, outside --memory-limit.
     #[arg(long)]
     pub file_statistics: bool,
 }

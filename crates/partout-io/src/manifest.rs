@@ -45,6 +45,16 @@ pub struct Manifest {
     /// The pattern the files were named after (none: left out, partout's own names).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub file_name: Option<FileNamePattern>,
+    /// The most rows a file holds, when files roll over at a row count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_rows_per_file: Option<u64>,
+    /// About the most bytes a file holds, when files roll over at a size.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_bytes_per_file: Option<u64>,
+    /// The Parquet writer's settings the user chose, as `--parquet-option` takes them (none:
+    /// left out, partout's own).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub parquet_options: std::collections::BTreeMap<String, String>,
     /// Worker threads.
     pub threads: usize,
     /// Rows read.
@@ -373,6 +383,9 @@ pub(crate) mod tests {
             layout: Layout::Files,
             sort_by: SortOrder::default(),
             file_name: None,
+            max_rows_per_file: None,
+            max_bytes_per_file: None,
+            parquet_options: Default::default(),
             threads: 1,
             input_rows: 10,
             input_arrow_bytes: 80,

@@ -138,6 +138,7 @@ fn every_file_is_sorted_and_holds_its_rows_once() {
         }
         let manifest = repartition(options).unwrap().manifest;
         assert_eq!(manifest.sort_by, order);
+        assert_eq!(manifest.max_rows_per_file, rollover);
         let mut seen = vec![0u8; total as usize];
         for entry in &manifest.destinations {
             let files = entry.files.as_deref().unwrap();

@@ -178,6 +178,55 @@ impl ParquetSettings {
         *self == Self::default()
     }
 
+    /// The settings chosen as the `KEY=VALUE` pairs [`parse`](Self::parse) reads back (what
+    /// the manifest records; the file statistics are not among them).
+    pub fn pairs(&self) -> BTreeMap<String, String> {
+        let statistics = |s: &EnabledStatistics| match s {
+            EnabledStatistics::None => "none",
+            EnabledStatistics::Chunk => "chunk",
+            EnabledStatistics::Page => "page",
+        };
+        let mut pairs = BTreeMap::new();
+        let mut put = |key: String, value: String| {
+            pairs.insert(key, value);
+        };
+        if let Some(rows) = self.row_group_rows {
+            put("row_group_rows".into(), rows.to_string());
+        }
+        if let Some(bytes) = self.data_page_size {
+            put("data_page_size".into(), bytes.to_string());
+        }
+        if let Some(on) = self.dictionary {
+            put("dictionary".into(), on.to_string());
+        }
+        for (column, on) in &self.column_dictionary {
+            put(format!("dictionary.{column}"), on.to_string());
+        }
+        if let Some(level) = &self.statistics {
+            put("statistics".into(), statistics(level).into());
+        }
+        for (column, level) in &self.column_statistics {
+            put(format!("statistics.{column}"), statistics(level).into());
+        }
+        if !self.bloom_filter.is_empty() {
+            put("bloom_filter".into(), self.bloom_filter.join(","));
+        }
+        if let Some(p) = self.bloom_filter_fpp {
+            put("bloom_filter_fpp".into(), p.to_string());
+        }
+        if let Some(n) = self.bloom_filter_ndv {
+            put("bloom_filter_ndv".into(), n.to_string());
+        }
+        if let Some(version) = self.writer_version {
+            let version = match version {
+                WriterVersion::PARQUET_1_0 => "1.0",
+                WriterVersion::PARQUET_2_0 => "2.0",
+            };
+            put("writer_version".into(), version.into());
+        }
+        pairs
+    }
+
     /// Whether dictionaries for column `name` were chosen (for it, or for every column), so
     /// that no sample judges them.
     pub(crate) fn chooses_dictionary(&self, name: &str) -> bool {
@@ -347,6 +396,27 @@ mod tests {
         assert_eq!(plain.writer_version(), WriterVersion::PARQUET_1_0);
         assert!(plain.bloom_filter_properties(&id).is_none());
         assert!(ParquetSettings::default().is_empty());
+    }
+
+    #[test]
+    fn the_pairs_read_back_as_the_same_settings() {
+        let chosen = [
+            ("row_group_rows", "1000"),
+            ("data_page_size", "1MiB"),
+            ("dictionary", "off"),
+            ("dictionary.name", "true"),
+            ("statistics", "chunk"),
+            ("statistics.id", "none"),
+            ("bloom_filter", "id,name"),
+            ("bloom_filter_fpp", "0.01"),
+            ("bloom_filter_ndv", "5000"),
+            ("writer_version", "2.0"),
+        ];
+        let settings = ParquetSettings::parse(chosen).unwrap();
+        let pairs = settings.pairs();
+        assert_eq!(pairs.len(), chosen.len());
+        assert_eq!(ParquetSettings::parse(&pairs).unwrap(), settings);
+        assert!(ParquetSettings::default().pairs().is_empty());
     }
 
     #[test]

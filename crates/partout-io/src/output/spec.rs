@@ -199,14 +199,23 @@ impl OutputSpec {
     /// # Errors
     /// [`OutputError::Invalid`] for settings chosen for an output that is not Parquet.
     pub fn with_parquet_settings(self, parquet: ParquetSettings) -> Result<Self> {
-        if self.format != Format::Parquet && !parquet.is_empty() {
-            return Err(OutputError::Invalid(format!(
-                "Parquet options (and file statistics, read from Parquet footers) are for \
-                 Parquet output, not {}",
-                self.format
-            )));
+        // Arrow IPC files record their statistics as they are written: the one setting
+        // they take.
+        let options = parquet.clone().with_file_statistics(false);
+        let refused = match self.format {
+            Format::Parquet => None,
+            Format::Ipc if options.is_empty() => None,
+            Format::Ipc => Some("Parquet options are for Parquet output, not ipc".to_string()),
+            Format::Presto => (!parquet.is_empty()).then(|| {
+                "Parquet options and file statistics are for Parquet and Arrow IPC files, not \
+                 Presto pages"
+                    .to_string()
+            }),
+        };
+        match refused {
+            Some(why) => Err(OutputError::Invalid(why)),
+            None => Ok(Self { parquet, ..self }),
         }
-        Ok(Self { parquet, ..self })
     }
 
     /// The Parquet writer's settings the user chose.
@@ -301,11 +310,14 @@ impl OutputSpec {
     }
 
     /// Whether each destination's file is written whole from rows staged first (Parquet
-    /// files; with `by_value`, every file of the Hive layout; sorted files), rather than as
-    /// it is flushed.
+    /// files; with `by_value`, every file of the Hive layout; sorted files; Arrow IPC files
+    /// whose statistics are recorded), rather than as it is flushed.
     pub fn is_staged(&self, by_value: bool) -> bool {
-        self.layout == Layout::Files
-            && (self.format == Format::Parquet || by_value || !self.sort.is_empty())
+        let whole = self.format == Format::Parquet
+            || by_value
+            || !self.sort.is_empty()
+            || (self.format == Format::Ipc && self.parquet.file_statistics());
+        self.layout == Layout::Files && whole
     }
 
     /// The extension of each destination's file: `parquet`; `arrows` for an Arrow IPC

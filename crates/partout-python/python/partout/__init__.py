@@ -162,8 +162,9 @@ def repartition(
     checked before anything is written: ``{"data_page_size": "1MiB", "dictionary": False,
     "dictionary.COL": True, "statistics": "none"|"chunk"|"page", "statistics.COL": …,
     "bloom_filter": ["COL", …], "bloom_filter_fpp": 0.01, "bloom_filter_ndv": 100_000,
-    "writer_version": "2.0"}``. ``file_statistics=True`` records each Parquet file's column
-    statistics in the manifest (see :func:`file_statistics`).
+    "writer_version": "2.0"}``. ``file_statistics=True`` records each file's column
+    statistics in the manifest (see :func:`file_statistics`; for Arrow IPC files, computed as
+    they are written).
 
     ``max_rows_per_file`` and ``max_bytes_per_file`` (bytes, or a size such as ``"64MiB"``;
     approximate: a file ends at the first row group past it) roll a destination's file over
@@ -298,13 +299,14 @@ def read(
 
 
 def file_statistics(manifest: Mapping[str, Any]) -> pyarrow.Table:
-    """What each Parquet file of a run holds, column by column, as a table: a row per file and
-    column (a destination has several files when they roll over) with ``destination``,
-    ``file``, the file's ``rows`` and ``bytes``, ``column``, ``min``, ``max``
-    (as Arrow shows them; null where the file holds no value of the column, or statistics were
-    not written) and ``null_count`` — from ``manifest`` (what ``repartition`` and
-    ``write_dataset`` return with ``file_statistics=True``), which partout filled from the
-    footers it wrote.
+    """What each file of a run holds, column by column, as a table: a row per file and column
+    (a destination has several files when they roll over) with ``destination``, ``file``, the
+    file's ``rows`` and ``bytes``, its ``partition_values`` (a map of each partition column to
+    its value, from the Hive directory; empty partitioning by hash), ``column``, ``min``,
+    ``max`` (as Arrow shows them; null where the file holds no value of the column, or
+    statistics were not written) and ``null_count`` — from ``manifest`` (what ``repartition``
+    and ``write_dataset`` return with ``file_statistics=True``), which partout filled from the
+    footers of the Parquet files it wrote, or as it wrote Arrow IPC files.
 
     >>> import pyarrow as pa, partout, tempfile, os
     >>> table = pa.table({"year": [2023, 2024, 2024], "v": ["a", "b", "c"]})
@@ -315,17 +317,31 @@ def file_statistics(manifest: Mapping[str, Any]) -> pyarrow.Table:
     {'file': 'year=2024/part-00000.parquet', 'column': 'v', 'min': 'b', 'max': 'c'}
     """
     import pyarrow as pa
+    from urllib.parse import unquote
+
+    def partition_values(name):
+        # The Hive directories' `col=value` segments, escaped as Hive escapes them; the null
+        # value's directory is Hive's default partition.
+        values = []
+        for segment in name.split("/")[:-1]:
+            column, _, value = segment.partition("=")
+            value = None if value == "__HIVE_DEFAULT_PARTITION__" else unquote(value)
+            values.append((unquote(column), value))
+        return values
 
     rows = [
         {"destination": entry["destination"], "file": file["name"], "rows": file["rows"],
-         "bytes": file["bytes"], "column": column["column"], "min": column.get("min"),
-         "max": column.get("max"), "null_count": column.get("null_count")}
+         "bytes": file["bytes"], "partition_values": partition_values(file["name"]),
+         "column": column["column"], "min": column.get("min"), "max": column.get("max"),
+         "null_count": column.get("null_count")}
         for entry in manifest["destinations"]
         for file in entry.get("files") or []
         for column in file.get("columns") or []
     ]
     schema = pa.schema([("destination", pa.uint32()), ("file", pa.string()), ("rows", pa.uint64()),
-                        ("bytes", pa.uint64()), ("column", pa.string()), ("min", pa.string()),
+                        ("bytes", pa.uint64()),
+                        ("partition_values", pa.map_(pa.string(), pa.string())),
+                        ("column", pa.string()), ("min", pa.string()),
                         ("max", pa.string()), ("null_count", pa.uint64())])
     return pa.Table.from_pylist(rows, schema=schema)
 

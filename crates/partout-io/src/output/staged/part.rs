@@ -11,6 +11,7 @@ use parquet::arrow::ArrowWriter;
 use parquet::file::properties::WriterProperties;
 use partout_exchange::WriterError;
 use partout_format::Encoding;
+use statistics::Running;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 
@@ -27,6 +28,8 @@ pub(super) struct StagedPart {
     rows: u64,
     /// The most rows a Parquet row group holds.
     max_row_group_rows: Option<usize>,
+    /// An Arrow IPC file's column statistics, as its batches are written (when recorded).
+    running: Option<Running>,
     partial: Partial,
 }
 
@@ -76,10 +79,13 @@ impl Parts for StagedParts<'_> {
                     .map_err(|e| sink_error(Some(p), e))?,
             ),
         };
+        let running = (self.staged.ipc.is_some() && self.staged.records_statistics())
+            .then(|| Running::new(&self.staged.schema()));
         Ok(StagedPart {
             writer,
             rows: 0,
             max_row_group_rows: self.properties.max_row_group_row_count(),
+            running,
             partial,
         })
     }
@@ -89,12 +95,18 @@ impl Parts for StagedParts<'_> {
             Writer::Parquet(writer) => writer.write(batch).map_err(|e| sink_error(Some(self.p), e)),
             Writer::Ipc(writer) => writer.write(batch).map_err(|e| sink_error(Some(self.p), e)),
         }?;
+        if let Some(running) = &mut file.running {
+            running
+                .add(batch)
+                .map_err(|e| sink_error(Some(self.p), e))?;
+        }
         file.rows += batch.num_rows() as u64;
         Ok(())
     }
 
     /// Ends the file (for Parquet, its last row group and its footer, its statistics read
-    /// from it when asked for) and renames it to its name, its directories made.
+    /// from it when asked for; for Arrow IPC, those gathered as it was written) and renames
+    /// it to its name, its directories made.
     fn close(&mut self, mut file: StagedPart, part: usize) -> Result<DestinationFile, WriterError> {
         let p = self.p;
         let (bytes, row_groups, columns) = match &mut file.writer {
@@ -112,7 +124,8 @@ impl Parts for StagedParts<'_> {
             Writer::Ipc(writer) => {
                 writer.finish().map_err(|e| sink_error(Some(p), e))?;
                 writer.get_mut().flush().map_err(io_error(Some(p)))?;
-                (writer.get_ref().bytes, None, None)
+                let columns = file.running.take().map(Running::finish);
+                (writer.get_ref().bytes, None, columns)
             }
         };
         let name = self.staged.rollover.file_name(self.name, part);
