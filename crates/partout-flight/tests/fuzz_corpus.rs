@@ -125,21 +125,39 @@ fn flight_put_crafted_streams_fail() {
     }
 }
 
-/// Writes the seeds of the three targets into `$PARTOUT_FUZZ_SEEDS/TARGET/` (nothing without it).
+/// The seeds of the three targets, each run through its target's check (which must not panic
+/// on it, as on any input), and written into `$PARTOUT_FUZZ_SEEDS/TARGET/` when it is set (see
+/// the module's documentation; the committed corpus is the fuzzers' merge of them and what they
+/// found, named by content, so a seed need not be in it as written).
 #[test]
 fn flight_seeds() {
-    let Some(root) = std::env::var_os("PARTOUT_FUZZ_SEEDS") else {
-        return;
-    };
-    let root = PathBuf::from(root);
     let mut put = checks::flight_put_seeds();
     put.extend(crafted());
-    for (target, seeds) in [
-        ("flight_put", put),
-        ("flight_requests", checks::flight_requests_seeds()),
-        ("presto_paths", checks::presto_paths_seeds()),
-    ] {
-        let dir = root.join(target);
+    seeds_pass("flight_put", put, |bytes| {
+        let _ = checks::flight_put(bytes);
+    });
+    seeds_pass(
+        "flight_requests",
+        checks::flight_requests_seeds(),
+        checks::flight_requests,
+    );
+    seeds_pass(
+        "presto_paths",
+        checks::presto_paths_seeds(),
+        checks::presto_paths,
+    );
+}
+
+/// Runs each of `target`'s `seeds` through `check`, then writes them into
+/// `$PARTOUT_FUZZ_SEEDS/TARGET/` when it is set.
+fn seeds_pass(target: &str, seeds: Vec<(String, Vec<u8>)>, check: impl Fn(&[u8])) {
+    assert!(seeds.len() > 5, "{target}: {} seeds", seeds.len());
+    for (name, bytes) in &seeds {
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| check(bytes)));
+        assert!(result.is_ok(), "{target}: seed {name} fails its check");
+    }
+    if let Some(root) = std::env::var_os("PARTOUT_FUZZ_SEEDS") {
+        let dir = PathBuf::from(root).join(target);
         std::fs::create_dir_all(&dir).unwrap();
         for (name, bytes) in seeds {
             std::fs::write(dir.join(name), bytes).unwrap();

@@ -88,7 +88,57 @@ fn peak_allowing(
     let report = job.run(&()).unwrap();
     let peak = counting::peak_since(base);
     assert_eq!(report.manifest.partitions, values as u32);
+    assert_written(&out, &report.manifest, rows, values, few_first);
     (peak, reserved / values as u64, report.manifest)
+}
+
+/// Reads every file `manifest` lists back: each of the `rows` input rows once, in the
+/// directory of its value (as [`input`] made it), its string as written.
+fn assert_written(out: &Path, manifest: &Manifest, rows: i64, values: i64, few_first: i64) {
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::Int64Type;
+    let mut seen = vec![false; rows as usize];
+    for entry in &manifest.destinations {
+        for file in entry.files.as_deref().unwrap_or_default() {
+            let value: i64 = file
+                .name
+                .split('/')
+                .next()
+                .and_then(|dir| dir.strip_prefix("k="))
+                .and_then(|v| v.parse().ok())
+                .unwrap_or_else(|| panic!("{}: not in a value's directory", file.name));
+            let reader = std::fs::File::open(out.join(&file.name)).unwrap();
+            let batches =
+                parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(reader)
+                    .unwrap()
+                    .build()
+                    .unwrap();
+            for batch in batches {
+                let batch = batch.unwrap();
+                let ids = batch
+                    .column_by_name("id")
+                    .unwrap()
+                    .as_primitive::<Int64Type>();
+                let texts = batch.column_by_name("s").unwrap();
+                let texts = arrow_cast::cast(texts, &arrow_schema::DataType::Utf8).unwrap();
+                let texts = texts.as_string::<i32>();
+                for (row, &i) in ids.values().iter().enumerate() {
+                    let want = match i < few_first {
+                        true => i % 2,
+                        false => i * 7919 % values,
+                    };
+                    assert_eq!(value, want, "row {i} in {}", file.name);
+                    assert_eq!(texts.value(row), format!("row {i:>12} of the input"));
+                    assert!(
+                        !std::mem::replace(&mut seen[i as usize], true),
+                        "row {i} twice"
+                    );
+                }
+            }
+        }
+    }
+    let missing = seen.iter().filter(|&&s| !s).count();
+    assert_eq!(missing, 0, "{missing} rows not written");
 }
 
 /// A scratch directory: in memory where the system has one (tmpfs), since 100,000 files on a
