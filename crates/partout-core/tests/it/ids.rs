@@ -136,6 +136,45 @@ fn the_fast_hash_spreads_keys_evenly() {
     );
 }
 
+/// A key of three columns: changing any one of them, the others kept, moves nearly every row
+/// to another of 1Mi destinations, under both hash schemes (a scheme that dropped or
+/// cancelled out a key column would leave that column's rows where they were).
+#[test]
+fn every_column_of_a_multi_column_key_changes_the_destination() {
+    const ROWS: i64 = 20_000;
+    let columns = |shift: [i64; 3]| -> Vec<ArrayRef> {
+        vec![
+            Arc::new(Int64Array::from_iter_values(
+                (0..ROWS).map(|i| i % 100 + shift[0]),
+            )),
+            Arc::new(StringArray::from_iter_values(
+                (0..ROWS).map(|i| format!("name {}", i / 100 + shift[1])),
+            )),
+            Arc::new(Date32Array::from_iter_values(
+                (0..ROWS).map(|i| (i % 7 + shift[2]) as i32),
+            )),
+        ]
+    };
+    for partitioning in [
+        Partitioning::hash([0, 1, 2], 1 << 20),
+        Partitioning::spark([0, 1, 2], 1 << 20),
+    ] {
+        let scheme = partitioning.scheme();
+        let base = ids_of(&partitioning, &batch_of(columns([0, 0, 0])));
+        for changed in 0..3 {
+            let mut shift = [0; 3];
+            shift[changed] = 1_000;
+            let moved = ids_of(&partitioning, &batch_of(columns(shift)));
+            let same = base.iter().zip(&moved).filter(|(a, b)| a == b).count();
+            // By chance, about one row in 1Mi would stay.
+            assert!(
+                same <= 5,
+                "{scheme}: changing key column {changed} left {same} of {ROWS} rows in place"
+            );
+        }
+    }
+}
+
 #[test]
 fn round_robin_deals_evenly_and_continues_across_batches() {
     let batch = batch_of(vec![Arc::new(Int32Array::from_iter_values(0..10))]);
