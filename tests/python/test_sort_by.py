@@ -148,29 +148,25 @@ def lineitem(tmp_path_factory):
     return files
 
 
-def test_lineitem_sf1_sorted_by_value_in_64_mib_as_the_unsorted_run(tmp_path, partout_bin,
-                                                                    lineitem):
+def test_lineitem_sf1_sorted_by_value_within_half_again_the_64_mib_limit(tmp_path, partout_bin,
+                                                                         lineitem):
     """lineitem by l_shipmode (7 values of ~857,000 rows each), each value's file sorted by
     l_shipdate then l_orderkey descending, in a 64 MiB memory limit: each thread sorts in a few
     megabytes and merges the runs it spilled. Every file is read back and checked. The peak
-    RSS, measured from outside, is that of the same run unsorted (sorting takes its memory
-    from the writers' share): both pass the limit by what the allocator keeps besides the
-    heap (the heap itself peaks at 27 MiB sorted, 42 MiB unsorted; RSS at 74-91 MiB on an AMD
-    EPYC, 2 threads), so each is held to half the limit over it."""
+    RSS, measured from outside, is held to half the limit over it: the heap peaks at 27 MiB
+    (42 MiB for the same run unsorted), and the allocator keeps pages beside it in the
+    file-writing phase whether the rows are sorted or not (RSS 74-84 MiB sorted, 74-91 MiB
+    unsorted, on an AMD EPYC with 2 threads, varying from run to run by more than sorting
+    changes it). A chunk held past its share would pass it by hundreds of MiB."""
     limit = 64 << 20
     out = tmp_path / "out"
-    run = [partout_bin, "repartition", "--quiet", *map(str, lineitem), "--partition-by",
-           "l_shipmode", "--memory-limit", str(limit), "--threads", "2"]
-    code, unsorted, stderr = peak_rss([*run, "-o", str(tmp_path / "unsorted")])
+    code, peak, stderr = peak_rss([
+        partout_bin, "repartition", "--quiet", *map(str, lineitem), "--partition-by",
+        "l_shipmode", "--memory-limit", str(limit), "--threads", "2", "--sort-by",
+        "l_shipdate, l_orderkey DESC", "-o", str(out)])
     assert code == 0, stderr
-    code, peak, stderr = peak_rss([*run, "--sort-by", "l_shipdate, l_orderkey DESC", "-o",
-                                   str(out)])
-    assert code == 0, stderr
-    print(f"peak RSS sorted {peak >> 20} MiB, unsorted {unsorted >> 20} MiB, "
-          f"limit {limit >> 20} MiB")
-    assert peak <= max(unsorted, limit) + (8 << 20), \
-        f"sorting took {(peak - unsorted) >> 20} MiB over the unsorted run"
-    assert peak <= limit * 3 // 2, f"peak RSS {peak >> 20} MiB"
+    print(f"peak RSS {peak >> 20} MiB, limit {limit >> 20} MiB")
+    assert peak <= limit * 3 // 2, f"peak RSS {peak >> 20} MiB past 1.5x the limit"
     manifest = json.loads((out / "_manifest.json").read_text())
     keys = [("l_shipdate", "ascending"), ("l_orderkey", "descending")]
     rows = 0
