@@ -5,4 +5,5 @@ mod buffers;
 mod ids;
 mod oracle;
 mod spark;
+mod spark_nested;
 mod spec;
