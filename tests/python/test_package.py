@@ -470,66 +470,63 @@ def test_destination_counts_at_the_bounds_are_taken():
         partout.partition(table, 2.0, by="k")
 
 
-def counting_while(work):
-    """Runs `work()` on this thread while another Python thread counts in a tight loop: the
-    other thread's counts a second during the work, and the work's duration."""
-    import threading
-    import time
-
-    count, stop, started = [0], [False], threading.Event()
-
-    def spin():
-        started.set()
-        while not stop[0]:
-            count[0] += 1
-
-    thread = threading.Thread(target=spin)
-    thread.start()
-    started.wait()
-    try:
-        before, start = count[0], time.perf_counter()
-        work()
-        elapsed, counted = time.perf_counter() - start, count[0] - before
-    finally:
-        stop[0] = True
-        thread.join()
-    return counted / elapsed, elapsed
-
-
 def test_partition_releases_the_gil():
-    """While `partout.partition` works on a table of millions of rows, another Python thread
-    runs: it counts at least a quarter as fast as while this thread runs a pure-Python loop for
-    as long, which holds the GIL but hands it over every switch interval (giving the counter
-    about half of it). Measured here: with the GIL released, 0.5 to 2 times as fast (less when
-    the host's cores are busy, the counter then waiting for a core); with the GIL held through
-    the partition, under a tenth. Up to three rounds, each with its own reference."""
-    import time
+    """`partout.partition` lets other Python threads run while it reads its input. The input
+    here is a Flight stream whose batches a Python generator makes on the server's thread, and
+    only once partout has taken the stream (which it does inside the call): the call cannot
+    return before the generator has made every batch, so each batch is made by another Python
+    thread while the call is under way. A call that held the GIL would wait for its input
+    forever; it ends instead at the stream's deadline, failing the test."""
+    import threading
 
-    rows = 1 << 22
-    table = pa.table({"k": pa.array(range(rows), pa.int64()), "v": pa.array(range(rows), pa.float64())})
+    import pyarrow.flight as flight
 
-    def partitions():
-        # At least 0.5 s of partitioning, however fast the build: the GIL is taken back only
-        # between calls, for a few microseconds.
-        start = time.perf_counter()
-        while time.perf_counter() - start < 0.5:
-            assert sum(t.num_rows for t in partout.partition(table, 8, by="k")) == rows
+    rows, batches, deadline = 1 << 16, 32, 60
+    schema = pa.schema([("k", pa.int64()), ("v", pa.float64())])
+    entered = threading.Event()  # set by partout itself, from inside partout.partition
+    made = [0]  # batches the generator's thread has made: its progress
 
-    rounds = []
-    for _ in range(3):
-        during, elapsed = counting_while(partitions)
+    def generate():
+        # Nothing is made before partout has the stream in hand, so that no batch can be made
+        # (and buffered) before the call begins.
+        if not entered.wait(deadline):
+            raise TimeoutError("partout.partition never took its input stream")
+        for i in range(batches):
+            keys = pa.array(range(i * rows, (i + 1) * rows), pa.int64())
+            made[0] = i + 1
+            yield pa.record_batch([keys, pc.cast(keys, pa.float64())], schema=schema)
 
-        def python_loop():
-            end = time.perf_counter() + elapsed
-            while time.perf_counter() < end:
-                pass
+    class Source(flight.FlightServerBase):
+        def do_get(self, context, ticket):
+            return flight.GeneratorStream(schema, generate())
 
-        holding, _ = counting_while(python_loop)
-        rounds.append((round(elapsed, 2), f"{during:.3g}/s", f"{holding:.3g}/s"))
-        if during >= holding / 4:
-            return
-    pytest.fail(f"the counter stalled during partout.partition (seconds, counts during it, "
-                f"during a Python loop): {rounds}")
+    class Entered:
+        """The stream, marking the moment partout asks for it through the PyCapsule interface:
+        partout.partition has begun, and still holds the GIL."""
+
+        def __init__(self, reader):
+            self.reader = reader
+
+        def __arrow_c_stream__(self, requested_schema=None):
+            entered.set()
+            return self.reader.__arrow_c_stream__(requested_schema)
+
+    with Source("grpc://127.0.0.1:0") as server:
+        client = flight.connect(f"grpc://127.0.0.1:{server.port}")
+        # The deadline bounds a call that waits forever (the GIL held): its read then fails.
+        options = flight.FlightCallOptions(timeout=deadline)
+        stream = client.do_get(flight.Ticket(b"batches"), options=options).to_reader()
+        try:
+            parts = partout.partition(Entered(stream), 8, by="k")
+        except Exception as e:
+            pytest.fail(f"partout.partition did not finish while another Python thread made its "
+                        f"input ({made[0]} of {batches} batches made; the GIL held while it "
+                        f"waits?): {e}")
+        finally:
+            client.close()
+    assert entered.is_set()
+    assert made[0] == batches
+    assert sum(p.num_rows for p in parts) == rows * batches
 
 
 def test_a_gibibyte_table_is_partitioned_without_copying_the_input():
