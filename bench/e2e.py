@@ -25,10 +25,27 @@ Usage (normally through bench/e2e.sh):
 Each output is checked (rows, files, columns, Snappy, keys in one file only) and its
 row groups counted: the summary gives each contender's row groups per file and their
 smallest, mean and largest row counts.
+
+Each output is also checked by value, destination by destination: every destination's
+rows must be, as a multiset, the input rows its contender's partitioning sends there
+(compared as a fingerprint: the row count and the sums of the low and high halves of
+polars' row hashes, every column, in the input's types). What each destination must hold
+is computed once from the input, before the runs:
+  partout     partout's fast hash of l_orderkey, written again here in Python from its
+              definition (an Int64 key: mix(v ^ X, M), the halves of the 128-bit product
+              xored; destination ((h >> 32) * N) >> 32); its files must also keep the
+              input's Arrow schema exactly (types, nullability, metadata).
+  duckdb      DuckDB's own hash(l_orderkey) % N, asked of DuckDB for every key.
+  polars      Polars' own col(l_orderkey).hash() % N, on the input as Polars reads it.
+  baseline    another build, whose hash may differ: every key in one file only, and the
+              files together the input, every row once.
+DuckDB and Polars write their own Parquet types (plain strings for views, nullable
+columns): their values are compared after a cast to the input's types.
 Helper modes (used internally):
   e2e.py --run {duckdb,polars} INPUT OUTDIR PARTITIONS THREADS
   e2e.py --inspect INPUT
-  e2e.py --verify OUTDIR ROWS COLUMNS PARTITIONS CHECK_KEYS
+  e2e.py --expect INPUT PARTITIONS SCHEMES OUTJSON
+  e2e.py --verify OUTDIR ROWS COLUMNS PARTITIONS CHECK_KEYS SCHEME EXPECTED INPUT
 
 Peak RSS note: on Linux a child's ru_maxrss includes the RSS of the parent it
 was forked from (execve keeps the old image's high-water mark). So the parent
@@ -42,6 +59,7 @@ import importlib.metadata
 import json
 import os
 import platform
+import re
 import resource
 import shutil
 import statistics
@@ -113,9 +131,161 @@ def inspect_main(argv):
 
 
 def verify_main(argv):
-    out, rows, cols, parts, check_keys = argv
+    out, rows, cols, parts, check_keys, scheme, expected, inp = argv
     files, size, groups = verify(out, int(rows), int(cols), int(parts), check_keys == "1")
+    verify_values(out, int(parts), scheme, expected, inp)
     print(json.dumps({"files": files, "bytes": size, "row_groups": groups}))
+
+
+# ---------------------------------------------------------------- checks by value
+
+# partout's fast hash of an Int64 key (partout-core's ids::hash), written again from its
+# definition: the value's little-endian bits as an unsigned word v, mixed as
+# mix(v ^ X, M), where mix(a, b) xors the high and low 64-bit halves of the product a * b.
+HASH_M = 0xA4093822299F31D0
+HASH_X = 0x243F6A8885A308D3
+HASH_NULL = 0x13198A2E03707344
+WORD = (1 << 64) - 1
+
+
+def partout_destination(key, parts):
+    """The destination of `parts` partout's hash partitioning gives an Int64 key."""
+    if key is None:
+        h = HASH_NULL
+    else:
+        product = ((key & WORD) ^ HASH_X) * HASH_M
+        h = (product & WORD) ^ (product >> 64)
+    return ((h >> 32) * parts) >> 32
+
+
+def fingerprint(df):
+    """A table's rows as [count, sum of low halves, sum of high halves] of Polars' row
+    hashes (every column): the same for the same rows in any order, exact sums (no
+    wrapping), equal for equal rows of equal types."""
+    h = df.hash_rows()
+    return [df.height, int((h % (1 << 32)).sum()), int((h // (1 << 32)).sum())]
+
+
+def assignment(scheme, df, parts):
+    """Each input row's destination under `scheme`, as a UInt32 Series."""
+    import polars as pl
+
+    keys = df.select(pl.col(KEY).unique())
+    if scheme == "partout":
+        dests = [partout_destination(k, parts) for k in keys[KEY].to_list()]
+        table = keys.with_columns(pl.Series("p", dests, dtype=pl.UInt32))
+    elif scheme == "duckdb":
+        import duckdb
+
+        table = duckdb.sql(
+            f"SELECT {KEY}, CAST(hash({KEY}) % {int(parts)} AS UINTEGER) AS p FROM keys"
+        ).pl()
+    elif scheme == "polars":
+        # The contender's own expression, on the input as the contender reads it.
+        return df.select((pl.col(KEY).hash() % int(parts)).cast(pl.UInt32).alias("p"))["p"]
+    else:
+        raise SystemExit(f"no partitioning known for {scheme!r}")
+    joined = df.select(pl.col(KEY)).with_row_index("row").join(
+        table, on=KEY, how="left", nulls_equal=True
+    )
+    return joined.sort("row")["p"]
+
+
+def expect_main(argv):
+    """Writes what each destination must hold under each scheme, and the whole input."""
+    import polars as pl
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    inp, parts, schemes, out = argv[0], int(argv[1]), argv[2].split(","), argv[3]
+    df = pl.read_parquet(inp)
+    key_type = pq.read_schema(inp).field(KEY).type
+    if "partout" in schemes and not pa.types.is_int64(key_type):
+        die(f"the check knows partout's hash of an Int64 {KEY} only, not {key_type}")
+    expected = {"whole": fingerprint(df), "schemes": {}}
+    for scheme in filter(None, schemes):
+        if scheme == "baseline":
+            continue
+        p = assignment(scheme, df, parts)
+        if p.null_count() or int(p.max()) >= parts:
+            die(f"{scheme}'s partitioning of the input gives a destination outside 0..{parts - 1}")
+        prints = [[0, 0, 0] for _ in range(parts)]
+        h = df.hash_rows()
+        sums = (
+            pl.DataFrame({"p": p, "lo": h % (1 << 32), "hi": h // (1 << 32)})
+            .group_by("p")
+            .agg(pl.len().alias("rows"), pl.col("lo").sum(), pl.col("hi").sum())
+        )
+        for row in sums.iter_rows(named=True):
+            prints[row["p"]] = [row["rows"], int(row["lo"]), int(row["hi"])]
+        expected["schemes"][scheme] = prints
+    with open(out, "w") as f:
+        json.dump(expected, f)
+    print(json.dumps({"expected": out}))
+
+
+def destination_of(path):
+    """The destination an output file belongs to: its directory p=K (DuckDB), or its
+    name part-K (partout, Polars)."""
+    m = re.fullmatch(r"p=(\d+)", path.parent.name) or re.match(r"part-(\d+)", path.name)
+    if not m:
+        die(f"{path}: cannot tell which destination it is")
+    return int(m.group(1))
+
+
+def verify_values(out, parts, scheme, expected_path, inp):
+    """Checks every destination's rows by value against the expected fingerprints
+    (module docstring), and partout's schema against the input's."""
+    import polars as pl
+    import pyarrow.parquet as pq
+
+    with open(expected_path) as f:
+        expected = json.load(f)
+    in_schema = pq.read_schema(inp)
+    types = dict(pl.read_parquet_schema(inp))
+    got = [[0, 0, 0] for _ in range(parts)]
+    for path in sorted(Path(out).rglob("*.parquet")):
+        p = destination_of(path)
+        if p >= parts:
+            die(f"{path}: destination {p}, of {parts}")
+        if scheme in ("partout", "baseline"):
+            schema = pq.read_schema(path)
+            if not schema.equals(in_schema, check_metadata=True):
+                die(f"{out}: destination {p} ({path.name}): {schema_difference(schema, in_schema)}")
+        df = pl.read_parquet(path)
+        if df.columns != list(types):
+            die(f"{out}: destination {p} ({path.name}) has columns {df.columns}, "
+                f"the input {list(types)}")
+        part = fingerprint(df.cast(types))
+        got[p] = [a + b for a, b in zip(got[p], part)]
+    # The baseline's hash may not be this build's: its destinations are not known here (the
+    # key check says each key is in one file).
+    for p, (g, w) in enumerate(zip(got, expected["schemes"].get(scheme, []))):
+        if g != w:
+            other = " with other values" if g[0] == w[0] else ""
+            die(f"{out}: destination {p} holds {g[0]} rows{other} where {scheme}'s "
+                f"partitioning puts {w[0]}")
+    # Every row of the input once, and nothing else (implied by the above where it runs).
+    whole = expected["whole"]
+    together = [sum(column) for column in zip(*got)]
+    if together != whole:
+        die(f"{out}: the destinations together hold {together[0]} rows"
+            f"{' with other values' if together[0] == whole[0] else ''}, "
+            f"the input {whole[0]}")
+
+
+def schema_difference(got, want):
+    """The first difference of two Arrow schemas, in words."""
+    if got.names != want.names:
+        return f"columns {got.names}, the input's {want.names}"
+    for i, (g, w) in enumerate(zip(got, want)):
+        if g.type != w.type:
+            return f"column {i} ({w.name}) is {g.type} where the input's is {w.type}"
+        if g.nullable != w.nullable:
+            return f"column {i} ({w.name}) is nullable={g.nullable} where the input's is {w.nullable}"
+        if g.metadata != w.metadata:
+            return f"column {i} ({w.name}) has metadata {g.metadata} where the input's has {w.metadata}"
+    return f"schema metadata {got.metadata}, the input's {want.metadata}"
 
 
 # ---------------------------------------------------------------- parent mode
@@ -180,8 +350,23 @@ def helper(*args):
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-def check_output(out, in_rows, in_cols, parts, check_keys):
-    checked = helper("--verify", out, in_rows, in_cols, parts, int(check_keys))
+def scheme_of(name):
+    """Whose partitioning a contender's output follows (module docstring)."""
+    return name.split("-")[0]
+
+
+def checked_by_value(name):
+    """What the check by value of a contender's output says, in words."""
+    if scheme_of(name) == "baseline":
+        return "every key in one file, every row once"
+    return "every destination's values"
+
+
+def check_output(out, in_rows, in_cols, parts, check_keys, scheme, expected, inp):
+    # The baseline's hash is not known here: its keys must each be in one file.
+    check_keys = check_keys or scheme == "baseline"
+    checked = helper("--verify", out, in_rows, in_cols, parts, int(check_keys), scheme,
+                     expected, inp)
     return checked["files"], checked["bytes"], checked["row_groups"]
 
 
@@ -289,7 +474,8 @@ def fmt_ratio(x):
 
 
 def main():
-    modes = {"--run": child_main, "--inspect": inspect_main, "--verify": verify_main}
+    modes = {"--run": child_main, "--inspect": inspect_main, "--expect": expect_main,
+             "--verify": verify_main}
     if len(sys.argv) > 1 and sys.argv[1] in modes:
         return modes[sys.argv[1]](sys.argv[2:])
 
@@ -359,12 +545,20 @@ def main():
     env = dict(os.environ)
     env["POLARS_MAX_THREADS"] = str(args.threads)
     OUT_BASE.mkdir(parents=True, exist_ok=True)
+    # What each destination must hold, by each contender's partitioning, from the input.
+    expected = OUT_BASE / "expected.json"
+    schemes = sorted({scheme_of(n) for n in names})
+    t0 = time.perf_counter()
+    helper("--expect", inp, args.partitions, ",".join(schemes), expected)
+    print(f"expected destinations of {', '.join(schemes)} computed in "
+          f"{time.perf_counter() - t0:.1f}s", flush=True)
     for w in range(args.warmup):
         for n in names:
             out = OUT_BASE / n
             shutil.rmtree(out, ignore_errors=True)
             run_once(all_c[n][2](out), all_c[n][1], env)
-            check_output(out, in_rows, in_cols, args.partitions, check_keys=False)
+            check_output(out, in_rows, in_cols, args.partitions, False, scheme_of(n), expected,
+                         inp)
             shutil.rmtree(out, ignore_errors=True)
         print(f"warm-up {w + 1}/{args.warmup} done", flush=True)
 
@@ -377,7 +571,8 @@ def main():
             shutil.rmtree(out, ignore_errors=True)
             wall, rss, work = run_once(argv_for(out), kind, env)
             nfiles, size, groups = check_output(out, in_rows, in_cols, args.partitions,
-                                                not args.no_key_check)
+                                                not args.no_key_check, scheme_of(n), expected,
+                                                inp)
             shutil.rmtree(out, ignore_errors=True)
             s = {"round": r, "wall_s": wall, "work_s": work, "peak_rss_bytes": rss, "files": nfiles,
                  "output_bytes": size, "row_groups": groups}
@@ -385,7 +580,7 @@ def main():
             extra = f" (in-process {work:.3f}s)" if work is not None else ""
             print(f"round {r + 1}/{args.rounds}  {label:<20} {wall:8.3f}s{extra}  "
                   f"peak RSS {rss / 2**20:7.0f} MiB  {nfiles} files, {size / 2**20:.0f} MiB, "
-                  f"{in_rows:,} rows ok",
+                  f"{in_rows:,} rows, {checked_by_value(n)} ok",
                   flush=True)
 
     # The compared time: in-process for the Python libraries, whole process for partout.

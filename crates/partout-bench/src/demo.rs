@@ -1,21 +1,29 @@
 //! `partout demo`: the main job on built-in data. Generates TPC-H lineitem in-process,
 //! partitions it in memory by `l_orderkey` into Arrow IPC streams with partout and with
 //! DataFusion's way (DataFusion 55's foldhash ids, re-created, a grouped take per batch, an IPC writer per destination),
-//! checks that every row arrived, then repartitions it on disk (a Parquet file in, one Parquet
-//! file per destination out) with one thread and with every core, beside DuckDB's
-//! `COPY ... PARTITION_BY` of the same job when DuckDB is installed (its `duckdb` command, or
-//! its Python module), and prints the throughput of each beside its baseline. Contenders run in
-//! alternation, round after round, and the figures are medians, so that a busy machine slows
-//! them alike.
+//! checks every destination's schema, rows and values, then repartitions it on disk (a Parquet
+//! file in, one Parquet file per destination out) with one thread and with every core, beside
+//! DuckDB's `COPY ... PARTITION_BY` of the same job when DuckDB is installed (its `duckdb`
+//! command, or its Python module), and prints the throughput of each beside its baseline.
+//! Contenders run in alternation, round after round, and the figures are medians, so that a
+//! busy machine slows them alike.
+//!
+//! Every on-disk run is read back, untimed: partout's files destination by destination
+//! against the test kit's reference of its hash (schema, rows and values); DuckDB's, which has
+//! its own hash and its own Parquet types, by value (cast back to the input's types): its
+//! destinations together are the input exactly, and DuckDB's own `hash(l_orderkey) % n` puts
+//! every row where it is.
 
-use crate::fingerprint;
+use crate::fingerprint::{self, Fingerprint, Reference};
 use crate::harness::{alternate, medians, time};
 use crate::lineitem;
 use crate::report::outln;
 use crate::writer::{Codec, Contender, Hash, Setup, run_once};
 use anyhow::{Context, Result, ensure};
 use arrow_array::RecordBatch;
+use arrow_schema::SchemaRef;
 use partout_job::{Compression, JobOptions, repartition};
+use std::path::Path;
 
 /// Options of `partout demo`.
 #[derive(Debug, Clone, clap::Args)]
@@ -102,17 +110,15 @@ impl DuckDb {
 
     /// DuckDB's way of the on-disk job: `input` hash-partitioned by `l_orderkey` into `n`
     /// directories of Snappy Parquet under `output`, on `threads` threads; the seconds the
-    /// command took, less `startup` (what starting DuckDB alone takes), and the rows written
-    /// (counted afterwards, untimed).
+    /// command took, less `startup` (what starting DuckDB alone takes).
     fn repartition(
         self,
-        input: &std::path::Path,
-        output: &std::path::Path,
+        input: &Path,
+        output: &Path,
         n: u32,
         threads: usize,
         startup: f64,
-    ) -> Result<(f64, u64)> {
-        let quote = |path: &std::path::Path| path.display().to_string().replace('\'', "''");
+    ) -> Result<f64> {
         let _ = std::fs::remove_dir_all(output);
         let started = std::time::Instant::now();
         self.run(&format!(
@@ -122,16 +128,28 @@ impl DuckDb {
             quote(input),
             quote(output)
         ))?;
-        let seconds = (started.elapsed().as_secs_f64() - startup).max(0.0);
-        let counted = self.run(&format!(
-            "SELECT count(*) FROM read_parquet('{}/*/*.parquet');",
+        Ok((started.elapsed().as_secs_f64() - startup).max(0.0))
+    }
+
+    /// The first destination of DuckDB's output under `output` holding rows that DuckDB's own
+    /// `hash(l_orderkey) % n` sends elsewhere, and how many (`None`: every row is where its
+    /// hash says).
+    fn misplaced(self, output: &Path, n: u32) -> Result<Option<(u32, u64)>> {
+        let found = self.run(&format!(
+            "SELECT p, count(*) FROM read_parquet('{}/*/*.parquet', hive_partitioning = true) \
+             WHERE hash(l_orderkey) % {n} <> p GROUP BY p ORDER BY p LIMIT 1;",
             quote(output)
         ))?;
-        let rows = counted
-            .trim()
-            .parse()
-            .with_context(|| format!("DuckDB's row count: {counted:?}"))?;
-        Ok((seconds, rows))
+        let Some(line) = found.lines().find(|l| !l.trim().is_empty()) else {
+            return Ok(None);
+        };
+        let parse = || -> Option<(u32, u64)> {
+            let (p, count) = line.trim().split_once(',')?;
+            Some((p.parse().ok()?, count.parse().ok()?))
+        };
+        parse()
+            .map(Some)
+            .with_context(|| format!("DuckDB's misplaced rows: {found:?}"))
     }
 
     /// What starting DuckDB and running nothing takes: the median of three runs.
@@ -146,6 +164,91 @@ impl DuckDb {
         seconds.sort_by(f64::total_cmp);
         Ok(seconds[1])
     }
+}
+
+/// `path` quoted as an SQL string's contents.
+fn quote(path: &Path) -> String {
+    path.display().to_string().replace('\'', "''")
+}
+
+/// Checks DuckDB's output under `output` (a directory `p=K` per destination `K`), by value:
+/// its files read back and cast to the input's `schema` (DuckDB writes its own Parquet types:
+/// plain strings for views, nullable columns), destination by destination. Together they
+/// must be `whole`, the input, every row once; and DuckDB's own hash must put every row where
+/// it is. Then every destination holds exactly the rows DuckDB's partitioning gives it.
+fn check_duckdb_output(
+    duckdb: DuckDb,
+    output: &Path,
+    n: u32,
+    schema: &SchemaRef,
+    whole: &Fingerprint,
+) -> Result<()> {
+    let mut destinations = vec![Fingerprint::empty(schema.clone()); n as usize];
+    for path in fingerprint::files_under(output)? {
+        let directory = path
+            .parent()
+            .and_then(Path::file_name)
+            .and_then(|name| name.to_str())
+            .unwrap_or_default();
+        let p = directory
+            .strip_prefix("p=")
+            .and_then(|p| p.parse::<u32>().ok())
+            .filter(|&p| p < n)
+            .with_context(|| {
+                format!(
+                    "DuckDB wrote {}, outside the directories p=0 to p={}",
+                    path.display(),
+                    n - 1
+                )
+            })?;
+        let file = std::fs::File::open(&path)?;
+        let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)?
+            .build()?;
+        for batch in reader {
+            let batch = batch?;
+            // Columns by name and in order: the input's, no more, no fewer.
+            let names = |s: &arrow_schema::Schema| -> Vec<String> {
+                s.fields().iter().map(|f| f.name().clone()).collect()
+            };
+            ensure!(
+                names(&batch.schema()) == names(schema),
+                "DuckDB's {} has columns {:?}, the input {:?}",
+                path.display(),
+                names(&batch.schema()),
+                names(schema)
+            );
+            let columns = schema
+                .fields()
+                .iter()
+                .zip(batch.columns())
+                .map(|(field, column)| arrow_cast::cast(column, field.data_type()))
+                .collect::<Result<Vec<_>, _>>()?;
+            let batch = RecordBatch::try_new(schema.clone(), columns)
+                .with_context(|| format!("DuckDB's {} in the input's types", path.display()))?;
+            partout_testkit::fingerprint::add_batch(&mut destinations[p as usize], &batch)?;
+        }
+    }
+    let mut together = Fingerprint::empty(schema.clone());
+    for print in &destinations {
+        together.add(print)?;
+    }
+    ensure!(
+        together == *whole,
+        "DuckDB: its destinations together hold {} rows{} where the input has {}",
+        together.rows,
+        if together.rows == whole.rows {
+            " with other values"
+        } else {
+            ""
+        },
+        whole.rows
+    );
+    if let Some((p, rows)) = duckdb.misplaced(output, n)? {
+        anyhow::bail!(
+            "DuckDB: destination {p} holds {rows} rows whose hash(l_orderkey) % {n} is not {p}"
+        );
+    }
+    Ok(())
 }
 
 /// `partout demo`.
@@ -221,20 +324,23 @@ pub fn run(options: &DemoOptions) -> Result<()> {
     let duckdb = DuckDb::find();
     let startup = duckdb.map(DuckDb::startup).transpose()?.unwrap_or(0.0);
     let jobs = counts.len() + usize::from(duckdb.is_some());
+    // What each destination must hold: partout's hash of l_orderkey (the first column) by the
+    // test kit's reference; and the whole input, for DuckDB's destinations together.
+    let on_disk = fingerprint::expected(&batches, Reference::PartoutHash, n)?;
+    let whole = partout_testkit::fingerprint::of_batches(&batches)?;
+    let schema = batches[0].schema();
     let samples = alternate(rounds, jobs, |i| {
         let Some(&threads) = counts.get(i) else {
-            // DuckDB, on every core, its start-up taken off.
+            // DuckDB, on every core, its start-up taken off; its files checked after.
             let duckdb = duckdb.expect("a DuckDB job only when DuckDB was found");
             let out = dir.path().join("out-duckdb");
-            let (seconds, written) = duckdb.repartition(&input, &out, n, cores, startup)?;
-            ensure!(
-                written == rows as u64,
-                "DuckDB's files hold {written} rows of {rows}"
-            );
+            let seconds = duckdb.repartition(&input, &out, n, cores, startup)?;
+            check_duckdb_output(duckdb, &out, n, &schema, &whole)?;
             return Ok(seconds);
         };
+        let out = dir.path().join(format!("out-{threads}"));
         let report = repartition(
-            JobOptions::new([&input], dir.path().join(format!("out-{threads}")), n)
+            JobOptions::new([&input], &out, n)
                 .with_keys(["l_orderkey"])
                 .with_threads(threads)
                 .with_compression(Compression::Snappy)
@@ -245,6 +351,13 @@ pub fn run(options: &DemoOptions) -> Result<()> {
             "the repartitioned files hold {} rows of {rows}",
             report.manifest.output_rows
         );
+        // Every destination's file read back, untimed: its schema, rows and values.
+        let got = fingerprint::of_job_output(&out, &report.manifest)?;
+        let who = match threads {
+            1 => "the on-disk job on 1 thread".to_string(),
+            _ => format!("the on-disk job on {threads} threads"),
+        };
+        fingerprint::check(&who, &on_disk, &got)?;
         Ok(report.seconds)
     })?;
     let times = medians(&samples, |&s| s);
@@ -308,7 +421,7 @@ pub fn run(options: &DemoOptions) -> Result<()> {
         None => String::new(),
     };
     outln!(
-        "(in memory, every contender hashing with DataFusion 55's foldhash (partout given the ids); baseline: the faster ({baseline}) of DataFusion's way re-created - a grouped take per batch, each destination coalesced to 8192 rows, an IPC writer per destination: {:.1} Mrow/s - and the per-slice writer, which writes each batch's slices at once: {:.1} Mrow/s; every contender's destinations checked row by row and value by value; each run streams the table {} times. On disk, baselines: partout on one thread{duckdb_baseline}; Snappy, every row counted. Medians of {} rounds, contenders alternating.)",
+        "(in memory, every contender hashing with DataFusion 55's foldhash (partout given the ids); baseline: the faster ({baseline}) of DataFusion's way re-created - a grouped take per batch, each destination coalesced to 8192 rows, an IPC writer per destination: {:.1} Mrow/s - and the per-slice writer, which writes each batch's slices at once: {:.1} Mrow/s; every contender's destinations checked row by row and value by value; each run streams the table {} times. On disk, baselines: partout on one thread{duckdb_baseline}; Snappy; every run's files read back and checked by value, partout's destination by destination, DuckDB's against its own hash. Medians of {} rounds, contenders alternating.)",
         rate(coalescing),
         rate(per_slice),
         options.passes,

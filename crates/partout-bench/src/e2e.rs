@@ -2,7 +2,12 @@
 //! `partout repartition`'s own code, at each thread count, beside the floor: the same file
 //! read and written into one destination by one thread (no partitioning: what decoding and
 //! encoding the Parquet alone costs).
+//!
+//! Every run's files are read back, untimed, and checked destination by destination (schema,
+//! rows and values) against what the test kit's reference of partout's hash puts in each,
+//! computed once from the input.
 
+use crate::fingerprint::{self, Fingerprint, Reference};
 use crate::harness::{alternate, medians};
 use crate::lineitem;
 use crate::report::{outln, print_json};
@@ -50,6 +55,61 @@ struct Sample {
     peak_rss_bytes: Option<u64>,
 }
 
+/// What the destinations of a run must hold.
+struct Expected {
+    /// At the N destinations of partout's runs.
+    spread: Vec<Fingerprint>,
+    /// At the floor's one destination: the whole input.
+    floor: Vec<Fingerprint>,
+}
+
+impl Expected {
+    /// Nothing yet, for `n` destinations.
+    fn new(n: u32) -> Self {
+        Self {
+            spread: vec![Fingerprint::default(); n as usize],
+            floor: vec![Fingerprint::default()],
+        }
+    }
+
+    /// Adds what `batches` (keyed on column `key`) put in each destination.
+    fn add(&mut self, batches: &[RecordBatch], key: usize) -> Result<()> {
+        let n = self.spread.len() as u32;
+        let spread = fingerprint::expected_on(batches, Reference::PartoutHash, &[key], n)?;
+        fingerprint::add_all(&mut self.spread, &spread)?;
+        let floor = fingerprint::expected_on(batches, Reference::PartoutHash, &[key], 1)?;
+        fingerprint::add_all(&mut self.floor, &floor)
+    }
+}
+
+/// The index of the key column `by` in `schema`.
+fn key_index(schema: &arrow_schema::Schema, by: &str) -> Result<usize> {
+    schema
+        .index_of(by)
+        .with_context(|| format!("the input has no column {by:?}"))
+}
+
+/// What each of `n` destinations (and the floor's one) must hold of `batches` keyed on `by`.
+fn expected_of(batches: &[RecordBatch], by: &str, n: u32) -> Result<Expected> {
+    let mut expected = Expected::new(n);
+    if let Some(first) = batches.first() {
+        expected.add(batches, key_index(&first.schema(), by)?)?;
+    }
+    Ok(expected)
+}
+
+/// As [`expected_of`], for the batches of the Parquet file at `path`, read one at a time.
+fn expected_of_file(path: &std::path::Path, by: &str, n: u32) -> Result<Expected> {
+    let file = std::fs::File::open(path)?;
+    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)?;
+    let key = key_index(reader.schema(), by)?;
+    let mut expected = Expected::new(n);
+    for batch in reader.build()? {
+        expected.add(&[batch?], key)?;
+    }
+    Ok(expected)
+}
+
 /// `partout bench e2e`: partout at each thread count and the floor, in alternation.
 ///
 /// # Errors
@@ -64,14 +124,21 @@ pub fn run(options: &E2eBenchOptions) -> Result<()> {
         "thread counts must be at least 1"
     );
     let dir = tempfile::tempdir().context("creating a temporary directory")?;
-    let input = match &options.input {
-        Some(path) => path.clone(),
+    let n = options.partitions;
+    // What each destination must hold, at N destinations and at the floor's one.
+    let (input, expected) = match &options.input {
+        Some(path) => {
+            let expected = expected_of_file(path, &options.by, n)
+                .with_context(|| format!("reading {}", path.display()))?;
+            (path.clone(), expected)
+        }
         None => {
             let batches = lineitem::generate(options.sf, 8192)?;
             let path = dir.path().join("lineitem.parquet");
             lineitem::write_parquet(&path, &batches)?;
+            let expected = expected_of(&batches, &options.by, n)?;
             drop::<Vec<RecordBatch>>(batches);
-            path
+            (path, expected)
         }
     };
     let input_bytes = std::fs::metadata(&input)
@@ -91,9 +158,10 @@ pub fn run(options: &E2eBenchOptions) -> Result<()> {
         .collect();
     contenders.push(("floor: 1 file, 1 thr".into(), 1, 1));
     let samples = alternate(options.rounds as usize, contenders.len(), |i| {
-        let (_, n, threads) = &contenders[i];
+        let (label, n, threads) = &contenders[i];
+        let out = dir.path().join("out");
         let report = repartition(
-            JobOptions::new([&input], dir.path().join("out"), *n)
+            JobOptions::new([&input], &out, *n)
                 .with_keys([&options.by])
                 .with_threads(usize::from(*threads))
                 .with_compression(options.compression)
@@ -107,6 +175,14 @@ pub fn run(options: &E2eBenchOptions) -> Result<()> {
             manifest.input_rows,
             manifest.output_rows
         );
+        // Every destination read back, untimed: its schema, rows and values.
+        let got = fingerprint::of_job_output(&out, manifest)?;
+        let want = if *n == 1 {
+            &expected.floor
+        } else {
+            &expected.spread
+        };
+        fingerprint::check(label, want, &got)?;
         Ok(Sample {
             seconds: report.seconds,
             rows: manifest.input_rows,

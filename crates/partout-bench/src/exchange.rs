@@ -12,8 +12,11 @@
 //! consumers), all of them at once, and decodes every batch or page. partout's runs include
 //! the producers' partitioning and encoding, with the exchange's budget holding them back;
 //! the baseline's batches were partitioned before its clock starts. Every run checks that all
-//! rows arrived.
+//! rows arrived; a first, untimed run of each contender checks every destination's schema,
+//! rows and values as its consumer decoded them, against what the test kit's reference of
+//! partout's hash puts there.
 
+use crate::fingerprint::{self, Fingerprint, Reference};
 use crate::harness::{alternate, median};
 use crate::lineitem;
 use crate::report::{outln, print_json};
@@ -74,11 +77,49 @@ const CONTENDERS: [&str; 4] = [
 ];
 
 /// What one run moved.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 struct Moved {
     seconds: f64,
     rows: u64,
     bytes: u64,
+    /// Each destination's fingerprint, when the run was checked.
+    prints: Option<Vec<Fingerprint>>,
+}
+
+/// What consumers read: rows and wire bytes, and, when checking, each destination read's
+/// fingerprint.
+#[derive(Debug, Default)]
+struct Consumed {
+    rows: u64,
+    bytes: u64,
+    prints: Vec<(u32, Fingerprint)>,
+}
+
+impl Consumed {
+    /// Adds what one destination's read gave.
+    fn add(&mut self, p: u32, (rows, bytes, print): (u64, u64, Option<Fingerprint>)) {
+        self.rows += rows;
+        self.bytes += bytes;
+        self.prints.extend(print.map(|print| (p, print)));
+    }
+
+    /// The fingerprints of destinations `0..n`, when the run was checked: a destination read
+    /// twice or never is an error.
+    fn prints(mut self, n: u32, check: bool) -> Result<Option<Vec<Fingerprint>>> {
+        if !check {
+            return Ok(None);
+        }
+        self.prints.sort_by_key(|(p, _)| *p);
+        let order: Vec<u32> = self.prints.iter().map(|(p, _)| *p).collect();
+        ensure!(
+            order == (0..n).collect::<Vec<_>>(),
+            "the consumers read destinations {order:?}, not each of 0 to {} once",
+            n - 1
+        );
+        Ok(Some(
+            self.prints.into_iter().map(|(_, print)| print).collect(),
+        ))
+    }
 }
 
 /// Collects each destination's flushed batches (the baseline's data, partitioned as partout's
@@ -214,20 +255,32 @@ async fn connect(addr: std::net::SocketAddr) -> Result<tonic::transport::Channel
     )
 }
 
-/// Reads a DoGet stream to its end, decoding every batch: rows and wire bytes.
+/// Reads a DoGet stream to its end, decoding every batch: rows and wire bytes, and with
+/// `check` the fingerprint of what it held (its schema from the stream's schema message).
 async fn drain(
     mut client: FlightClient,
     ticket: Ticket,
-) -> std::result::Result<(u64, u64), FlightError> {
+    check: bool,
+) -> std::result::Result<(u64, u64, Option<Fingerprint>), FlightError> {
     let mut decoder = client.do_get(ticket).await?.into_inner();
     let (mut rows, mut bytes) = (0, 0);
+    let mut print = check.then(Fingerprint::default);
     while let Some(data) = decoder.try_next().await? {
         bytes += (data.inner.data_header.len() + data.inner.data_body.len()) as u64;
-        if let DecodedPayload::RecordBatch(batch) = data.payload {
-            rows += batch.num_rows() as u64;
+        match (data.payload, &mut print) {
+            (DecodedPayload::RecordBatch(batch), print) => {
+                rows += batch.num_rows() as u64;
+                if let Some(print) = print {
+                    partout_testkit::fingerprint::add_batch(print, &batch)?;
+                }
+            }
+            (DecodedPayload::Schema(schema), Some(print)) => {
+                print.add(&Fingerprint::empty(schema))?;
+            }
+            _ => {}
         }
     }
-    Ok((rows, bytes))
+    Ok((rows, bytes, print))
 }
 
 /// Consumers over Flight: consumer c reads destinations c, c + consumers, … at once, each on
@@ -237,35 +290,43 @@ async fn flight_consumers(
     partitions: u32,
     consumers: u32,
     ticket: impl Fn(u32) -> Ticket,
-) -> Result<(u64, u64)> {
+    check: bool,
+) -> Result<Consumed> {
     let mut tasks = Vec::new();
     for c in 0..consumers {
         let channel = connect(addr).await?;
-        let reads: Vec<_> = (c..partitions)
-            .step_by(consumers as usize)
-            .map(|p| drain(FlightClient::new(channel.clone()), ticket(p)))
+        let destinations: Vec<u32> = (c..partitions).step_by(consumers as usize).collect();
+        let reads: Vec<_> = destinations
+            .iter()
+            .map(|&p| drain(FlightClient::new(channel.clone()), ticket(p), check))
             .collect();
-        tasks.push(tokio::spawn(futures::future::try_join_all(reads)));
+        tasks.push((
+            destinations,
+            tokio::spawn(futures::future::try_join_all(reads)),
+        ));
     }
-    let (mut rows, mut bytes) = (0, 0);
-    for task in tasks {
-        for (r, b) in task.await?? {
-            rows += r;
-            bytes += b;
+    let mut consumed = Consumed::default();
+    for (destinations, task) in tasks {
+        for (p, read) in destinations.into_iter().zip(task.await??) {
+            consumed.add(p, read);
         }
     }
-    Ok((rows, bytes))
+    Ok(consumed)
 }
 
-/// Pulls destination `p` over Presto's protocol to its end, decoding every page.
+/// Pulls destination `p` over Presto's protocol to its end, decoding every page: rows and
+/// bytes, and with `check` the fingerprint of what it held.
 async fn pull_presto(
     http: reqwest::Client,
     base: String,
     exchange: String,
     p: u32,
     schema: arrow_schema::SchemaRef,
-) -> Result<(u64, u64)> {
+    check: bool,
+) -> Result<(u64, u64, Option<Fingerprint>)> {
     let (mut rows, mut bytes, mut token) = (0, 0, 0u64);
+    // Presto pages carry no schema: the consumer decodes them in the one it was told.
+    let mut print = check.then(|| Fingerprint::empty(schema.clone()));
     loop {
         let url = format!("{base}/v1/task/{exchange}/results/{p}/{token}");
         let reply = http
@@ -289,11 +350,22 @@ async fn pull_presto(
             let body = reply.bytes().await?;
             bytes += body.len() as u64;
             let schema = schema.clone();
-            rows += tokio::task::spawn_blocking(move || decode_pages(&body, &schema))
-                .await??
-                .iter()
-                .map(|b| b.num_rows() as u64)
-                .sum::<u64>();
+            let mut running = print.take();
+            let (read, running) = tokio::task::spawn_blocking(move || -> Result<_> {
+                let batches = decode_pages(&body, &schema)?;
+                if let Some(print) = &mut running {
+                    for batch in &batches {
+                        partout_testkit::fingerprint::add_batch(print, batch)?;
+                    }
+                }
+                Ok((
+                    batches.iter().map(|b| b.num_rows() as u64).sum::<u64>(),
+                    running,
+                ))
+            })
+            .await??;
+            rows += read;
+            print = running;
         } else if status != reqwest::StatusCode::NO_CONTENT {
             bail!("{url}: {status} {}", reply.text().await.unwrap_or_default());
         }
@@ -305,7 +377,7 @@ async fn pull_presto(
     http.delete(format!("{base}/v1/task/{exchange}/results/{p}"))
         .send()
         .await?;
-    Ok((rows, bytes))
+    Ok((rows, bytes, print))
 }
 
 /// Feeds `live` from `inputs` (one producer thread each).
@@ -366,20 +438,23 @@ fn given_producers(
         .collect()
 }
 
-/// One run of `contender`.
+/// One run of `contender`; with `check`, its consumers fingerprint every destination they
+/// read (untimed runs only: the hashing would fall on the clock).
 async fn run_once(
     contender: &str,
     options: &ExchangeBenchOptions,
     inputs: &[Vec<RecordBatch>],
     destinations: &Arc<Vec<Vec<RecordBatch>>>,
     bare: std::net::SocketAddr,
-    round: usize,
+    name: &str,
+    check: bool,
 ) -> Result<Moved> {
     let n = options.partitions;
     let started = Instant::now();
-    let (rows, bytes) = match contender {
+    let consumed = match contender {
         "flight" => {
-            flight_consumers(bare, n, options.consumers, |p| Ticket::new(p.to_string())).await?
+            let ticket = |p: u32| Ticket::new(p.to_string());
+            flight_consumers(bare, n, options.consumers, ticket, check).await?
         }
         "partout-flight" | "partout-presto" | "partout-flight-given" => {
             let presto = contender == "partout-presto";
@@ -395,7 +470,7 @@ async fn run_once(
                     .with_encoding(encoding),
             )?;
             let exchanges = Exchanges::new();
-            let name = format!("run{round}");
+            let name = name.to_string();
             exchanges.add_live(&name, live.clone())?;
             let loopback = "127.0.0.1:0".parse()?;
             let (flight, http) = if presto {
@@ -416,31 +491,32 @@ async fn run_once(
                 let mut tasks = Vec::new();
                 for c in 0..options.consumers {
                     let http = reqwest::Client::new();
-                    let reads: Vec<_> = (c..n)
-                        .step_by(options.consumers as usize)
-                        .map(|p| {
-                            pull_presto(http.clone(), base.clone(), name.clone(), p, schema.clone())
+                    let mine: Vec<u32> = (c..n).step_by(options.consumers as usize).collect();
+                    let reads: Vec<_> = mine
+                        .iter()
+                        .map(|&p| {
+                            let (base, name) = (base.clone(), name.clone());
+                            pull_presto(http.clone(), base, name, p, schema.clone(), check)
                         })
                         .collect();
-                    tasks.push(tokio::spawn(futures::future::try_join_all(reads)));
+                    tasks.push((mine, tokio::spawn(futures::future::try_join_all(reads))));
                 }
-                let (mut rows, mut bytes) = (0, 0);
-                for task in tasks {
-                    for (r, b) in task.await?? {
-                        rows += r;
-                        bytes += b;
+                let mut consumed = Consumed::default();
+                for (mine, task) in tasks {
+                    for (p, read) in mine.into_iter().zip(task.await??) {
+                        consumed.add(p, read);
                     }
                 }
-                (rows, bytes)
+                consumed
             } else {
                 let addr = servers.flight.context("flight address")?;
                 let name = name.clone();
-                flight_consumers(addr, n, options.consumers, move |p| {
+                let ticket = move |p| {
                     let mut ticket = DestinationTicket::new(name.clone(), p);
                     ticket.auto_ack = true;
                     ticket.to_ticket()
-                })
-                .await?
+                };
+                flight_consumers(addr, n, options.consumers, ticket, check).await?
             };
             for producer in started_producers {
                 tokio::task::spawn_blocking(move || producer.join())
@@ -456,10 +532,12 @@ async fn run_once(
         }
         other => bail!("no contender {other:?} (expected one of {CONTENDERS:?})"),
     };
+    let seconds = started.elapsed().as_secs_f64();
     Ok(Moved {
-        seconds: started.elapsed().as_secs_f64(),
-        rows,
-        bytes,
+        seconds,
+        rows: consumed.rows,
+        bytes: consumed.bytes,
+        prints: consumed.prints(n, check)?,
     })
 }
 
@@ -483,6 +561,9 @@ pub fn run(options: &ExchangeBenchOptions) -> Result<()> {
     );
     let batches = lineitem::generate(options.sf, 8192)?;
     let total_rows: u64 = batches.iter().map(|b| b.num_rows() as u64).sum();
+    // What each destination must hold: partout's hash of l_orderkey (the first column), by the
+    // test kit's reference.
+    let expected = fingerprint::expected(&batches, Reference::PartoutHash, options.partitions)?;
     // The producers' shares: batches dealt in turn.
     let mut inputs: Vec<Vec<RecordBatch>> = vec![Vec::new(); options.producers as usize];
     for (i, batch) in batches.iter().enumerate() {
@@ -508,6 +589,21 @@ pub fn run(options: &ExchangeBenchOptions) -> Result<()> {
     let bare = runtime.block_on(serve_bare(BareFlight {
         destinations: destinations.clone(),
     }))?;
+    // A first run of each contender, untimed, checked destination by destination.
+    for (round, contender) in contenders.iter().enumerate() {
+        let name = format!("check{round}");
+        let moved = runtime.block_on(run_once(
+            contender,
+            options,
+            &inputs,
+            &destinations,
+            bare,
+            &name,
+            true,
+        ))?;
+        let got = moved.prints.expect("a checked run fingerprints");
+        fingerprint::check(contender, &expected, &got)?;
+    }
     let mut round = 0;
     let samples = alternate(options.rounds as usize, contenders.len(), |i| {
         round += 1;
@@ -517,7 +613,8 @@ pub fn run(options: &ExchangeBenchOptions) -> Result<()> {
             &inputs,
             &destinations,
             bare,
-            round,
+            &format!("run{round}"),
+            false,
         ))?;
         ensure!(
             moved.rows == total_rows,

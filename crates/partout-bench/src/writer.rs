@@ -389,7 +389,7 @@ fn check_first_runs(
             let got = fingerprint::of_streams(&run.outputs)?;
             fingerprint::check(contender.name(), &expected, &got)?;
             ensure!(
-                expected.iter().map(|p| p.0).sum::<u64>() == rows as u64,
+                expected.iter().map(|p| p.rows).sum::<u64>() == rows as u64,
                 "the reference lost rows"
             );
         }

@@ -144,7 +144,7 @@ async fn check_outputs(
     let expected = expected(batches, n)?;
     for (ours, who) in [(false, "DataFusion's RepartitionExec"), (true, "partout")] {
         // Each output's fingerprint, its last l_orderkey, and whether they never decreased.
-        let start: (Fingerprint, i64, bool) = ((0, 0), i64::MIN, true);
+        let start: (Fingerprint, i64, bool) = (Fingerprint::default(), i64::MIN, true);
         let got = per_output(
             plan(ours)?,
             context.clone(),

@@ -6,6 +6,8 @@
 //!   density and, on request, a non-zero offset.
 //! * [`random_ids`] makes partition ids: uniform, in runs, or all to one destination.
 //! * [`reference_partition`] is the oracle: one arrow `take` per destination, obviously right.
+//! * [`fast_hash`] is partout's fast hash written again row by row, the reference of its
+//!   hash partitioning; [`fingerprint`] what each destination must hold, schema and rows.
 //! * [`baseline`] holds the peers' ways of doing the same job, for benchmarks;
 //!   [`workload`] the benchmark matrix.
 //! * [`netns`] is a virtual cluster of network hosts (Linux network namespaces on a bridge,
@@ -14,6 +16,7 @@
 #![forbid(unsafe_code)]
 
 pub mod baseline;
+pub mod fast_hash;
 pub mod fingerprint;
 mod generators;
 pub mod netns;
