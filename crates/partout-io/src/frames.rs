@@ -5,10 +5,15 @@
 //! file by record batches; a CSV file or an IPC stream can only be read from its start and is
 //! one frame. Pieces are grouped into frames of about the asked size, and a frame that would
 //! come out under half of it is merged into its neighbour, so no tiny trailing task is made.
+//!
+//! A local file's `Version` (length, modification time, identity) is taken before it is
+//! planned, and each frame checks it when it opens the file and once it has read its rows: a
+//! file truncated, written over or replaced while the run reads it is an error naming it,
+//! never rows of two versions of it.
 
 use crate::{
-    Contained, Format, InputFile, IoError, Result, contain, file_error, ipc_file, open,
-    parquet_metadata,
+    Contained, Format, InputFile, IoError, Result, contain, file_error, file_io_error, ipc_file,
+    open, parquet_metadata,
 };
 use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
@@ -38,12 +43,75 @@ enum Part {
     Whole,
 }
 
+/// What a local input file was when the run planned it: a frame reads it only as long as it
+/// is still this.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Version {
+    len: u64,
+    modified: Option<std::time::SystemTime>,
+    /// Its device and inode: the same file, not another put in its place.
+    #[cfg(unix)]
+    identity: (u64, u64),
+}
+
+impl Version {
+    /// The version of the local file `path` now.
+    fn of(path: &Path) -> Result<Self> {
+        let meta = std::fs::metadata(path).map_err(|e| file_io_error(path, "cannot be read", e))?;
+        Ok(Self {
+            len: meta.len(),
+            modified: meta.modified().ok(),
+            #[cfg(unix)]
+            identity: {
+                use std::os::unix::fs::MetadataExt;
+                (meta.dev(), meta.ino())
+            },
+        })
+    }
+
+    /// The version of `file` before it is read; none for an object of a store (whose reads
+    /// are checked against the size it was listed with) or a file that is not a regular one
+    /// (a pipe's or a device's times change as it is used).
+    fn planned(file: &InputFile) -> Result<Option<Self>> {
+        match file.in_store() || !file.path.is_file() {
+            true => Ok(None),
+            false => Self::of(&file.path).map(Some),
+        }
+    }
+
+    /// An error naming `path` unless the file is still `planned`.
+    fn check(planned: Option<Self>, path: &Path) -> Result<()> {
+        let Some(planned) = planned else {
+            return Ok(());
+        };
+        let now = Self::of(path)?;
+        #[cfg(unix)]
+        let replaced = now.identity != planned.identity;
+        #[cfg(not(unix))]
+        let replaced = false;
+        let how = if replaced {
+            "another file was put in its place".to_string()
+        } else if now.len != planned.len {
+            format!("{} bytes when the run began, {} now", planned.len, now.len)
+        } else if now.modified != planned.modified {
+            "written over".to_string()
+        } else {
+            return Ok(());
+        };
+        Err(file_error(
+            path,
+            format!("changed while the run read it ({how}): its rows cannot be trusted"),
+        ))
+    }
+}
+
 /// A piece of one input file that a worker reads on its own.
 #[derive(Clone)]
 pub struct Frame {
     file: InputFile,
     rows: Option<u64>,
     part: Part,
+    version: Option<Version>,
 }
 
 impl fmt::Debug for Frame {
@@ -79,6 +147,7 @@ impl Frame {
     /// each naming the file.
     pub fn read(&self, schema: &SchemaRef) -> Result<FrameReader> {
         let path = &self.file.path;
+        Version::check(self.version, path)?;
         let batches: crate::Batches = match &self.part {
             Part::Parquet {
                 metadata,
@@ -115,6 +184,7 @@ impl Frame {
             schema: schema.clone(),
             batches,
             failed: false,
+            version: self.version,
         })
     }
 }
@@ -124,7 +194,9 @@ pub struct FrameReader {
     path: PathBuf,
     schema: SchemaRef,
     batches: crate::Batches,
+    /// Ended: after an error, or the last batch and the file's check.
     failed: bool,
+    version: Option<Version>,
 }
 
 impl fmt::Debug for FrameReader {
@@ -138,12 +210,18 @@ impl fmt::Debug for FrameReader {
 impl Iterator for FrameReader {
     type Item = Result<RecordBatch>;
 
-    /// The next batch; after an error, nothing more.
+    /// The next batch; after an error, nothing more. Once the frame's rows are read, an
+    /// error if the file changed while they were (they may be of two versions of it); a
+    /// read that fails on a file that changed says so.
     fn next(&mut self) -> Option<Self::Item> {
         if self.failed {
             return None;
         }
-        let item = match self.batches.next()? {
+        let Some(next) = self.batches.next() else {
+            self.failed = true;
+            return Version::check(self.version, &self.path).err().map(Err);
+        };
+        let item = match next {
             Ok(batch) if batch.schema_ref().fields() != self.schema.fields() => Err(file_error(
                 &self.path,
                 format!(
@@ -153,7 +231,9 @@ impl Iterator for FrameReader {
                 ),
             )),
             Ok(batch) => Ok(batch),
-            Err(e) => Err(file_error(&self.path, format!("reading failed: {e}"))),
+            Err(e) => Err(Version::check(self.version, &self.path)
+                .err()
+                .unwrap_or_else(|| file_error(&self.path, format!("reading failed: {e}")))),
         };
         self.failed = item.is_err();
         Some(item)
@@ -209,6 +289,8 @@ pub fn plan_frames_by(
     let mut opened = Vec::with_capacity(files.len());
     for file in files {
         let path = &file.path;
+        // (Taken before the file is read: a change from now on is seen.)
+        let version = Version::planned(file)?;
         let (file_schema, source) = match file.format {
             Format::Parquet => {
                 let (metadata, len) = parquet_metadata(file)?;
@@ -242,12 +324,12 @@ pub fn plan_frames_by(
             }
             Some(_) => {}
         }
-        opened.push((file, source));
+        opened.push((file, source, version));
     }
     let schema = schema.ok_or_else(|| IoError::Inputs("no input files".into()))?;
     let rows: Option<u64> = opened
         .iter()
-        .map(|(_, source)| match source {
+        .map(|(_, source, _)| match source {
             Source::Parquet(_, groups, _) => Some(groups.iter().map(|&r| r as u64).sum::<u64>()),
             _ => None,
         })
@@ -257,11 +339,12 @@ pub fn plan_frames_by(
     // (Capped so that the sizing arithmetic below cannot overflow.)
     let frame_rows = frame_rows(rows).clamp(1, 1 << 40);
     let mut frames = Vec::new();
-    for (file, source) in opened {
+    for (file, source, version) in opened {
         let frame = |part, rows| Frame {
             file: file.clone(),
             rows,
             part,
+            version,
         };
         match source {
             Source::Parquet(metadata, group_rows, len) => {

@@ -398,7 +398,15 @@ impl Job {
     pub fn run(self, progress: &dyn Progress) -> Result<Report> {
         let stage = self.spec.location().place().stage(self.options.mode)?;
         progress.start(self.input_rows());
-        let mut manifest = self.write_all(progress, stage.dir())?;
+        // A writer's error names the rows and the destination; the directory it wrote in
+        // names the disk (one that filled up, say).
+        let mut manifest = self.write_all(progress, stage.dir()).map_err(|e| match e {
+            JobError::Write { context, source } => JobError::Write {
+                context: format!("{context} (writing in {})", stage.dir().display()),
+                source,
+            },
+            e => e,
+        })?;
         if let Some(pattern) = self.spec.file_names() {
             pattern.apply(stage.dir(), &mut manifest, self.options.partitions)?;
         }

@@ -18,6 +18,8 @@ struct Slot {
     files: Rolling<StreamPart>,
     /// A write failed, or the files were ended: no more writes.
     done: bool,
+    /// Why a write failed.
+    failure: Option<String>,
 }
 
 /// A destination's open stream file, written as `.NAME.partial` (removed when dropped before
@@ -146,6 +148,7 @@ impl DestinationFiles {
                     Mutex::new(Slot {
                         files: Rolling::new(Rollover::default()),
                         done: false,
+                        failure: None,
                     })
                 })
                 .collect(),
@@ -194,7 +197,10 @@ impl DestinationFiles {
     fn write(&self, p: usize, batch: &RecordBatch, out: &mut Vec<u8>) -> Result<u64, WriterError> {
         let mut slot = self.lock(p)?;
         if slot.done {
-            return Err(sink_error(Some(p), "its file is already closed"));
+            return Err(match &slot.failure {
+                Some(cause) => super::failed_earlier(p, cause),
+                None => sink_error(Some(p), "its file is already closed"),
+            });
         }
         let mut parts = StreamParts {
             files: self,
@@ -203,8 +209,9 @@ impl DestinationFiles {
         };
         let before = slot.files.bytes();
         let written = slot.files.write(batch, &mut parts);
-        if written.is_err() {
+        if let Err(e) = &written {
             slot.done = true;
+            slot.failure = Some(super::causes(e));
         }
         written.map(|()| slot.files.bytes() - before)
     }

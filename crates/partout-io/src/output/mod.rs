@@ -140,6 +140,27 @@ pub(crate) fn sink_error(
     WriterError::sink(destination, e)
 }
 
+/// A write to destination `p`'s file after a write to it failed with `cause`: the error
+/// says why, whichever worker's error the run reports (a disk that filled up, not a file
+/// closed).
+pub(crate) fn failed_earlier(p: usize, cause: &str) -> WriterError {
+    sink_error(Some(p), format!("its file failed earlier: {cause}"))
+}
+
+/// What `e` says after its first line (its causes, joined): why a write failed.
+pub(crate) fn causes(e: &WriterError) -> String {
+    let mut text = Vec::new();
+    let mut next = std::error::Error::source(e);
+    while let Some(cause) = next {
+        text.push(cause.to_string());
+        next = cause.source();
+    }
+    match text.is_empty() {
+        true => e.to_string(),
+        false => text.join(": "),
+    }
+}
+
 /// A sink error caused by the system's error.
 pub(crate) fn io_error(destination: Option<usize>) -> impl FnOnce(io::Error) -> WriterError {
     move |source| WriterError::sink(destination, source)

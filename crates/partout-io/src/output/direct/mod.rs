@@ -85,8 +85,10 @@ enum Slot {
     Open(Box<OpenFile>),
     /// Refused a writer: its rows are staged.
     Staged,
-    /// Written, or failed.
+    /// Written.
     Done,
+    /// A write failed, for this reason.
+    Failed(String),
 }
 
 /// A destination's files being written as flushed: the open one, and (rolling over) those
@@ -386,10 +388,11 @@ impl DirectParquet {
             Slot::Unopened | Slot::Done => {
                 return Err(sink_error(Some(p), "its file is already closed"));
             }
+            Slot::Failed(cause) => return Err(super::failed_earlier(p, cause)),
         };
         let written = contained(p, || self.write_open(p, file, batch));
-        if written.is_err() {
-            *slot = Slot::Done;
+        if let Err(e) = &written {
+            *slot = Slot::Failed(super::causes(e));
         }
         written
     }
