@@ -95,18 +95,20 @@ impl Server {
             .to_string();
         Self { child, addr }
     }
+}
 
-    /// Its resident memory now, from `/proc`.
-    fn rss(&self) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
-            .expect("the server's /proc status");
-        let kib: u64 = status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .expect("VmRSS");
-        kib << 10
-    }
+/// Process `pid`'s resident memory now, from `/proc`; none once it is gone.
+fn vm_rss(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kib << 10)
 }
 
 impl Drop for Server {
@@ -267,6 +269,12 @@ async fn consume(
     }
 }
 
+/// Drops exchange `name`: a live one is cancelled, and its memory given back.
+async fn drop_exchange(channel: &Channel, name: &str) {
+    let body = serde_json::json!({ "exchange": name }).to_string();
+    action(channel, "drop", body).await.unwrap();
+}
+
 /// What the run did.
 #[derive(Debug, Default)]
 struct Counts {
@@ -321,13 +329,7 @@ async fn one_exchange(addr: &str, name: String, round: u64, abandon: bool, count
     if abandon {
         // Dropped once the consumers have rows: everyone at it ends, none waits forever.
         tokio::time::sleep(Duration::from_millis(150)).await;
-        action(
-            &shared,
-            "drop",
-            serde_json::json!({"exchange": name}).to_string(),
-        )
-        .await
-        .unwrap();
+        drop_exchange(&shared, &name).await;
         for task in producers {
             let _ = bounded(&name, task).await;
         }
@@ -358,13 +360,7 @@ async fn one_exchange(addr: &str, name: String, round: u64, abandon: bool, count
         assert_eq!(got, want, "{name}: destination {p}'s rows");
         counts.rows.fetch_add(got.rows, Ordering::Relaxed);
     }
-    action(
-        &shared,
-        "drop",
-        serde_json::json!({"exchange": name}).to_string(),
-    )
-    .await
-    .unwrap();
+    drop_exchange(&shared, &name).await;
     counts.exchanges.fetch_add(1, Ordering::Relaxed);
 }
 
@@ -385,23 +381,17 @@ fn the_server_holds_its_memory_flat_and_every_row_once_under_load() {
     let samples = Arc::new(Mutex::new(Vec::<u64>::new()));
     let done = Arc::new(AtomicBool::new(false));
     let pid_rss = {
-        let server_rss = server.rss();
-        samples.lock().unwrap().push(server_rss);
-        let path = format!("/proc/{}/status", server.child.id());
+        let pid = server.child.id();
+        let idle = vm_rss(pid).expect("the server's resident memory");
+        samples.lock().unwrap().push(idle);
         let (samples, done) = (samples.clone(), done.clone());
         std::thread::spawn(move || {
             while !done.load(Ordering::Relaxed) {
                 std::thread::sleep(Duration::from_secs(1));
-                let Ok(status) = std::fs::read_to_string(&path) else {
+                let Some(rss) = vm_rss(pid) else {
                     return;
                 };
-                if let Some(kib) = status
-                    .lines()
-                    .find_map(|l| l.strip_prefix("VmRSS:"))
-                    .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-                {
-                    samples.lock().unwrap().push(kib << 10);
-                }
+                samples.lock().unwrap().push(rss);
             }
         })
     };
