@@ -32,10 +32,6 @@ use ballista_executor::execution_engine::{
     DefaultExecutionEngine, ExecutionEngine, QueryStageExecutor,
 };
 use ballista_executor::executor_process::{ExecutorProcessConfig, start_executor_process};
-use ballista_scheduler::cluster::BallistaCluster;
-use ballista_scheduler::config::SchedulerConfig;
-use ballista_scheduler::scheduler_process::{create_scheduler, start_grpc_service_with_listener};
-use ballista_scheduler::scheduler_server::SchedulerServer;
 use clap::Parser;
 use datafusion::arrow::array::RecordBatch;
 use datafusion::datasource::memory::MemorySourceConfig;
@@ -48,6 +44,12 @@ use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
 use datafusion_proto::protobuf::{LogicalPlanNode, PhysicalPlanNode};
 use futures::TryStreamExt;
 use partout_ballista::PartoutEngine;
+use partout_ballista_scheduler::cluster::BallistaCluster;
+use partout_ballista_scheduler::config::SchedulerConfig;
+use partout_ballista_scheduler::scheduler_process::{
+    create_scheduler, start_grpc_service_with_listener,
+};
+use partout_ballista_scheduler::scheduler_server::SchedulerServer;
 use partout_testkit::baseline::DataFusionHash;
 use partout_testkit::fingerprint::{self, Fingerprint};
 use std::collections::BTreeMap;

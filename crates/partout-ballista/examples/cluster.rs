@@ -148,6 +148,7 @@ fn run_cluster(
         link: link.map(str::to_string),
         vcores: args.vcores,
         executor_bin: executor_bin.to_path_buf(),
+        scheduler_bin: None,
     })
     .unwrap_or_else(|e| panic!("cannot start the cluster: {e}"));
     cluster.client(|| async {

@@ -1,7 +1,7 @@
 //! [`PartoutEngine`]: the execution engine of a Ballista executor whose hash shuffles partout
 //! writes.
 
-use crate::file::{EncodedPartitions, PartitionStats, write_task_files};
+use crate::file::{EncodedPartitions, PartitionStats, StagedFiles, write_task_files};
 use crate::pool::SharedClientPool;
 use ballista_core::JobId;
 use ballista_core::client_pool::BallistaClientPool;
@@ -30,10 +30,11 @@ use futures::StreamExt;
 use partout_datafusion::DataFusionIds;
 use partout_exchange::{PartitionedWriter, WriterOptions};
 use partout_format::Encoding;
+use std::collections::HashMap;
 use std::fmt;
-use std::path::PathBuf;
-use std::sync::Arc;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 /// Memory a task's shuffle write holds when Ballista's plan sets no limit
 /// (`ballista.shuffle.sort_based.memory_limit_per_task_bytes = 0`).
@@ -85,6 +86,61 @@ pub struct PartoutEngine {
     pool: Arc<dyn BallistaClientPool>,
     counters: Arc<EngineCounters>,
     task_memory: Option<usize>,
+    task_dirs: Arc<TaskDirs>,
+}
+
+/// The newest execution of each task directory on this executor. Ballista names a task's
+/// files by its stage and task id, and a stage rolled back after a lost executor runs again
+/// with the same task ids: a task of the earlier attempt still running here (its cancel not
+/// yet arrived, or lost) writes where the new attempt's task does. Only the newest execution
+/// of a directory moves its files into place; an earlier one finishing later is refused, so
+/// the files a reader is pointed to are never replaced by a rolled-back attempt's.
+#[derive(Debug, Default)]
+struct TaskDirs {
+    next: AtomicU64,
+    newest: Mutex<HashMap<PathBuf, u64>>,
+}
+
+impl TaskDirs {
+    /// A new execution of `dir`: from now on the newest.
+    fn claim(&self, dir: &Path) -> u64 {
+        let generation = self.next.fetch_add(1, Ordering::Relaxed);
+        self.lock().insert(dir.to_path_buf(), generation);
+        generation
+    }
+
+    /// Moves `files` into place if `generation` is still the newest execution of `dir`.
+    fn commit(&self, dir: &Path, generation: u64, files: StagedFiles) -> Result<()> {
+        let mut newest = self.lock();
+        if newest.get(dir) != Some(&generation) {
+            return Err(DataFusionError::Execution(format!(
+                "{} was written by a newer attempt of this task (its stage was rolled back \
+                 and run again): this attempt's output is left out",
+                dir.display()
+            )));
+        }
+        files.commit().map_err(|e| {
+            DataFusionError::Execution(format!(
+                "moving the shuffle files into place in {}: {e}",
+                dir.display()
+            ))
+        })?;
+        newest.remove(dir);
+        Ok(())
+    }
+
+    /// Forgets `generation` of `dir` if it is still the newest (its task is gone).
+    fn release(&self, dir: &Path, generation: u64) {
+        let mut newest = self.lock();
+        if newest.get(dir) == Some(&generation) {
+            newest.remove(dir);
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<PathBuf, u64>> {
+        // The map stays whole whatever panicked while it was held (one insert or remove).
+        self.newest.lock().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 impl fmt::Debug for PartoutEngine {
@@ -111,6 +167,7 @@ impl PartoutEngine {
             pool,
             counters: Arc::default(),
             task_memory: None,
+            task_dirs: Arc::default(),
         }
     }
 
@@ -196,6 +253,7 @@ impl ExecutionEngine for PartoutEngine {
             .join(job_id.to_string())
             .join(stage_id.to_string())
             .join(task_id.to_string());
+        let generation = self.task_dirs.claim(&dir);
         Ok(Arc::new(PartoutShuffleStage(Arc::new(Stage {
             job_id,
             stage_id,
@@ -205,6 +263,8 @@ impl ExecutionEngine for PartoutEngine {
             partitions,
             task_memory,
             dir,
+            generation,
+            task_dirs: self.task_dirs.clone(),
             metrics: ExecutionPlanMetricsSet::new(),
             counters: self.counters.clone(),
         }))))
@@ -226,8 +286,17 @@ struct Stage {
     partitions: usize,
     task_memory: usize,
     dir: PathBuf,
+    /// This execution of `dir` (see [`TaskDirs`]).
+    generation: u64,
+    task_dirs: Arc<TaskDirs>,
     metrics: ExecutionPlanMetricsSet,
     counters: Arc<EngineCounters>,
+}
+
+impl Drop for Stage {
+    fn drop(&mut self) {
+        self.task_dirs.release(&self.dir, self.generation);
+    }
 }
 
 impl fmt::Display for PartoutShuffleStage {
@@ -455,22 +524,24 @@ impl QueryStageExecutor for PartoutShuffleStage {
         let schema = stage.input.schema();
         let partitions = stage.partitions;
         let dir = stage.dir.clone();
+        let generation = stage.generation;
         let write_time = MetricBuilder::new(&stage.metrics).subset_time("write_time", inputs);
-        let (outputs, offsets) = SpawnedTask::spawn_blocking(move || {
+        let (outputs, written) = SpawnedTask::spawn_blocking(move || {
             let _timer = write_time.timer();
             let mut outputs = outputs;
-            let offsets = write_task_files(&dir, &schema, &mut outputs, partitions);
-            (outputs, offsets)
+            let written = write_task_files(&dir, generation, &schema, &mut outputs, partitions);
+            (outputs, written)
         })
         .join_unwind()
         .await
         .map_err(external)?;
-        let offsets = offsets.map_err(|e| {
+        let (offsets, files) = written.map_err(|e| {
             DataFusionError::Execution(format!(
                 "writing the shuffle files in {}: {e}",
                 stage.dir.display()
             ))
         })?;
+        stage.task_dirs.commit(&stage.dir, generation, files)?;
         let mut totals = vec![PartitionStats::default(); partitions];
         for output in &outputs {
             for (total, stats) in totals.iter_mut().zip(output.stats()) {

@@ -268,22 +268,69 @@ pub fn shuffle_files(dir: &Path) -> (PathBuf, PathBuf) {
     (dir.join("data.arrow"), dir.join("data.arrow.index"))
 }
 
+/// A task's files written under names of their own beside their final ones
+/// (`data.arrow.{tag}` and `data.arrow.index.{tag}`), until [`StagedFiles::commit`] moves them
+/// into place; dropped uncommitted, they are removed.
+#[derive(Debug)]
+pub(crate) struct StagedFiles {
+    /// (staged, final) for the data file, then the index.
+    files: [(PathBuf, PathBuf); 2],
+    committed: bool,
+}
+
+impl StagedFiles {
+    /// Renames the data file, then the index, into place (over an earlier execution's).
+    pub(crate) fn commit(mut self) -> io::Result<()> {
+        for (staged, target) in &self.files {
+            std::fs::rename(staged, target)?;
+        }
+        self.committed = true;
+        Ok(())
+    }
+}
+
+impl Drop for StagedFiles {
+    fn drop(&mut self) {
+        if !self.committed {
+            for (staged, _) in &self.files {
+                let _ = std::fs::remove_file(staged);
+            }
+        }
+    }
+}
+
 /// Writes `dir/data.arrow` and `dir/data.arrow.index` from every input's streams (in input
 /// order): the schema-only stream, then partition by partition each input's spilled streams
-/// and its held one. Returns the index's offsets. On error the two files are removed.
+/// and its held one; staged under `tag` (see [`StagedFiles`]). Returns the index's offsets. On
+/// error nothing is left.
 pub(crate) fn write_task_files(
     dir: &Path,
+    tag: u64,
     schema: &SchemaRef,
     inputs: &mut [EncodedPartitions],
     partitions: usize,
-) -> io::Result<Vec<i64>> {
+) -> io::Result<(Vec<i64>, StagedFiles)> {
     let (data_path, index_path) = shuffle_files(dir);
-    let result = write_files(&data_path, &index_path, schema, inputs, partitions);
-    if result.is_err() {
-        let _ = std::fs::remove_file(&index_path);
-        let _ = std::fs::remove_file(&data_path);
-    }
-    result
+    let staged = |path: &Path| {
+        let mut name = path.as_os_str().to_owned();
+        name.push(format!(".{tag}"));
+        PathBuf::from(name)
+    };
+    let staged = StagedFiles {
+        files: [
+            (staged(&data_path), data_path),
+            (staged(&index_path), index_path),
+        ],
+        committed: false,
+    };
+    let offsets = write_files(
+        &staged.files[0].0,
+        &staged.files[1].0,
+        schema,
+        inputs,
+        partitions,
+    )?;
+    Ok((offsets, staged))
 }
 
 fn write_files(

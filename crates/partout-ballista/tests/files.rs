@@ -18,7 +18,9 @@ use ballista_core::execution_plans::sort_shuffle::{
 use ballista_core::execution_plans::{ShuffleWriterExec, SortShuffleWriterExec};
 use ballista_core::extension::SessionConfigExt;
 use ballista_core::serde::protobuf::ShuffleWritePartition;
-use ballista_executor::execution_engine::{DefaultExecutionEngine, ExecutionEngine};
+use ballista_executor::execution_engine::{
+    DefaultExecutionEngine, ExecutionEngine, QueryStageExecutor,
+};
 use datafusion::datasource::memory::MemorySourceConfig;
 use datafusion::execution::TaskContext;
 use datafusion::execution::memory_pool::{GreedyMemoryPool, MemoryPool};
@@ -84,6 +86,38 @@ fn keys() -> Vec<Arc<dyn PhysicalExpr>> {
     ]
 }
 
+/// Task 7 of stage 3 of job `job-1`: a hash shuffle write of `input` into `k` partitions, as
+/// `engine` sets it up in `work_dir`.
+fn task(
+    engine: &dyn ExecutionEngine,
+    input: Arc<dyn ExecutionPlan>,
+    k: usize,
+    work_dir: &str,
+    config: &SessionConfig,
+) -> Arc<dyn QueryStageExecutor> {
+    let job = JobId::from("job-1");
+    let writer = SortShuffleWriterExec::try_new(
+        job.clone(),
+        3,
+        input,
+        String::new(),
+        Partitioning::Hash(keys(), k),
+        SortShuffleConfig::new(true, 8192),
+    )
+    .unwrap();
+    engine
+        .create_query_stage_exec(
+            job,
+            3,
+            7,
+            (0..k).collect(),
+            Arc::new(writer),
+            work_dir,
+            config,
+        )
+        .unwrap()
+}
+
 /// Runs one shuffle-write task of `input` into `k` partitions with `engine`; its statistics
 /// and data file.
 async fn write(
@@ -96,28 +130,8 @@ async fn write(
 ) -> (Vec<ShuffleWritePartition>, PathBuf, usize) {
     let config =
         SessionConfig::new_with_ballista().set_str("ballista.shuffle.compression.codec", codec);
-    let job = JobId::from("job-1");
-    let writer = SortShuffleWriterExec::try_new(
-        job.clone(),
-        3,
-        input,
-        String::new(),
-        Partitioning::Hash(keys(), k),
-        SortShuffleConfig::new(true, 8192),
-    )
-    .unwrap();
     let work_dir = work_dir.to_str().unwrap();
-    let exec = engine
-        .create_query_stage_exec(
-            job,
-            3,
-            7,
-            (0..k).collect(),
-            Arc::new(writer),
-            work_dir,
-            &config,
-        )
-        .unwrap();
+    let exec = task(engine, input, k, work_dir, &config);
     let runtime = RuntimeEnvBuilder::new()
         .with_memory_pool(pool)
         .build_arc()
@@ -366,4 +380,62 @@ async fn a_zstd_level_reaches_partouts_files_and_ballistas_own_stages_still_run(
         .await
         .unwrap_err();
     assert!(err.to_string().contains("zstd:1"), "{err}");
+}
+
+/// A stage rolled back after a lost executor runs again with the same task ids, so two
+/// executions of one task can meet on one executor: the earlier attempt's (its cancel not yet
+/// arrived) and the new one's, writing the same files. Whichever finishes last, the files in
+/// place are the newer execution's, and the earlier one's is refused with an error saying why;
+/// nothing else is left in the task's directory.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rolled_back_attempt_of_a_task_never_replaces_the_newer_ones_files() {
+    let engine = PartoutEngine::new();
+    let work = tempfile::tempdir().unwrap();
+    let work_dir = work.path().to_str().unwrap();
+    let config = SessionConfig::new_with_ballista();
+    let k = 4;
+    // The earlier attempt's task reads ids from 0, the newer's from 1,000,000.
+    let attempt = |first_id: i64| {
+        let input =
+            MemorySourceConfig::try_new_exec(&[vec![rows(first_id, 500)]], schema(), None).unwrap();
+        task(&engine, input, k, work_dir, &config)
+    };
+    let context = || {
+        Arc::new(
+            TaskContext::default()
+                .with_session_config(config.clone())
+                .with_runtime(
+                    RuntimeEnvBuilder::new()
+                        .with_memory_pool(big_pool())
+                        .build_arc()
+                        .unwrap(),
+                ),
+        )
+    };
+    let earlier = attempt(0);
+    let newer = attempt(1_000_000);
+    // The newer finishes first; the earlier, finishing after it, must not replace its files.
+    newer.execute_query_stage(7, context()).await.unwrap();
+    let refused = earlier.execute_query_stage(7, context()).await.unwrap_err();
+    assert!(
+        refused.to_string().contains("newer attempt of this task"),
+        "{refused}"
+    );
+    let data = work.path().join("job-1/3/7/data.arrow");
+    let mut read = Vec::new();
+    for p in 0..k {
+        read.extend(ids(&rows_in(&data, p).await));
+    }
+    read.sort_unstable();
+    assert_eq!(
+        read,
+        (1_000_000..1_000_500).collect::<Vec<i64>>(),
+        "the task's files hold rows of the rolled-back attempt"
+    );
+    let mut left: Vec<String> = std::fs::read_dir(work.path().join("job-1/3/7"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["data.arrow", "data.arrow.index"]);
 }

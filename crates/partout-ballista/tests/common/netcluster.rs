@@ -5,7 +5,9 @@
 //!
 //! ```text
 //!   host 0  10.213.0.10  the client (a thread of this process that entered the namespace)
-//!   host 1  10.213.0.11  Ballista's scheduler (a thread of this process, its own runtime)
+//!   host 1  10.213.0.11  the scheduler: partout-ballista-scheduler's (Ballista 55's with the
+//!                        fix for a lost executor), a thread of this process with its own
+//!                        runtime, or its binary (`Options::scheduler_bin`)
 //!   host 2+ 10.213.0.12+ one `partout-ballista-executor` process each (`ip netns exec`)
 //! ```
 //!
@@ -20,14 +22,16 @@
 use ballista_core::config::{BALLISTA_SHUFFLE_COMPRESSION_CODEC, TaskSchedulingPolicy};
 use ballista_core::execution_plans::sort_shuffle::SortShuffleWriterExec;
 use ballista_core::extension::SessionConfigExt;
-use ballista_scheduler::cluster::{BallistaCluster, JobState};
-use ballista_scheduler::config::SchedulerConfig;
-use ballista_scheduler::scheduler_process::{create_scheduler, start_grpc_service_with_listener};
-use ballista_scheduler::scheduler_server::SchedulerServer;
-use ballista_scheduler::state::execution_stage::ExecutionStage;
 use datafusion::physical_plan::Partitioning;
 use datafusion::physical_plan::metrics::MetricValue;
 use datafusion_proto::protobuf::{LogicalPlanNode, PhysicalPlanNode};
+use partout_ballista_scheduler::cluster::{BallistaCluster, JobState};
+use partout_ballista_scheduler::config::SchedulerConfig;
+use partout_ballista_scheduler::scheduler_process::{
+    create_scheduler, start_grpc_service_with_listener,
+};
+use partout_ballista_scheduler::scheduler_server::SchedulerServer;
+use partout_ballista_scheduler::state::execution_stage::ExecutionStage;
 use partout_testkit::netns;
 use std::collections::{BTreeMap, HashSet};
 use std::future::Future;
@@ -91,13 +95,19 @@ pub struct Options {
     pub vcores: usize,
     /// The executor binary (`CARGO_BIN_EXE_partout-ballista-executor` in tests).
     pub executor_bin: PathBuf,
+    /// The scheduler's binary (`partout-ballista-scheduler`), run as a process in its host;
+    /// `None`: the same scheduler in a thread of this process, whose state the tests read.
+    pub scheduler_bin: Option<PathBuf>,
 }
 
 /// The cluster: hosts, scheduler, executors. Fields drop in order: executors first, then the
 /// scheduler, then the namespaces.
 pub struct NetCluster {
     executors: Vec<Option<Child>>,
-    scheduler: SchedulerThread,
+    /// Executor `i`'s id now: `executor-{i}`, then `executor-{i}-{k}` after its k-th restart
+    /// (the scheduler does not take back an id it has declared lost).
+    ids: Vec<String>,
+    scheduler: SchedulerHost,
     /// The namespaces, links and bridge.
     pub net: netns::Cluster,
     /// The executors' work directories, `work/executor-{i}`, and their logs.
@@ -110,6 +120,21 @@ impl Drop for NetCluster {
     fn drop(&mut self) {
         for i in 0..self.executors.len() {
             self.kill_executor(i);
+        }
+    }
+}
+
+/// The scheduler, in its host: a thread of this process or a process of its own.
+enum SchedulerHost {
+    Thread(SchedulerThread),
+    Process(Child),
+}
+
+impl Drop for SchedulerHost {
+    fn drop(&mut self) {
+        if let SchedulerHost::Process(child) = self {
+            let _ = child.kill();
+            let _ = child.wait();
         }
     }
 }
@@ -145,15 +170,19 @@ impl NetCluster {
                 net.shape(host, rate).map_err(|e| e.to_string())?;
             }
         }
-        let scheduler = SchedulerThread::start(
-            net.namespace(SCHEDULER).to_string(),
-            net.addr(SCHEDULER),
-            options.executor_timeout,
-            options.clean_up_after,
-        )?;
         let work = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let scheduler = match &options.scheduler_bin {
+            None => SchedulerHost::Thread(SchedulerThread::start(
+                net.namespace(SCHEDULER).to_string(),
+                net.addr(SCHEDULER),
+                options.executor_timeout,
+                options.clean_up_after,
+            )?),
+            Some(bin) => SchedulerHost::Process(spawn_scheduler(&net, bin, &options, &work)?),
+        };
         let mut cluster = NetCluster {
             executors: Vec::new(),
+            ids: (0..options.executors).map(executor_id).collect(),
             scheduler,
             net,
             work,
@@ -167,16 +196,36 @@ impl NetCluster {
         Ok(cluster)
     }
 
+    /// Executor `i`'s id now.
+    pub fn id_of(&self, i: usize) -> &str {
+        &self.ids[i]
+    }
+
+    /// Kills executor `i` if it still runs, starts it again under a new id (in the same host,
+    /// with the same work directory), and waits (bounded) until it has registered.
+    pub fn restart_executor(&mut self, i: usize) -> Result<(), String> {
+        self.kill_executor(i);
+        let restarts = self.ids[i].matches('-').count();
+        self.ids[i] = format!("{}-{restarts}", executor_id(i));
+        let child = self.spawn_executor(i)?;
+        self.executors[i] = Some(child);
+        self.wait_registered()
+    }
+
     fn spawn_executor(&self, i: usize) -> Result<Child, String> {
         let dir = self.work_dir(i);
         std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-        let log = std::fs::File::create(self.work.path().join(format!("executor-{i}.log")))
+        // Appended: a restarted executor's log follows its earlier life's.
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.work.path().join(format!("executor-{i}.log")))
             .map_err(|e| e.to_string())?;
         let host = FIRST_EXECUTOR + i;
         let text = |v: &dyn ToString| v.to_string();
         let args: Vec<String> = vec![
             "--id".into(),
-            executor_id(i),
+            self.ids[i].clone(),
             "--scheduler-host".into(),
             text(&self.net.addr(SCHEDULER)),
             "--scheduler-port".into(),
@@ -197,6 +246,10 @@ impl NetCluster {
             "pull-staged".into(),
             "--executor-heartbeat-interval-seconds".into(),
             "1".into(),
+            // Tried for a while, not once: a host whose link was just set up again (after a
+            // cut) may not reach the scheduler at its first attempt.
+            "--scheduler-connect-timeout-seconds".into(),
+            "30".into(),
             "--vcores".into(),
             text(&self.options.vcores),
             "--memory-pool-size".into(),
@@ -216,11 +269,17 @@ impl NetCluster {
 
     fn wait_registered(&self) -> Result<(), String> {
         let deadline = Instant::now() + REGISTER_WITHIN;
+        let SchedulerHost::Thread(scheduler) = &self.scheduler else {
+            // A scheduler process: its state is its own. A job submitted before the executors
+            // register waits for their first poll.
+            return Ok(());
+        };
         loop {
-            let missing: Vec<String> = (0..self.options.executors)
-                .map(executor_id)
+            let missing: Vec<&String> = self
+                .ids
+                .iter()
                 .filter(|id| {
-                    self.scheduler
+                    scheduler
                         .server
                         .state
                         .executor_manager
@@ -232,14 +291,25 @@ impl NetCluster {
                 return Ok(());
             }
             if Instant::now() > deadline {
+                let logs: Vec<String> = (0..self.ids.len())
+                    .filter(|&i| missing.contains(&&self.ids[i]))
+                    .map(|i| format!("executor {i}'s log ends:\n{}", self.log_tail(i)))
+                    .collect();
                 return Err(format!(
-                    "executors {missing:?} did not register within {REGISTER_WITHIN:?}; logs \
-                     in {}",
-                    self.work.path().display()
+                    "executors {missing:?} did not register within {REGISTER_WITHIN:?}\n{}",
+                    logs.join("\n")
                 ));
             }
             std::thread::sleep(Duration::from_millis(50));
         }
+    }
+
+    /// The last lines of executor `i`'s log.
+    fn log_tail(&self, i: usize) -> String {
+        let text = std::fs::read_to_string(self.work.path().join(format!("executor-{i}.log")))
+            .unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(20)..].join("\n")
     }
 
     /// Executor `i`'s work directory.
@@ -252,9 +322,18 @@ impl NetCluster {
         FIRST_EXECUTOR + i
     }
 
-    /// The scheduler's server, to look into its state.
+    /// The scheduler's server, to look into its state (a scheduler in this process only).
     pub fn scheduler(&self) -> &Scheduler {
-        &self.scheduler.server
+        &self.thread().server
+    }
+
+    fn thread(&self) -> &SchedulerThread {
+        match &self.scheduler {
+            SchedulerHost::Thread(thread) => thread,
+            SchedulerHost::Process(_) => {
+                panic!("the scheduler runs as a process: its state is not this process's")
+            }
+        }
     }
 
     /// The scheduler's address, as a client connects to it (`df://…`).
@@ -323,7 +402,7 @@ impl NetCluster {
 
     /// Every job the scheduler knows of (running and finished).
     pub async fn jobs(&self) -> HashSet<String> {
-        self.scheduler
+        self.thread()
             .jobs
             .get_all_jobs()
             .await
@@ -336,7 +415,7 @@ impl NetCluster {
     /// The shuffle stages of a finished job: who wrote each, with which codec, and what.
     pub async fn stages(&self, job: &str) -> Vec<StageReport> {
         let Some(job_id) = self
-            .scheduler
+            .thread()
             .jobs
             .get_all_jobs()
             .await
@@ -346,7 +425,7 @@ impl NetCluster {
         else {
             return Vec::new();
         };
-        let Ok(Some(graph)) = self.scheduler.jobs.get_execution_graph(&job_id).await else {
+        let Ok(Some(graph)) = self.thread().jobs.get_execution_graph(&job_id).await else {
             return Vec::new();
         };
         let files = self.shuffle_file_bytes(job);
@@ -504,6 +583,65 @@ impl SchedulerThread {
             Err(_) => Err("the scheduler's thread ended before it started".into()),
         }
     }
+}
+
+/// The scheduler's binary in its host, with the flags the thread's scheduler is given, its
+/// log in `work/scheduler.log`.
+fn spawn_scheduler(
+    net: &netns::Cluster,
+    bin: &Path,
+    options: &Options,
+    work: &tempfile::TempDir,
+) -> Result<Child, String> {
+    let log =
+        std::fs::File::create(work.path().join("scheduler.log")).map_err(|e| e.to_string())?;
+    let addr = net.addr(SCHEDULER).to_string();
+    let args: Vec<String> = vec![
+        "--bind-host".into(),
+        addr.clone(),
+        "--external-host".into(),
+        addr,
+        "--bind-port".into(),
+        SCHEDULER_PORT.to_string(),
+        "--scheduler-policy".into(),
+        "pull-staged".into(),
+        "--executor-timeout-seconds".into(),
+        options.executor_timeout.to_string(),
+        "--expire-dead-executor-interval-seconds".into(),
+        "1".into(),
+        "--finished-job-data-clean-up-interval-seconds".into(),
+        options.clean_up_after.to_string(),
+        "--log-level-setting".into(),
+        "WARN".into(),
+    ];
+    let child = net
+        .command(SCHEDULER, bin, &args)
+        .stdout(log.try_clone().map_err(|e| e.to_string())?)
+        .stderr(log)
+        .spawn()
+        .map_err(|e| format!("cannot start the scheduler {}: {e}", bin.display()))?;
+    // Bounded: the scheduler's port accepts connections (from its own host).
+    let deadline = Instant::now() + REGISTER_WITHIN;
+    let probe = [
+        "-c",
+        &format!("exec 3<>/dev/tcp/{}/{SCHEDULER_PORT}", net.addr(SCHEDULER)),
+    ];
+    while Instant::now() < deadline {
+        let up = net
+            .command(SCHEDULER, "bash", probe)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if up {
+            return Ok(child);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Err(format!(
+        "the scheduler did not listen on {SCHEDULER_PORT} within {REGISTER_WITHIN:?}; its log: {}",
+        work.path().join("scheduler.log").display()
+    ))
 }
 
 /// Executor `i`'s id.
