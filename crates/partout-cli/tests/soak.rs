@@ -9,7 +9,7 @@
 //! grow from the first third of the run to the last; every row of every exchange not dropped
 //! arrives exactly once, in its destination.
 //!
-//! Run by `./run-tests`' soak step (`cargo test --release -p partout-cli --test soak`);
+//! Run by `./run-tests`' soak step (`cargo test --release --test soak`);
 //! `./run-tests --soak-minutes 10` runs it for ten minutes.
 
 use arrow_array::cast::AsArray;
