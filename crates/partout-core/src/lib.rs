@@ -26,5 +26,6 @@ pub use batch::{PartitionedBatch, Partitioner, partition_each};
 pub use error::{PartoutError, Result};
 pub use plan::ScatterPlan;
 pub use scatter::{
-    DestinationBuffers, MAX_MERGED, ScatterScratch, scatter_column, scatter_columns,
+    DestinationBuffers, GatheredBatch, MAX_MERGED, OutputBuilder, ScatterScratch, scatter_column,
+    scatter_columns,
 };

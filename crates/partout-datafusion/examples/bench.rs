@@ -3,7 +3,13 @@
 //!
 //! 1. the operator alone: TPC-H lineitem batches from 2 input partitions hash-repartitioned
 //!    by `l_orderkey` into 16, 64 and 200 partitions, every output drained concurrently,
-//!    with the memory pool's peak and what partout spilled; and the same preserving order
+//!    alternating in this process: rates, each contender's page faults and CPU time per run
+//!    (`getrusage`), the memory pool's peak, the process's peak heap above its input (a
+//!    counting allocator over mimalloc, counting only in a round of its own so that the timed
+//!    rounds pay nothing for it) and what partout spilled; then each contender alone in a
+//!    process of its own (`--alone`), and the whole section again in a process whose
+//!    allocator is kept warm (`MIMALLOC_PURGE_DELAY=-1`: freed pages are kept rather than
+//!    returned and faulted in again; `--warm-rerun`); and the same preserving order
 //!    (`preserve_order`: the inputs declared sorted by `l_orderkey`, each output merged), into
 //!    16 and 64 partitions, every output's order checked;
 //! 2. the operator alone with its outputs read one after another to their ends (a consumer
@@ -43,13 +49,87 @@ use futures::StreamExt;
 use partout_datafusion::PartoutRepartitionExec;
 use partout_testkit::baseline::DataFusionHash;
 use partout_testkit::fingerprint::{self, Fingerprint};
+use std::alloc::{GlobalAlloc, Layout};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicIsize, Ordering};
 use std::time::Instant;
 use tpch::PeakPool;
 
-// datafusion-cli's allocator; both contenders run in this one process under it.
+// datafusion-cli's allocator; both contenders run in this one process under it, counted
+// only while `COUNTING` is set.
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: Counting = Counting;
+
+/// mimalloc, and while `COUNTING` is set, the bytes allocated and not yet freed (`HELD`) and
+/// the most of them at once (`PEAK`).
+struct Counting;
+
+static COUNTING: AtomicBool = AtomicBool::new(false);
+static HELD: AtomicIsize = AtomicIsize::new(0);
+static PEAK: AtomicIsize = AtomicIsize::new(0);
+
+fn note(delta: isize) {
+    if COUNTING.load(Ordering::Relaxed) {
+        let now = HELD.fetch_add(delta, Ordering::Relaxed) + delta;
+        PEAK.fetch_max(now, Ordering::Relaxed);
+    }
+}
+
+// SAFETY: every call is forwarded to mimalloc unchanged; the counters are static atomics,
+// which never allocate.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        note(layout.size() as isize);
+        // SAFETY: forwarded with the caller's guarantees.
+        unsafe { mimalloc::MiMalloc.alloc(layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        note(layout.size() as isize);
+        // SAFETY: forwarded with the caller's guarantees.
+        unsafe { mimalloc::MiMalloc.alloc_zeroed(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        note(-(layout.size() as isize));
+        // SAFETY: forwarded with the caller's guarantees.
+        unsafe { mimalloc::MiMalloc.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        note(new_size as isize - layout.size() as isize);
+        // SAFETY: forwarded with the caller's guarantees.
+        unsafe { mimalloc::MiMalloc.realloc(ptr, layout, new_size) }
+    }
+}
+
+/// The most the process held at once above what it held when counting began, while `f` ran
+/// (bytes allocated before and freed during it count as negative).
+async fn peak_heap<T>(f: impl std::future::Future<Output = T>) -> (T, usize) {
+    HELD.store(0, Ordering::SeqCst);
+    PEAK.store(0, Ordering::SeqCst);
+    COUNTING.store(true, Ordering::SeqCst);
+    let out = f.await;
+    COUNTING.store(false, Ordering::SeqCst);
+    (out, PEAK.load(Ordering::SeqCst).max(0) as usize)
+}
+
+/// The process's minor and major page faults and its CPU seconds (user and system) so far.
+fn usage() -> (u64, f64) {
+    // SAFETY: getrusage writes the struct it is given, which is zeroed and of its type.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
+        usage
+    };
+    let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    (
+        (usage.ru_minflt + usage.ru_majflt) as u64,
+        seconds(usage.ru_utime) + seconds(usage.ru_stime),
+    )
+}
+
+/// Whether this process's mimalloc keeps freed pages (`MIMALLOC_PURGE_DELAY=-1`).
+fn allocator_warm() -> bool {
+    std::env::var("MIMALLOC_PURGE_DELAY").is_ok_and(|v| v == "-1")
+}
 
 #[derive(Parser)]
 struct Args {
@@ -77,6 +157,16 @@ struct Args {
     /// partout's `buffer_bytes` in the operator-alone sections.
     #[arg(long, default_value_t = 64 << 20)]
     buffer_bytes: usize,
+    /// Section 1 with each contender alone in a process of its own, too.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    alone: bool,
+    /// Section 1 again in a process whose allocator is kept warm (`MIMALLOC_PURGE_DELAY=-1`).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    warm_rerun: bool,
+    /// Section 1 alone, for one contender only (`datafusion` or `partout`), printing one
+    /// line a partition count (the processes `--alone` starts).
+    #[arg(long)]
+    only: Option<String>,
 }
 
 fn median(mut values: Vec<f64>) -> f64 {
@@ -254,71 +344,127 @@ fn repartition_seconds(plan: &Arc<dyn ExecutionPlan>, name: &str) -> f64 {
             .sum::<f64>()
 }
 
-/// One warm-up of each contender, then `rounds` alternating rounds (the order flips every
-/// round), every output drained concurrently: the median seconds of DataFusion's and
-/// partout's, the memory pools' peaks (DataFusion's, partout's), and partout's median
-/// spilled bytes.
+/// One contender's figures in a section-1 run: median seconds, page faults and CPU seconds
+/// per run, the memory pool's peak, the process's peak heap above its input, and the median
+/// bytes spilled.
+#[derive(Debug, Clone, Copy, Default)]
+struct Figures {
+    seconds: f64,
+    faults: f64,
+    cpu: f64,
+    pool: usize,
+    heap: usize,
+    spilled: f64,
+}
+
+/// One warm-up of each contender in `who` (false: DataFusion, true: partout), one round of
+/// each with the heap counted, then `rounds` alternating rounds (the order flips every
+/// round), every output drained concurrently: each contender's figures, in `who`'s order.
 async fn timed_rounds(
     plan: impl Fn(bool) -> Result<Arc<dyn ExecutionPlan>>,
     rows: usize,
     rounds: usize,
     context: &Arc<TaskContext>,
-) -> Result<(f64, f64, [usize; 2], f64)> {
-    drain(plan(false)?, context.clone()).await?;
-    drain(plan(true)?, context.clone()).await?;
-    let (mut their_times, mut our_times) = (Vec::new(), Vec::new());
-    let (mut peaks, mut spilled) = ([0usize; 2], Vec::new());
+    who: &[bool],
+) -> Result<Vec<Figures>> {
+    let mut figures = vec![Figures::default(); who.len()];
+    for (&ours, figures) in who.iter().zip(&mut figures) {
+        drain(plan(ours)?, context.clone()).await?;
+        let plan = plan(ours)?;
+        let (out, heap) = peak_heap(drain(plan, context.clone())).await;
+        assert_eq!(out?, rows, "every row out");
+        figures.heap = heap;
+    }
+    let mut runs = vec![[Vec::new(), Vec::new(), Vec::new(), Vec::new()]; who.len()];
     for round in 0..rounds {
-        for ours in [round % 2 == 0, round % 2 != 0] {
-            let plan = plan(ours)?;
+        let mut order: Vec<usize> = (0..who.len()).collect();
+        if round % 2 == 1 {
+            order.reverse();
+        }
+        for k in order {
+            let plan = plan(who[k])?;
             let pool = PeakPool::new(usize::MAX);
+            let context = peak_context(&pool)?;
+            let (faults, cpu) = usage();
             let started = Instant::now();
-            let out = drain(plan.clone(), peak_context(&pool)?).await?;
-            assert_eq!(out, rows, "every row out");
+            let out = drain(plan.clone(), context).await?;
             let seconds = started.elapsed().as_secs_f64();
-            peaks[usize::from(ours)] = peaks[usize::from(ours)].max(pool.peak());
-            if ours {
-                our_times.push(seconds);
-                spilled.push(metric(plan.as_ref(), "spilled_bytes") as f64);
-            } else {
-                their_times.push(seconds)
-            }
+            let (faults_after, cpu_after) = usage();
+            assert_eq!(out, rows, "every row out");
+            figures[k].pool = figures[k].pool.max(pool.peak());
+            let [times, fault_counts, cpus, spilled] = &mut runs[k];
+            times.push(seconds);
+            fault_counts.push((faults_after - faults) as f64);
+            cpus.push(cpu_after - cpu);
+            spilled.push(metric(plan.as_ref(), "spilled_bytes") as f64);
         }
     }
-    Ok((
-        median(their_times),
-        median(our_times),
-        peaks,
-        median(spilled),
-    ))
+    for (figures, [times, faults, cpus, spilled]) in figures.iter_mut().zip(runs) {
+        figures.seconds = median(times);
+        figures.faults = median(faults);
+        figures.cpu = median(cpus);
+        figures.spilled = median(spilled);
+    }
+    Ok(figures)
 }
 
 /// The columns of sections 1 and 1b.
 fn print_header() {
     println!(
-        "{:>10} {:>16} {:>16} {:>9} {:>16} {:>16} {:>14}",
+        "{:>10} {:>10} {:>10} {:>7} {:>10} {:>10} {:>8} {:>8} {:>9} {:>9} {:>9} {:>9} {:>8}",
         "partitions",
-        "DataFusion Mrows/s",
-        "partout Mrows/s",
+        "DF Mrows/s",
+        "po Mrows/s",
         "ratio",
-        "DataFusion MiB",
-        "partout MiB",
-        "spilled MiB"
+        "DF faults",
+        "po faults",
+        "DF cpu s",
+        "po cpu s",
+        "DF heap",
+        "po heap",
+        "DF pool",
+        "po pool",
+        "spilled"
     );
 }
 
-/// A row of sections 1 and 1b.
-fn print_row(n: usize, rows: usize, theirs_s: f64, ours_s: f64, peaks: [usize; 2], spilled: f64) {
+/// A row of sections 1 and 1b: DataFusion's figures, then partout's (memory in MiB).
+fn print_row(n: usize, rows: usize, theirs: &Figures, ours: &Figures) {
     let mib = |bytes: f64| bytes / (1 << 20) as f64;
     println!(
-        "{n:>10} {:>16.1} {:>16.1} {:>8.2}x {:>16.1} {:>16.1} {:>14.1}",
-        rows as f64 / theirs_s / 1e6,
-        rows as f64 / ours_s / 1e6,
-        theirs_s / ours_s,
-        mib(peaks[0] as f64),
-        mib(peaks[1] as f64),
-        mib(spilled),
+        "{n:>10} {:>10.1} {:>10.1} {:>6.2}x {:>10.0} {:>10.0} {:>8.2} {:>8.2} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>8.1}",
+        rows as f64 / theirs.seconds / 1e6,
+        rows as f64 / ours.seconds / 1e6,
+        theirs.seconds / ours.seconds,
+        theirs.faults,
+        ours.faults,
+        theirs.cpu,
+        ours.cpu,
+        mib(theirs.heap as f64),
+        mib(ours.heap as f64),
+        mib(theirs.pool as f64),
+        mib(ours.pool as f64),
+        mib(ours.spilled),
     );
+}
+
+/// This bench once more as a child process with `args` (and the allocator kept warm, when
+/// `warm`): its standard output.
+fn child(args: &[String], warm: bool) -> Result<String> {
+    let exe = std::env::current_exe()?;
+    let mut command = std::process::Command::new(exe);
+    command.args(args);
+    if warm {
+        command.env("MIMALLOC_PURGE_DELAY", "-1");
+    }
+    let out = command.stderr(std::process::Stdio::inherit()).output()?;
+    if !out.status.success() {
+        return Err(DataFusionError::Execution(format!(
+            "the bench's child {args:?} failed: {}",
+            out.status
+        )));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 #[tokio::main(flavor = "multi_thread")]
@@ -345,18 +491,139 @@ async fn main() -> Result<()> {
     let context = Arc::new(
         TaskContext::default().with_session_config(SessionConfig::new().with_batch_size(8192)),
     );
+    if let Some(only) = &args.only {
+        // One contender alone in this process: a line a partition count, for the parent.
+        let ours = match only.as_str() {
+            "datafusion" => false,
+            "partout" => true,
+            other => {
+                return Err(DataFusionError::Configuration(format!(
+                    "--only takes datafusion or partout, not {other}"
+                )));
+            }
+        };
+        for &n in &args.partitions {
+            let plan = |ours: bool| repartition(&input, &key, n, ours.then_some(args.buffer_bytes));
+            let figures = timed_rounds(plan, rows, args.rounds, &context, &[ours]).await?;
+            let f = figures[0];
+            println!("alone {n} {} {} {} {}", f.seconds, f.faults, f.cpu, f.heap);
+        }
+        return Ok(());
+    }
     println!(
-        "\n1. The operator alone: {rows} lineitem rows, 2 input partitions, by l_orderkey; medians of {} alternating rounds",
-        args.rounds
+        "\n1. The operator alone: {rows} lineitem rows, 2 input partitions, by l_orderkey; medians of {} alternating rounds; allocator {}; faults and CPU seconds per run, heap MiB above the input (counted), pool MiB (reserved)",
+        args.rounds,
+        if allocator_warm() {
+            "kept warm (MIMALLOC_PURGE_DELAY=-1)"
+        } else {
+            "as it comes"
+        }
     );
     print_header();
     for &n in &args.partitions {
         // A fresh plan for every run: a RepartitionExec executes each partition once.
         let plan = |ours: bool| repartition(&input, &key, n, ours.then_some(args.buffer_bytes));
         check_outputs(plan, &lineitem.batches, n, &context, false).await?;
-        let (theirs_s, ours_s, peaks, spilled) =
-            timed_rounds(plan, rows, args.rounds, &context).await?;
-        print_row(n, rows, theirs_s, ours_s, peaks, spilled);
+        let figures = timed_rounds(plan, rows, args.rounds, &context, &[false, true]).await?;
+        print_row(n, rows, &figures[0], &figures[1]);
+    }
+    if args.alone {
+        println!(
+            "\n1, each contender alone in a process of its own (allocator {}); medians of {} rounds",
+            if allocator_warm() {
+                "kept warm"
+            } else {
+                "as it comes"
+            },
+            args.rounds
+        );
+        println!(
+            "{:>10} {:>10} {:>10} {:>7} {:>10} {:>10} {:>8} {:>8} {:>9} {:>9}",
+            "partitions",
+            "DF Mrows/s",
+            "po Mrows/s",
+            "ratio",
+            "DF faults",
+            "po faults",
+            "DF cpu s",
+            "po cpu s",
+            "DF heap",
+            "po heap"
+        );
+        let partitions = args
+            .partitions
+            .iter()
+            .map(|n| n.to_string())
+            .collect::<Vec<_>>();
+        let alone = |who: &str| -> Result<Vec<Vec<f64>>> {
+            let out = child(
+                &[
+                    format!("--sf={}", args.sf),
+                    format!("--rounds={}", args.rounds),
+                    format!("--partitions={}", partitions.join(",")),
+                    format!("--buffer-bytes={}", args.buffer_bytes),
+                    format!("--only={who}"),
+                ],
+                allocator_warm(),
+            )?;
+            Ok(out
+                .lines()
+                .filter_map(|l| l.strip_prefix("alone "))
+                .map(|l| l.split(' ').filter_map(|v| v.parse().ok()).collect())
+                .collect())
+        };
+        let (theirs, ours) = (alone("datafusion")?, alone("partout")?);
+        assert_eq!(
+            theirs.len(),
+            args.partitions.len(),
+            "a line per partition count"
+        );
+        assert_eq!(
+            ours.len(),
+            args.partitions.len(),
+            "a line per partition count"
+        );
+        for (t, o) in theirs.iter().zip(&ours) {
+            let mib = |bytes: f64| bytes / (1 << 20) as f64;
+            println!(
+                "{:>10} {:>10.1} {:>10.1} {:>6.2}x {:>10.0} {:>10.0} {:>8.2} {:>8.2} {:>9.1} {:>9.1}",
+                t[0],
+                rows as f64 / t[1] / 1e6,
+                rows as f64 / o[1] / 1e6,
+                t[1] / o[1],
+                t[2],
+                o[2],
+                t[3],
+                o[3],
+                mib(t[4]),
+                mib(o[4]),
+            );
+        }
+    }
+    if args.warm_rerun && !allocator_warm() {
+        let partitions = args
+            .partitions
+            .iter()
+            .map(|n| n.to_string())
+            .collect::<Vec<_>>();
+        let out = child(
+            &[
+                format!("--sf={}", args.sf),
+                format!("--rounds={}", args.rounds),
+                format!("--partitions={}", partitions.join(",")),
+                format!("--buffer-bytes={}", args.buffer_bytes),
+                format!("--alone={}", args.alone),
+                "--ordered".into(),
+                "--sequential".into(),
+                "--query-rounds=0".into(),
+                "--warm-rerun=false".into(),
+            ],
+            true,
+        )?;
+        // The child's section 1 (its banner line is this run's).
+        for line in out.lines().skip(1) {
+            println!("{line}");
+        }
     }
     if !args.ordered.is_empty() {
         // tpchgen writes lineitem in l_orderkey order, and each input partition takes every
@@ -375,9 +642,8 @@ async fn main() -> Result<()> {
             let plan =
                 |ours: bool| repartition(&sorted, &key, n, ours.then_some(args.buffer_bytes));
             check_outputs(plan, &lineitem.batches, n, &context, true).await?;
-            let (theirs_s, ours_s, peaks, spilled) =
-                timed_rounds(plan, rows, args.rounds, &context).await?;
-            print_row(n, rows, theirs_s, ours_s, peaks, spilled);
+            let figures = timed_rounds(plan, rows, args.rounds, &context, &[false, true]).await?;
+            print_row(n, rows, &figures[0], &figures[1]);
         }
     }
     println!(

@@ -10,13 +10,11 @@ use datafusion::execution::memory_pool::MemoryReservation;
 use partout_exchange::{Account, ExchangeError, Item, SpillTarget, spill_batch, unspill_batch};
 use std::sync::{Arc, Mutex};
 
-/// A batch for an output: its rows, the memory it is charged, and whether it is whole (a
-/// full `batch_size` batch passed on as it is) rather than a remainder to gather with others.
+/// A batch for an output, as the output reads it: its rows and the memory it is charged.
 #[derive(Debug, Clone)]
 pub(crate) struct Queued {
     pub(crate) rows: RecordBatch,
     pub(crate) bytes: usize,
-    pub(crate) whole: bool,
 }
 
 impl Item for Queued {
@@ -29,19 +27,14 @@ impl Item for Queued {
     }
 
     fn spill(&self, out: &mut Vec<u8>) -> std::result::Result<(), ExchangeError> {
-        out.push(u8::from(self.whole));
         spill_batch(&self.rows, out)
     }
 
     fn unspill(bytes: &[u8]) -> std::result::Result<Self, ExchangeError> {
-        let (&whole, stream) = bytes
-            .split_first()
-            .ok_or_else(|| ExchangeError::Spill("an empty spilled batch".into()))?;
-        let rows = unspill_batch(stream)?;
+        let rows = unspill_batch(bytes)?;
         Ok(Self {
             bytes: rows.get_array_memory_size(),
             rows,
-            whole: whole == 1,
         })
     }
 }

@@ -1,8 +1,10 @@
 //! [`PartoutRepartitionExec`]: DataFusion's hash repartitioning, done by partout.
 
+use crate::builders::OutputBuilders;
+use crate::config::Budget;
 use crate::exchange::{Pool, Queued, from_datafusion, spill_target, to_datafusion};
 use crate::ids::DataFusionIds;
-use crate::output::{Lane, Output};
+use crate::output::Lane;
 use crate::producer::Producer;
 use datafusion::common::runtime::SpawnedTask;
 use datafusion::common::tree_node::TreeNodeRecursion;
@@ -21,43 +23,44 @@ use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, ExecutionPlanProperties, Partitioning,
     PhysicalExpr, PlanProperties, SendableRecordBatchStream,
 };
-use partout_exchange::{BoundedExchange, BoundedOptions, Gather, Spares};
+use partout_exchange::{BoundedExchange, BoundedOptions};
 use std::fmt::Formatter;
 use std::sync::{Arc, Mutex};
 
 /// Hash repartitioning of `input` into `n` partitions by `exprs`, as DataFusion's
 /// `RepartitionExec` with `Partitioning::Hash` does and with the same plan properties, done
-/// with partout's writer and exchange: every row goes to the partition DataFusion's hash
-/// gives it ([`DataFusionIds`]); each producer (one per input partition) appends rows to a
-/// [`PartitionedWriter`](partout_exchange::PartitionedWriter) that hands a destination's rows
-/// over as a batch of the session's `batch_size` rows (sooner at its share of the budget);
-/// the batches wait for consumers in a [`BoundedExchange`].
+/// with partout's kernels and exchange: every row goes to the partition DataFusion's hash
+/// gives it ([`DataFusionIds`]). Each producer (one per input partition) lays its input batch
+/// out in output order in reused scratch ([`GatheredBatch`](partout_core::GatheredBatch)),
+/// then appends each output's rows to that output's one batch under construction
+/// ([`OutputBuilder`](partout_core::OutputBuilder)), shared by the producers behind a lock of
+/// its own: a row is copied once, from hot scratch into the batch its consumer reads. A batch
+/// that reaches the session's `batch_size` rows (or its share of the budget) is handed over
+/// whole and waits for its consumer in a [`BoundedExchange`]; what the builders hold when the
+/// input ends is handed over then.
 ///
 /// **Order**: a repartition that preserves order (`preserve_order`, over an ordered input of
-/// several partitions) keeps a queue per input and output: each input's rows reach an output
-/// in the input's order, and the output merges its queues with DataFusion's streaming merge
-/// by the input's ordering, as `RepartitionExec` does. Otherwise one input's rows keep their
-/// order in every output, and several inputs interleave.
+/// several partitions) keeps a builder and a queue per input and output: each input's rows
+/// reach an output in the input's order, and the output merges its queues with DataFusion's
+/// streaming merge by the input's ordering, as `RepartitionExec` does. Otherwise one input's
+/// rows keep their order in every output, and several inputs interleave.
 ///
 /// **Unbounded inputs**: every row is handed over with the input batch it came in, never held
 /// back for a full batch (the next may never come), as `RepartitionExec` does.
 ///
 /// **What `buffer_bytes` covers**: everything the operator holds between its input and its
-/// outputs, reserved from the session's memory pool: up to 3/4 of it for the producers'
-/// writers (each input's share holds its destination buffers and the batches it flushed but
-/// has not yet handed over), an eighth for the batches waiting for consumers, and an eighth
-/// for batches whose rows the outputs have gathered, on their way back to the producers,
-/// whose next flushes reuse their buffers ([`Spares`]): in steady state the operator
-/// allocates only what it hands downstream. Preserving order, the exchange's eighth is
-/// shared evenly by the inputs' queues. Not covered: the batch each output is gathering to
-/// `batch_size` rows, the batches a merge holds (reserved apart, as DataFusion's merge
-/// reserves them), and a spilled batch while it is read back. When
-/// the exchange's eighth is full and a consumer waits for an output with nothing for it,
-/// batches are spilled to the session's disk manager instead of waiting. This happens at once
-/// when rows are held for outputs not read yet (outputs read one after another), and after
-/// the exchange's patience (100 ms) without room otherwise (a consumer that stopped reading).
-/// Any order of reading the outputs completes. Without a disk manager, or past its limit,
-/// that is DataFusion's resources-exhausted error naming the operator.
+/// outputs, reserved from the session's memory pool as it is held: half for the output batches
+/// under construction, a quarter for the batches waiting for consumers, a quarter for the
+/// producers' scratch ([`PartoutConfig::buffer_bytes`](crate::PartoutConfig) says how).
+/// Preserving order, the builders' and the queues' shares are divided evenly among the
+/// inputs. Not covered: the batches a merge holds (reserved apart, as DataFusion's merge
+/// reserves them), and a spilled batch while it is read back. When the queues' quarter is
+/// full and a consumer waits for an output with nothing for it, batches are spilled to the
+/// session's disk manager instead of waiting. This happens at once when rows are held for
+/// outputs not read yet (outputs read one after another), and after the exchange's patience
+/// (100 ms) without room otherwise (a consumer that stopped reading). Any order of reading
+/// the outputs completes. Without a disk manager, or past its limit, that is DataFusion's
+/// resources-exhausted error naming the operator.
 #[derive(Debug)]
 pub struct PartoutRepartitionExec {
     input: Arc<dyn ExecutionPlan>,
@@ -79,8 +82,6 @@ pub struct PartoutRepartitionExec {
 #[derive(Debug)]
 pub(crate) struct Run {
     pub(crate) exchanges: Vec<Arc<BoundedExchange<Queued>>>,
-    /// Batches the outputs gathered rows from, back to the producers for their buffers.
-    spares: Arc<Spares>,
     _tasks: Vec<SpawnedTask<()>>,
     spill_count: Count,
     spilled_bytes: Count,
@@ -165,50 +166,54 @@ impl PartoutRepartitionExec {
         format!("PartoutRepartitionExec[{}]", self.partitions)
     }
 
-    /// Starts a run: the exchange, and a producer task per input partition.
+    /// Starts a run: the exchange, the output builders, and a producer task per input
+    /// partition.
     fn start(&self, context: &Arc<TaskContext>) -> Result<Arc<Run>> {
         let input_partitions = self.input.output_partitioning().partition_count();
         // An input of no partitions counts as one producer that finishes at once.
         let inputs = input_partitions.max(1);
         let operator = self.operator();
-        // Preserving order, a queue per input and output: an exchange per input, each
-        // with its share of the exchanges' eighth of the budget.
-        let exchanges = if self.preserve_order { inputs } else { 1 };
-        let exchanges = (0..exchanges)
-            .map(|i| {
-                let name = match self.preserve_order {
-                    true => format!("{operator} input {i}"),
-                    false => operator.clone(),
-                };
-                let reservation = MemoryConsumer::new(name).register(context.memory_pool());
-                let producers = inputs / exchanges;
-                let budget = (self.buffer_bytes / 8 / exchanges).max(1);
-                let mut options = BoundedOptions::new(self.partitions, producers, budget)
+        let budget = Budget::of(self.buffer_bytes);
+        // Preserving order, a queue per input and output, and a builder per input and output:
+        // an exchange and a group of builders per input, each with its share.
+        let groups = if self.preserve_order { inputs } else { 1 };
+        let batch_size = context.session_config().batch_size().max(1);
+        let schema = self.input.schema();
+        let mut exchanges = Vec::with_capacity(groups);
+        let mut builders = Vec::with_capacity(groups);
+        for g in 0..groups {
+            let name = match self.preserve_order {
+                true => format!("{operator} input {g}"),
+                false => operator.clone(),
+            };
+            let producers = inputs / groups;
+            let reservation = MemoryConsumer::new(name.clone()).register(context.memory_pool());
+            let mut options =
+                BoundedOptions::new(self.partitions, producers, (budget.queued / groups).max(1))
                     .with_account(Arc::new(Pool(reservation)));
-                if let Some(target) = spill_target(context, &operator) {
-                    options = options.with_spill(target);
-                }
-                let exchange =
-                    BoundedExchange::try_new(options).map_err(|e| to_datafusion(e, &operator))?;
-                if input_partitions == 0 {
-                    exchange.producer_finished();
-                }
-                Ok(Arc::new(exchange))
-            })
-            .collect::<Result<Vec<_>>>()?;
-        // An eighth of the budget: batches whose rows the outputs have gathered, on
-        // their way back to the producers, whose next flushes reuse their buffers.
-        let spares = Arc::new(
-            Spares::new(self.buffer_bytes / 8).with_account(Arc::new(Pool(
-                MemoryConsumer::new(format!("{operator} spares")).register(context.memory_pool()),
-            ))),
-        );
-        // Each producer's writer holds at most 3/8 of the budget / inputs in its buffers (new
-        // ones of a flushed destination's size included), and up to as much again in what it
-        // flushed and has not handed over: the producers together stay within 3/4 of the
-        // budget, the exchange within an eighth, the spares within the last eighth. The
-        // writers' share sets the flush size at high output counts, so it is the largest.
-        let writer_limit = (self.buffer_bytes / 8 * 3 / inputs).max(1);
+            if let Some(target) = spill_target(context, &operator) {
+                options = options.with_spill(target);
+            }
+            let exchange =
+                BoundedExchange::try_new(options).map_err(|e| to_datafusion(e, &operator))?;
+            if input_partitions == 0 {
+                exchange.producer_finished();
+            }
+            exchanges.push(Arc::new(exchange));
+            let reservation = MemoryConsumer::new(format!("{name} output builders"))
+                .register(context.memory_pool());
+            // A builder's share: the builders, and the batch each producer may hold finished
+            // while it queues it, within the builders' half.
+            let share = (budget.builders / groups / (self.partitions + producers)).max(1);
+            builders.push(Arc::new(OutputBuilders::try_new(
+                schema.clone(),
+                self.partitions,
+                producers,
+                batch_size,
+                share,
+                reservation,
+            )?));
+        }
         let unbounded = self.input.boundedness().is_unbounded();
         let mut tasks = Vec::with_capacity(inputs);
         for i in 0..input_partitions {
@@ -218,10 +223,12 @@ impl PartoutRepartitionExec {
                 context: context.clone(),
                 ids: DataFusionIds::new(self.exprs.clone(), self.partitions),
                 partitions: self.partitions,
-                writer_limit,
+                scratch_limit: (budget.scratch / inputs).max(1),
                 unbounded,
-                exchange: exchanges[i % exchanges.len()].clone(),
-                spares: spares.clone(),
+                builders: builders[i % groups].clone(),
+                // Producers start their passes over the outputs apart.
+                first: i * self.partitions / inputs,
+                exchange: exchanges[i % groups].clone(),
                 operator: operator.clone(),
                 fetch_time: MetricBuilder::new(&self.metrics).subset_time("fetch_time", i),
                 repartition_time: MetricBuilder::new(&self.metrics)
@@ -238,7 +245,6 @@ impl PartoutRepartitionExec {
         }
         Ok(Arc::new(Run {
             exchanges,
-            spares,
             _tasks: tasks,
             spill_count: MetricBuilder::new(&self.metrics).spill_count(0),
             spilled_bytes: MetricBuilder::new(&self.metrics).spilled_bytes(0),
@@ -269,6 +275,7 @@ impl PartoutRepartitionExec {
                     partition,
                     operator: self.operator(),
                     done: false,
+                    counts: None,
                 };
                 let stream = futures::stream::unfold(lane, |mut lane| async move {
                     let next = lane.next().await;
@@ -396,23 +403,21 @@ impl ExecutionPlan for PartoutRepartitionExec {
             }
             run
         };
-        let schema = self.input.schema();
-        let batch_size = context.session_config().batch_size().max(1);
         if self.preserve_order {
             return self.merged(run, partition, &context);
         }
-        let output = Output {
-            // Remainders (a producer's last rows, the tail of a split) are gathered here into
-            // batches of `batch_size`; whole batches pass by.
-            gather: Gather::new(schema.clone(), batch_size).with_spares(run.spares.clone()),
-            ordered: self.input.output_partitioning().partition_count() <= 1,
+        let output = Lane {
             run,
+            input: 0,
             partition,
             operator: self.operator(),
             done: false,
-            output_rows: MetricBuilder::new(&self.metrics).output_rows(partition),
-            output_batches: MetricBuilder::new(&self.metrics).output_batches(partition),
+            counts: Some((
+                MetricBuilder::new(&self.metrics).output_rows(partition),
+                MetricBuilder::new(&self.metrics).output_batches(partition),
+            )),
         };
+        let schema = self.input.schema();
         let stream = futures::stream::unfold(output, |mut output| async move {
             let next = output.next().await;
             next.map(|item| (item, output))

@@ -8,11 +8,13 @@
 //!
 //! ```text
 //!  input partition i ─► DataFusion's hash ids (create_hashes, REPARTITION_RANDOM_STATE, % n)
-//!                    ─► partout's PartitionedWriter (rows copied once into a buffer per
-//!                       destination; handed over at batch_size rows or its share of the budget)
+//!                    ─► GatheredBatch: the batch laid out in output order, in reused scratch
+//!                    ─► OutputBuilder of each output, shared by the producers (a lock per
+//!                       output): rows copied once; handed over whole at batch_size rows or
+//!                       its share of the budget
 //!                    ─► BoundedExchange: output queues within the budget; producers wait, or
 //!                       spill when a consumer waits on an output with nothing for it
-//!  output partition p ◄─ its queue; full batches passed on, remainders gathered
+//!  output partition p ◄─ its queue, batch by batch as they were built
 //! ```
 //!
 //! **Whoever consumes the partitions decides the hash.** DataFusion assumes any two `Hash`
@@ -39,6 +41,7 @@
 
 #![forbid(unsafe_code)]
 
+mod builders;
 mod config;
 mod exchange;
 mod exec;

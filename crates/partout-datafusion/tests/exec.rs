@@ -150,7 +150,7 @@ async fn every_row_reaches_datafusions_partition_once_in_full_batches() {
     let input = MemorySourceConfig::try_new_exec(&inputs, schema(), None).unwrap();
     for n in [1usize, 7, 64] {
         let partout: Arc<dyn ExecutionPlan> =
-            Arc::new(PartoutRepartitionExec::try_new(input.clone(), keys(), n, 64 << 10).unwrap());
+            Arc::new(PartoutRepartitionExec::try_new(input.clone(), keys(), n, 16 << 20).unwrap());
         let theirs: Arc<dyn ExecutionPlan> = Arc::new(
             RepartitionExec::try_new(input.clone(), Partitioning::Hash(keys(), n)).unwrap(),
         );

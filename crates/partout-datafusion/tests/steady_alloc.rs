@@ -1,15 +1,12 @@
-//! The operator's producers reuse the buffers of the batches its outputs gathered rows from
-//! ([`partout_exchange::Spares`]) rather than allocating a new set at every flush. Under a
-//! counting global allocator (this test binary holds this one test, so nothing else
-//! allocates beside it), 2 inputs of fixed-width rows, 40 times the 1 MiB budget, are
+//! The operator allocates little beyond the batches it hands downstream: rows are copied once,
+//! into the output batch a consumer reads, and the producers' scratch is reused batch after
+//! batch. Under a counting global allocator (this test binary holds this one test, so nothing
+//! else allocates beside it), 2 inputs of fixed-width rows, 40 times the 1 MiB budget, are
 //! hash-repartitioned into 16 outputs drained concurrently: the bytes allocated while the
 //! operator runs pass the bytes of the batches it hands downstream (which it must allocate)
-//! by at most a half: each flushed batch's arrays and the buffers' first fill. Without the
-//! reuse it allocates about 2.8 times what it hands on.
-//!
-//! Not claimed: at hundreds of outputs within a small budget, flushes are a few rows each,
-//! and the arrays built for each flushed batch (a few hundred bytes of metadata) are then
-//! allocated as often as rows arrive; the buffers are still reused.
+//! by at most a fifth (each output batch's arrays, and the scratch's first fill; measured 1.05x). A design that
+//! builds each output batch twice (a producer's private buffers, gathered again at the output)
+//! allocates about 2.8 times what it hands on.
 
 use arrow_array::{ArrayRef, Float64Array, Int32Array, Int64Array, RecordBatch};
 use datafusion::datasource::memory::MemorySourceConfig;
@@ -108,7 +105,7 @@ async fn drain(plan: Arc<dyn ExecutionPlan>, context: Arc<TaskContext>) -> (usiz
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn producers_reuse_the_buffers_of_batches_the_outputs_gathered() {
+async fn the_operator_allocates_little_beyond_the_batches_it_hands_on() {
     // 256 batches, 40 MiB of rows: 40 times the budget.
     let parts = {
         let all = batches(256);
@@ -132,11 +129,11 @@ async fn producers_reuse_the_buffers_of_batches_the_outputs_gathered() {
     let (out, handed) = drain(plan, context).await;
     let allocated = ALLOCATED.load(Ordering::Relaxed) - before;
     assert_eq!(out, rows, "every row out");
-    // Measured: about 1.3x with the reuse, 2.8x without it.
-    let allowed = handed + handed / 2;
+    // Measured: 1.05x.
+    let allowed = handed + handed / 5;
     assert!(
         allocated <= allowed,
-        "allocated {allocated} bytes while handing on {handed} ({:.2}x; at most 1.5x)",
+        "allocated {allocated} bytes while handing on {handed} ({:.2}x; at most 1.2x)",
         allocated as f64 / handed as f64
     );
 }

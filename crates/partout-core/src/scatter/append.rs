@@ -160,6 +160,36 @@ impl ColumnBuffer {
         }
     }
 
+    /// Forgets lent buffers, giving itself new empty ones of their sizes, with an eighth more
+    /// for var-width bytes (whose total varies from fill to fill) and a block for the kernels'
+    /// block copies: a builder whose next fill takes as many rows appends without growing.
+    pub(super) fn renew_exact(&mut self) {
+        let [values, data, validity] = std::mem::take(&mut self.lent);
+        for (lent, home, slack) in [
+            (values, &mut self.values, 0),
+            (data, &mut self.data, 8),
+            (validity, &mut self.validity, 0),
+        ] {
+            if let Some(lent) = lent
+                && home.capacity() == 0
+            {
+                let len = lent.len();
+                let extra = len.checked_div(slack).unwrap_or(0);
+                *home = MutableBuffer::with_capacity(len + extra + 64);
+            }
+        }
+    }
+
+    /// Reserves room for `values`, `data` and `validity` more bytes in its buffers, and a block
+    /// past the data for the kernels' block copies.
+    pub(super) fn reserve(&mut self, values: usize, data: usize, validity: usize) {
+        self.values.reserve(values);
+        if data > 0 {
+            self.data.reserve(data + 64);
+        }
+        self.validity.reserve(validity);
+    }
+
     /// Forgets lent buffers, and gives up its own if they hold nothing.
     pub(super) fn release(&mut self) {
         self.lent = Default::default();

@@ -33,6 +33,7 @@ mod fixed;
 mod nested;
 mod order;
 mod runs;
+mod shared;
 
 use crate::error::{PartoutError, Result};
 use crate::plan::ScatterPlan;
@@ -46,6 +47,7 @@ use std::sync::Arc;
 
 pub use buffers::{DestinationBuffers, MAX_MERGED};
 pub(crate) use order::Order;
+pub use shared::{GatheredBatch, OutputBuilder};
 
 /// Reusable buffers for the orders that nested columns derive for their children.
 ///

@@ -4,6 +4,7 @@ mod alloc;
 mod buffers;
 mod ids;
 mod oracle;
+mod shared;
 mod spark;
 mod spark_nested;
 mod spec;
