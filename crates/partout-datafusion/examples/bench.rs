@@ -448,6 +448,17 @@ fn print_row(n: usize, rows: usize, theirs: &Figures, ours: &Figures) {
     );
 }
 
+/// The arguments of section 1 as `args` has them, for a child process.
+fn section_one(args: &Args) -> Vec<String> {
+    let partitions: Vec<String> = args.partitions.iter().map(|n| n.to_string()).collect();
+    vec![
+        format!("--sf={}", args.sf),
+        format!("--rounds={}", args.rounds),
+        format!("--partitions={}", partitions.join(",")),
+        format!("--buffer-bytes={}", args.buffer_bytes),
+    ]
+}
+
 /// This bench once more as a child process with `args` (and the allocator kept warm, when
 /// `warm`): its standard output.
 fn child(args: &[String], warm: bool) -> Result<String> {
@@ -550,22 +561,10 @@ async fn main() -> Result<()> {
             "DF heap",
             "po heap"
         );
-        let partitions = args
-            .partitions
-            .iter()
-            .map(|n| n.to_string())
-            .collect::<Vec<_>>();
         let alone = |who: &str| -> Result<Vec<Vec<f64>>> {
-            let out = child(
-                &[
-                    format!("--sf={}", args.sf),
-                    format!("--rounds={}", args.rounds),
-                    format!("--partitions={}", partitions.join(",")),
-                    format!("--buffer-bytes={}", args.buffer_bytes),
-                    format!("--only={who}"),
-                ],
-                allocator_warm(),
-            )?;
+            let mut section = section_one(&args);
+            section.push(format!("--only={who}"));
+            let out = child(&section, allocator_warm())?;
             Ok(out
                 .lines()
                 .filter_map(|l| l.strip_prefix("alone "))
@@ -601,25 +600,15 @@ async fn main() -> Result<()> {
         }
     }
     if args.warm_rerun && !allocator_warm() {
-        let partitions = args
-            .partitions
-            .iter()
-            .map(|n| n.to_string())
-            .collect::<Vec<_>>();
-        let out = child(
-            &[
-                format!("--sf={}", args.sf),
-                format!("--rounds={}", args.rounds),
-                format!("--partitions={}", partitions.join(",")),
-                format!("--buffer-bytes={}", args.buffer_bytes),
-                format!("--alone={}", args.alone),
-                "--ordered".into(),
-                "--sequential".into(),
-                "--query-rounds=0".into(),
-                "--warm-rerun=false".into(),
-            ],
-            true,
-        )?;
+        let mut section = section_one(&args);
+        section.extend([
+            format!("--alone={}", args.alone),
+            "--ordered".into(),
+            "--sequential".into(),
+            "--query-rounds=0".into(),
+            "--warm-rerun=false".into(),
+        ]);
+        let out = child(&section, true)?;
         // The child's section 1 (its banner line is this run's).
         for line in out.lines().skip(1) {
             println!("{line}");
@@ -646,20 +635,22 @@ async fn main() -> Result<()> {
             print_row(n, rows, &figures[0], &figures[1]);
         }
     }
-    println!(
-        "\n2. Outputs read one after another to their ends; medians of {} alternating rounds; peak memory reserved from the pool",
-        args.rounds
-    );
-    println!(
-        "{:>10} {:>14} {:>14} {:>9} {:>16} {:>16} {:>14}",
-        "partitions",
-        "DataFusion s",
-        "partout s",
-        "ratio",
-        "DataFusion MiB",
-        "partout MiB",
-        "spilled MiB"
-    );
+    if !args.sequential.is_empty() {
+        println!(
+            "\n2. Outputs read one after another to their ends; medians of {} alternating rounds; peak memory reserved from the pool",
+            args.rounds
+        );
+        println!(
+            "{:>10} {:>14} {:>14} {:>9} {:>16} {:>16} {:>14}",
+            "partitions",
+            "DataFusion s",
+            "partout s",
+            "ratio",
+            "DataFusion MiB",
+            "partout MiB",
+            "spilled MiB"
+        );
+    }
     for &n in &args.sequential {
         let plan = |ours: bool| repartition(&input, &key, n, ours.then_some(args.buffer_bytes));
         let (mut times, mut peaks) = ([Vec::new(), Vec::new()], [0usize; 2]);

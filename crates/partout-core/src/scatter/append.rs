@@ -286,6 +286,17 @@ pub(super) fn append_run(run: &[u8], buffers: Option<&[Buffer]>, column: &mut Co
     }
 }
 
+/// Appends the fixed-width values `values[order[j]]` (`width` bytes each) to a destination's
+/// column, gathered straight into the end of its buffer.
+pub(super) fn append_fixed(
+    values: &[u8],
+    width: usize,
+    order: Order<'_>,
+    column: &mut ColumnBuffer,
+) {
+    super::fixed::gather_fixed_into(values, width, order, &mut column.values);
+}
+
 /// Appends the validity of `rows` of `source` to a destination's column holding `before`
 /// rows: gathered bits once the column has nulls, nothing while it has none.
 pub(super) fn append_validity(

@@ -128,6 +128,29 @@ pub(crate) unsafe fn gather_values_to<T: Plain>(values: &[T], order: Order<'_>, 
     }
 }
 
+/// Appends the `width`-byte values `bytes[order[j]]` to `out`, back to back: a gather
+/// straight into the end of a buffer (reserved first, so it grows at most once).
+///
+/// # Panics
+/// If `width` is 0, `bytes.len()` is not a multiple of it, or the order's bound reaches past
+/// the values.
+pub(crate) fn gather_fixed_into(
+    bytes: &[u8],
+    width: usize,
+    order: Order<'_>,
+    out: &mut arrow_buffer::MutableBuffer,
+) {
+    let (len, n) = (out.len(), order.len());
+    out.reserve(n * width);
+    debug_assert!(out.capacity() >= len + n * width);
+    // SAFETY: room for `n * width` bytes past `len` was reserved, and `gather_fixed_to` writes
+    // `width` bytes for each of the order's `n` rows, initialising all of them.
+    unsafe {
+        gather_fixed_to(bytes, width, order, out.as_mut_ptr().add(len));
+        out.set_len(len + n * width);
+    }
+}
+
 /// Writes the `width`-byte values `bytes[order[j]]` to `dst`, back to back, whatever the
 /// alignment of either.
 ///

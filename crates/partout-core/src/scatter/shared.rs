@@ -18,8 +18,8 @@
 //! the destination buffers, the same table of what is kept per layout (the `append` module).
 
 use super::append::{
-    ColumnBuffer, Kind, Rows, Source, append_column, append_run, append_validity, push_piece,
-    take_column, var_offsets,
+    ColumnBuffer, Kind, Rows, Source, append_column, append_fixed, append_run, append_validity,
+    push_piece, take_column, var_offsets,
 };
 use super::{Order, ScatterScratch, bits, fixed, fixed_bytes, scatter_array, view_parts};
 use crate::error::{PartoutError, Result};
@@ -49,7 +49,7 @@ fn kinds_of(schema: &SchemaRef) -> Result<Vec<Kind>> {
 /// One column of a gathered batch, as every destination's append reads it.
 #[derive(Debug, Default)]
 struct GatheredColumn {
-    /// Fixed-width values or views in destination order (kinds moved as runs).
+    /// Views in destination order.
     values: MutableBuffer,
     /// The unpacked validity (a 0/1 byte per input row, from `nulls_at`), when the column has
     /// nulls.
@@ -69,7 +69,8 @@ struct GatheredColumn {
 }
 
 /// One input batch laid out for [`OutputBuilder::append`]: its plan (each destination's rows),
-/// its fixed-width values and views gathered into destination order, its validity and boolean
+/// its views gathered into destination order (fixed-width values are gathered by each append,
+/// straight into its builder), its validity and boolean
 /// values unpacked, its dictionary and nested columns moved per destination. A producer keeps
 /// one and reuses it batch after batch: once it has served a batch of a given shape, it
 /// allocates nothing more for batches of that shape.
@@ -227,31 +228,23 @@ impl GatheredBatch {
                         gathered.pieces.push(piece);
                     }
                 }
-                Kind::Null | Kind::Fixed(_) | Kind::Views => {}
-            }
-            if kind == Kind::Views {
-                let (views, buffers) = view_parts(array);
-                gathered.data_bytes = buffers.iter().map(|b| b.len()).sum();
-                gathered.long_bytes = views
-                    .iter()
-                    .map(|&v| v as u32 as usize)
-                    .filter(|&len| len > 12)
-                    .sum();
-            }
-            if let Some(width) = kind.run_width() {
-                let values = fixed_bytes(array, width);
-                let out = &mut gathered.values;
-                out.clear();
-                out.reserve(n * width);
-                debug_assert_eq!(order.len(), n);
-                debug_assert!(out.capacity() >= n * width);
-                // SAFETY: room for `n * width` bytes was reserved, and the plan's order has
-                // `n` rows, each of which `gather_fixed_to` writes `width` bytes for,
-                // initialising all `n * width`.
-                unsafe {
-                    fixed::gather_fixed_to(values, width, order, out.as_mut_ptr());
-                    out.set_len(n * width);
+                Kind::Views => {
+                    let (views, buffers) = view_parts(array);
+                    gathered.data_bytes = buffers.iter().map(|b| b.len()).sum();
+                    gathered.long_bytes = views
+                        .iter()
+                        .map(|&v| v as u32 as usize)
+                        .filter(|&len| len > 12)
+                        .sum();
+                    // Views are gathered once here, in one long loop over the order, and read
+                    // in runs by every destination's append, which copies their out-of-line
+                    // bytes. Fixed-width values are gathered by each append straight into its
+                    // builder.
+                    gathered.values.clear();
+                    let views = fixed_bytes(array, 16);
+                    fixed::gather_fixed_into(views, 16, order, &mut gathered.values);
                 }
+                Kind::Null | Kind::Fixed(_) => {}
             }
         }
         self.columns.extend(batch.columns().iter().cloned());
@@ -451,18 +444,17 @@ impl OutputBuilder {
                     };
                     push_piece(piece, column);
                 }
-                _ => match kind.run_width() {
-                    Some(width) => {
-                        let buffers = (kind == Kind::Views).then(|| view_parts(array.as_ref()).1);
-                        append_run(
-                            &gathered.values.as_slice()[range.start * width..range.end * width],
-                            buffers,
-                            column,
-                        );
-                        append_validity(&source, Rows::Order(order), before, column);
-                    }
-                    None => append_column(kind, &source, Rows::Order(order), before, column),
-                },
+                Kind::Fixed(width) => {
+                    // One copy: gathered from the input straight into the builder.
+                    append_fixed(fixed_bytes(array.as_ref(), width), width, order, column);
+                    append_validity(&source, Rows::Order(order), before, column);
+                }
+                Kind::Views => {
+                    let views = &gathered.values.as_slice()[range.start * 16..range.end * 16];
+                    append_run(views, Some(view_parts(array.as_ref()).1), column);
+                    append_validity(&source, Rows::Order(order), before, column);
+                }
+                _ => append_column(kind, &source, Rows::Order(order), before, column),
             }
         }
         self.rows += within.len();

@@ -497,16 +497,7 @@ impl DestinationBuffers {
                     let values = match input.order {
                         Some(order) => {
                             gathered.clear();
-                            gathered.reserve(n * width);
-                            debug_assert_eq!(order.len(), n);
-                            debug_assert!(gathered.capacity() >= n * width);
-                            // SAFETY: room for `n * width` bytes was reserved, and the plan's
-                            // order has `n` rows, each of which `gather_fixed_to` writes
-                            // `width` bytes for, initialising all `n * width`.
-                            unsafe {
-                                fixed::gather_fixed_to(values, width, order, gathered.as_mut_ptr());
-                                gathered.set_len(n * width);
-                            }
+                            fixed::gather_fixed_into(values, width, order, gathered);
                             gathered.as_slice()
                         }
                         None => values,
