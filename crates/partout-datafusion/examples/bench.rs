@@ -12,6 +12,9 @@
 //!    returned and faulted in again; `--warm-rerun`); and the same preserving order
 //!    (`preserve_order`: the inputs declared sorted by `l_orderkey`, each output merged), into
 //!    16 and 64 partitions, every output's order checked;
+//!    Other shapes of section 1: `--table` (any TPC-H table), `--keys` (Int64, Utf8 or Utf8View
+//!    columns, several for a multi-column key), `--inputs` (input partitions); preserving order
+//!    needs lineitem by `l_orderkey`, and is skipped otherwise;
 //! 2. the operator alone with its outputs read one after another to their ends (a consumer
 //!    that reads partitions in order), into 4 and 64 partitions: time, the memory pool's peak
 //!    (a pool that records every reservation), and what partout spilled,  at the default
@@ -136,6 +139,15 @@ struct Args {
     /// TPC-H scale factor.
     #[arg(long, default_value_t = 1.0)]
     sf: f64,
+    /// The TPC-H table of the operator-alone sections.
+    #[arg(long, default_value = "lineitem")]
+    table: String,
+    /// The key columns of the operator-alone sections (Int64, Utf8 or Utf8View columns).
+    #[arg(long, value_delimiter = ',', default_value = "l_orderkey")]
+    keys: Vec<String>,
+    /// Input partitions of the operator-alone sections.
+    #[arg(long, default_value_t = 2)]
+    inputs: usize,
     /// Alternating rounds of the operator alone.
     #[arg(long, default_value_t = 5)]
     rounds: usize,
@@ -213,25 +225,27 @@ async fn drain(plan: Arc<dyn ExecutionPlan>, context: Arc<TaskContext>) -> Resul
 }
 
 /// What each of `n` partitions must hold of `batches` repartitioned by DataFusion's hash of
-/// `l_orderkey` (the first column), by the test kit's re-creation of DataFusion's ids.
-fn expected(batches: &[RecordBatch], n: usize) -> Result<Vec<Fingerprint>> {
+/// the columns `keys`, by the test kit's re-creation of DataFusion's ids.
+fn expected(batches: &[RecordBatch], keys: &[usize], n: usize) -> Result<Vec<Fingerprint>> {
     let mut hash = DataFusionHash::new();
     Ok(fingerprint::expected(batches, n as u32, |batch, ids| {
-        hash.ids(batch, &[0], n as u32, ids);
+        hash.ids(batch, keys, n as u32, ids);
         Ok::<(), datafusion::arrow::error::ArrowError>(())
     })?)
 }
 
-/// Checks both contenders' outputs before any is timed: every partition's rows and values,
-/// and when `ordered`, its `l_orderkey` (the first column) never decreasing.
+/// Checks both contenders' outputs before any is timed: every partition's rows and values
+/// (hashed by the columns `keys`), and when `ordered`, its `l_orderkey` (the first column)
+/// never decreasing.
 async fn check_outputs(
     plan: impl Fn(bool) -> Result<Arc<dyn ExecutionPlan>>,
     batches: &[RecordBatch],
+    keys: &[usize],
     n: usize,
     context: &Arc<TaskContext>,
     ordered: bool,
 ) -> Result<()> {
-    let expected = expected(batches, n)?;
+    let expected = expected(batches, keys, n)?;
     for (ours, who) in [(false, "DataFusion's RepartitionExec"), (true, "partout")] {
         // Each output's fingerprint, its last l_orderkey, and whether they never decreased.
         let start: (Fingerprint, i64, bool) = (Fingerprint::default(), i64::MIN, true);
@@ -240,7 +254,8 @@ async fn check_outputs(
             context.clone(),
             start,
             |(print, last, sorted), batch| {
-                for &key in batch.column(0).as_primitive::<Int64Type>().values() {
+                let first = batch.column(0).as_primitive_opt::<Int64Type>();
+                for &key in first.map(|c| c.values().as_ref()).unwrap_or_default() {
                     *sorted &= key >= *last;
                     *last = key;
                 }
@@ -279,15 +294,15 @@ async fn drain_in_order(
     Ok(rows)
 }
 
-/// `input` hash-repartitioned by `key` into `n` partitions: by partout with `buffer_bytes`
+/// `input` hash-repartitioned by `keys` into `n` partitions: by partout with `buffer_bytes`
 /// when given, by DataFusion's `RepartitionExec` otherwise.
 fn repartition(
     input: &Arc<dyn ExecutionPlan>,
-    key: &Arc<dyn PhysicalExpr>,
+    keys: &[Arc<dyn PhysicalExpr>],
     n: usize,
     buffer_bytes: Option<usize>,
 ) -> Result<Arc<dyn ExecutionPlan>> {
-    let keys = vec![key.clone()];
+    let keys = keys.to_vec();
     let mut theirs = RepartitionExec::try_new(input.clone(), Partitioning::Hash(keys, n))?;
     // An input declared sorted: the order is preserved (each output merged).
     if input.output_ordering().is_some() {
@@ -453,6 +468,9 @@ fn section_one(args: &Args) -> Vec<String> {
     let partitions: Vec<String> = args.partitions.iter().map(|n| n.to_string()).collect();
     vec![
         format!("--sf={}", args.sf),
+        format!("--table={}", args.table),
+        format!("--keys={}", args.keys.join(",")),
+        format!("--inputs={}", args.inputs),
         format!("--rounds={}", args.rounds),
         format!("--partitions={}", partitions.join(",")),
         format!("--buffer-bytes={}", args.buffer_bytes),
@@ -489,16 +507,29 @@ async fn main() -> Result<()> {
     let tables = tpch::tables(args.sf, 8192)?;
     let lineitem = tables
         .iter()
-        .find(|t| t.name == "lineitem")
-        .expect("lineitem");
+        .find(|t| t.name == args.table)
+        .ok_or_else(|| DataFusionError::Configuration(format!("no TPC-H table {}", args.table)))?;
     let rows: usize = lineitem.batches.iter().map(|b| b.num_rows()).sum();
-    let mut inputs = vec![Vec::new(); 2];
+    let mut inputs = vec![Vec::new(); args.inputs.max(1)];
     for (i, batch) in lineitem.batches.iter().enumerate() {
-        inputs[i % 2].push(batch.clone());
+        inputs[i % args.inputs.max(1)].push(batch.clone());
     }
     let input: Arc<dyn ExecutionPlan> =
         MemorySourceConfig::try_new_exec(&inputs, lineitem.schema.clone(), None)?;
-    let key: Arc<dyn PhysicalExpr> = Arc::new(Column::new("l_orderkey", 0));
+    let key_columns = args
+        .keys
+        .iter()
+        .map(|name| lineitem.schema.index_of(name))
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    let keys: Vec<Arc<dyn PhysicalExpr>> = args
+        .keys
+        .iter()
+        .zip(&key_columns)
+        .map(|(name, &i)| Arc::new(Column::new(name, i)) as _)
+        .collect();
+    let key = keys[0].clone();
+    // The order-preserving section needs lineitem by l_orderkey (sorted as generated).
+    let sorted_by_key = args.table == "lineitem" && args.keys == ["l_orderkey"];
     let context = Arc::new(
         TaskContext::default().with_session_config(SessionConfig::new().with_batch_size(8192)),
     );
@@ -514,7 +545,8 @@ async fn main() -> Result<()> {
             }
         };
         for &n in &args.partitions {
-            let plan = |ours: bool| repartition(&input, &key, n, ours.then_some(args.buffer_bytes));
+            let plan =
+                |ours: bool| repartition(&input, &keys, n, ours.then_some(args.buffer_bytes));
             let figures = timed_rounds(plan, rows, args.rounds, &context, &[ours]).await?;
             let f = figures[0];
             println!("alone {n} {} {} {} {}", f.seconds, f.faults, f.cpu, f.heap);
@@ -522,7 +554,10 @@ async fn main() -> Result<()> {
         return Ok(());
     }
     println!(
-        "\n1. The operator alone: {rows} lineitem rows, 2 input partitions, by l_orderkey; medians of {} alternating rounds; allocator {}; faults and CPU seconds per run, heap MiB above the input (counted), pool MiB (reserved)",
+        "\n1. The operator alone: {rows} {} rows, {} input partitions, by {}; medians of {} alternating rounds; allocator {}; faults and CPU seconds per run, heap MiB above the input (counted), pool MiB (reserved)",
+        args.table,
+        inputs.len(),
+        args.keys.join(", "),
         args.rounds,
         if allocator_warm() {
             "kept warm (MIMALLOC_PURGE_DELAY=-1)"
@@ -533,8 +568,8 @@ async fn main() -> Result<()> {
     print_header();
     for &n in &args.partitions {
         // A fresh plan for every run: a RepartitionExec executes each partition once.
-        let plan = |ours: bool| repartition(&input, &key, n, ours.then_some(args.buffer_bytes));
-        check_outputs(plan, &lineitem.batches, n, &context, false).await?;
+        let plan = |ours: bool| repartition(&input, &keys, n, ours.then_some(args.buffer_bytes));
+        check_outputs(plan, &lineitem.batches, &key_columns, n, &context, false).await?;
         let figures = timed_rounds(plan, rows, args.rounds, &context, &[false, true]).await?;
         print_row(n, rows, &figures[0], &figures[1]);
     }
@@ -614,7 +649,7 @@ async fn main() -> Result<()> {
             println!("{line}");
         }
     }
-    if !args.ordered.is_empty() {
+    if !args.ordered.is_empty() && sorted_by_key {
         // tpchgen writes lineitem in l_orderkey order, and each input partition takes every
         // other batch: both are sorted by it (check_outputs fails otherwise).
         let sorted = MemorySourceConfig::try_new(&inputs, lineitem.schema.clone(), None)?
@@ -628,9 +663,15 @@ async fn main() -> Result<()> {
         );
         print_header();
         for &n in &args.ordered {
-            let plan =
-                |ours: bool| repartition(&sorted, &key, n, ours.then_some(args.buffer_bytes));
-            check_outputs(plan, &lineitem.batches, n, &context, true).await?;
+            let plan = |ours: bool| {
+                repartition(
+                    &sorted,
+                    std::slice::from_ref(&key),
+                    n,
+                    ours.then_some(args.buffer_bytes),
+                )
+            };
+            check_outputs(plan, &lineitem.batches, &key_columns, n, &context, true).await?;
             let figures = timed_rounds(plan, rows, args.rounds, &context, &[false, true]).await?;
             print_row(n, rows, &figures[0], &figures[1]);
         }
@@ -652,7 +693,7 @@ async fn main() -> Result<()> {
         );
     }
     for &n in &args.sequential {
-        let plan = |ours: bool| repartition(&input, &key, n, ours.then_some(args.buffer_bytes));
+        let plan = |ours: bool| repartition(&input, &keys, n, ours.then_some(args.buffer_bytes));
         let (mut times, mut peaks) = ([Vec::new(), Vec::new()], [0usize; 2]);
         let mut spilled = Vec::new();
         let mut expected: Option<Vec<usize>> = None;
