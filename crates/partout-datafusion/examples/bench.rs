@@ -549,7 +549,10 @@ async fn main() -> Result<()> {
                 |ours: bool| repartition(&input, &keys, n, ours.then_some(args.buffer_bytes));
             let figures = timed_rounds(plan, rows, args.rounds, &context, &[ours]).await?;
             let f = figures[0];
-            println!("alone {n} {} {} {} {}", f.seconds, f.faults, f.cpu, f.heap);
+            println!(
+                "alone {n} {} {} {} {} {} {}",
+                f.seconds, f.faults, f.cpu, f.heap, f.pool, f.spilled
+            );
         }
         return Ok(());
     }
@@ -583,28 +586,30 @@ async fn main() -> Result<()> {
             },
             args.rounds
         );
-        println!(
-            "{:>10} {:>10} {:>10} {:>7} {:>10} {:>10} {:>8} {:>8} {:>9} {:>9}",
-            "partitions",
-            "DF Mrows/s",
-            "po Mrows/s",
-            "ratio",
-            "DF faults",
-            "po faults",
-            "DF cpu s",
-            "po cpu s",
-            "DF heap",
-            "po heap"
-        );
-        let alone = |who: &str| -> Result<Vec<Vec<f64>>> {
+        print_header();
+        let alone = |who: &str| -> Result<Vec<Figures>> {
             let mut section = section_one(&args);
             section.push(format!("--only={who}"));
             let out = child(&section, allocator_warm())?;
-            Ok(out
-                .lines()
+            out.lines()
                 .filter_map(|l| l.strip_prefix("alone "))
-                .map(|l| l.split(' ').filter_map(|v| v.parse().ok()).collect())
-                .collect())
+                .map(|l| {
+                    let v: Vec<f64> = l.split(' ').filter_map(|v| v.parse().ok()).collect();
+                    match v[..] {
+                        [_, seconds, faults, cpu, heap, pool, spilled] => Ok(Figures {
+                            seconds,
+                            faults,
+                            cpu,
+                            heap: heap as usize,
+                            pool: pool as usize,
+                            spilled,
+                        }),
+                        _ => Err(DataFusionError::Execution(format!(
+                            "the {who} child printed {l:?}, not 7 figures"
+                        ))),
+                    }
+                })
+                .collect()
         };
         let (theirs, ours) = (alone("datafusion")?, alone("partout")?);
         assert_eq!(
@@ -617,21 +622,8 @@ async fn main() -> Result<()> {
             args.partitions.len(),
             "a line per partition count"
         );
-        for (t, o) in theirs.iter().zip(&ours) {
-            let mib = |bytes: f64| bytes / (1 << 20) as f64;
-            println!(
-                "{:>10} {:>10.1} {:>10.1} {:>6.2}x {:>10.0} {:>10.0} {:>8.2} {:>8.2} {:>9.1} {:>9.1}",
-                t[0],
-                rows as f64 / t[1] / 1e6,
-                rows as f64 / o[1] / 1e6,
-                t[1] / o[1],
-                t[2],
-                o[2],
-                t[3],
-                o[3],
-                mib(t[4]),
-                mib(o[4]),
-            );
+        for (&n, (theirs, ours)) in args.partitions.iter().zip(theirs.iter().zip(&ours)) {
+            print_row(n, rows, theirs, ours);
         }
     }
     if args.warm_rerun && !allocator_warm() {
