@@ -103,6 +103,8 @@ pub struct GatheredBatch {
     plan: ScatterPlan,
     /// The batch's columns (shared with the caller's batch: the appends read them).
     columns: Vec<ArrayRef>,
+    /// Whether a batch is gathered (a batch may have rows and no columns).
+    gathered_one: bool,
     gathered: Vec<GatheredColumn>,
     scratch: ScatterScratch,
 }
@@ -123,6 +125,7 @@ impl GatheredBatch {
             destinations,
             plan: ScatterPlan::new(),
             columns: Vec::new(),
+            gathered_one: false,
             gathered,
             scratch: ScatterScratch::new(),
         })
@@ -146,7 +149,7 @@ impl GatheredBatch {
     /// Rows of the batch gathered last bound for destination `p` (none past the
     /// destinations).
     pub fn rows(&self, p: usize) -> usize {
-        if p < self.num_destinations() && !self.columns.is_empty() {
+        if p < self.num_destinations() && self.gathered_one {
             self.plan.range(p).len()
         } else {
             0
@@ -164,6 +167,7 @@ impl GatheredBatch {
     /// error the batch gathered is empty.
     pub fn gather(&mut self, batch: &RecordBatch, ids: &[u32]) -> Result<()> {
         self.columns.clear();
+        self.gathered_one = false;
         let fields = self.schema.fields();
         let matches = batch.num_columns() == fields.len()
             && batch
@@ -248,6 +252,7 @@ impl GatheredBatch {
             }
         }
         self.columns.extend(batch.columns().iter().cloned());
+        self.gathered_one = true;
         Ok(())
     }
 
@@ -312,6 +317,7 @@ impl GatheredBatch {
     /// Forgets the batch gathered last (its columns are no longer held).
     pub fn clear(&mut self) {
         self.columns.clear();
+        self.gathered_one = false;
         for gathered in &mut self.gathered {
             gathered.pieces.clear();
         }

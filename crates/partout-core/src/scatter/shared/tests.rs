@@ -178,3 +178,22 @@ fn refusals_name_the_problem() {
     assert_eq!(output.rows(), 0);
     assert!(GatheredBatch::try_new(batch.schema(), 0).is_err());
 }
+
+/// A batch of rows and no columns (DataFusion makes them, `count(*)` over a projection of
+/// nothing) reaches its destinations with every row counted.
+#[test]
+fn rows_without_columns_are_counted() {
+    let schema = Arc::new(arrow_schema::Schema::empty());
+    let batch = RecordBatch::try_new_with_options(
+        schema.clone(),
+        vec![],
+        &RecordBatchOptions::new().with_row_count(Some(5)),
+    )
+    .unwrap();
+    let mut gathered = GatheredBatch::try_new(schema.clone(), 2).unwrap();
+    gathered.gather(&batch, &[1, 0, 1, 1, 0]).unwrap();
+    assert_eq!((gathered.rows(0), gathered.rows(1)), (2, 3));
+    let mut output = OutputBuilder::try_new(schema).unwrap();
+    output.append(&gathered, 1, 0..3).unwrap();
+    assert_eq!(output.finish(false).unwrap().num_rows(), 3);
+}
