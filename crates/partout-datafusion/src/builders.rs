@@ -179,6 +179,10 @@ impl OutputBuilders {
                 // A builder filling from nothing: room for a full batch of rows shaped as
                 // these, at once (growing would double its buffers, and copy).
                 slot.capacity = self.rows.min((self.bytes / row_bytes).max(1));
+                if flush {
+                    // Flushed with this batch: room for its rows only.
+                    slot.capacity = slot.capacity.min(received - *at);
+                }
                 slot.builder.reserve(from, slot.capacity);
             }
             let room = (self.bytes.saturating_sub(slot.builder.bytes()) / row_bytes).max(1);
