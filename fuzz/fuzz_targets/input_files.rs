@@ -1,7 +1,7 @@
 //! partout's input readers on arbitrary bytes ([`partout_fuzz::input_files`]), in a temporary
 //! directory made once per process.
 //!
-//! A panic inside arrow-ipc or parquet that partout-io contains (turns into an error naming the
+//! A panic inside arrow-ipc or parquet that partout-input contains (turns into an error naming the
 //! file) is not a finding here; run with `PARTOUT_FUZZ_STRICT=1` to stop at those too.
 #![no_main]
 

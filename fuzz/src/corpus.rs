@@ -1,4 +1,4 @@
-//! The committed corpora as the replay tests read them (`crates/partout-io/tests/it/fuzz_corpus.rs`,
+//! The committed corpora as the replay tests read them (`crates/partout-output/tests/it/fuzz_corpus.rs`,
 //! `crates/partout-flight/tests/fuzz_corpus.rs` include this file by `#[path]`; the fuzz
 //! targets do not use it).
 

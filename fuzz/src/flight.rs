@@ -1,5 +1,5 @@
 //! The checks of the network targets (`flight_put`, `flight_requests`): what a client hands
-//! `partout serve`. Not part of `lib.rs` (partout-io's corpus test includes that file, and
+//! `partout serve`. Not part of `lib.rs` (partout-output's corpus test includes that file, and
 //! these need partout-flight): the targets and partout-flight's `fuzz_corpus` test include
 //! this file by `#[path]`.
 //!

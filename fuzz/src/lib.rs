@@ -1,5 +1,5 @@
 //! The fuzz targets' checks, one function per target, each given the fuzzer's bytes. The
-//! targets (`fuzz_targets/`) call them under libFuzzer; partout-io's `fuzz_corpus` test replays
+//! targets (`fuzz_targets/`) call them under libFuzzer; partout-output's `fuzz_corpus` test replays
 //! every committed input (`corpus/`) through them on every test run.
 //!
 //! In every check errors are fine; panics, stack overflows, hangs and huge allocations are
@@ -8,7 +8,8 @@
 use arrow_schema::{DataType, Field, Fields, Schema};
 use partout_format::ipc::decode_stream;
 use partout_format::presto::{decode_pages, inspect_pages};
-use partout_io::{InputFile, InputReader, IoError, discover, parse_shuffle_index, plan_frames};
+use partout_input::{InputFile, InputReader, IoError, discover, plan_frames};
+use partout_output::parse_shuffle_index;
 use std::path::Path;
 use std::sync::Arc;
 

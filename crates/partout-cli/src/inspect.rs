@@ -6,8 +6,8 @@
 use anyhow::{Context, Result, bail};
 use partout_format::Format;
 use partout_format::presto::{BlockInfo, inspect_pages};
-use partout_io::manifest::{Layout, Manifest};
-use partout_io::output::{FileCursor, FinishedOutput};
+use partout_output::manifest::{Layout, Manifest};
+use partout_output::{FileCursor, FinishedOutput};
 use std::io::Read;
 use std::path::Path;
 
@@ -21,7 +21,7 @@ pub(crate) fn run(path: &Path) -> Result<()> {
         .and_then(|mut f| f.read(&mut start))
         .with_context(|| format!("reading {}", path.display()))?;
     let start = &start[..read];
-    if start.starts_with(partout_io::SHUFFLE_INDEX_MAGIC) {
+    if start.starts_with(partout_output::SHUFFLE_INDEX_MAGIC) {
         shuffle_index(path)
     } else if start.starts_with(&[0xFF; 4]) {
         // Every IPC stream message begins with the continuation marker; a Presto page
@@ -174,7 +174,7 @@ fn shuffle_index(index: &Path) -> Result<()> {
     let data_len = std::fs::metadata(&data)
         .with_context(|| format!("the data file of {}: {}", index.display(), data.display()))?
         .len();
-    let (destinations, ranges) = partout_io::read_shuffle_index(index, data_len)?;
+    let (destinations, ranges) = partout_output::read_shuffle_index(index, data_len)?;
     let mut per_destination = vec![(0u64, 0u64, 0u64); destinations as usize];
     for range in &ranges {
         let entry = &mut per_destination[range.destination as usize];

@@ -27,7 +27,7 @@ pub enum SchemeArg {
 }
 
 /// The names of the output's format and layout, read by the library's one vocabulary
-/// (`partout_format::Format`, `partout_io::output::Layout`), listed for `--help`.
+/// (`partout_format::Format`, `partout_output::Layout`), listed for `--help`.
 fn names<T, E>(names: &'static [&'static str]) -> impl TypedValueParser<Value = T>
 where
     T: std::str::FromStr<Err = E> + Clone + Send + Sync + 'static,

@@ -246,7 +246,7 @@ mod repartition {
                     let data = std::fs::read(out.join(worker["data"].as_str().unwrap())).unwrap();
                     let index = out.join(worker["index"].as_str().unwrap());
                     let (count, ranges) =
-                        partout_io::read_shuffle_index(&index, data.len() as u64).unwrap();
+                        partout_output::read_shuffle_index(&index, data.len() as u64).unwrap();
                     assert_eq!(count as usize, n);
                     // A destination's ranges of one worker, concatenated, are its stream.
                     let mut streams = vec![Vec::new(); n];

@@ -534,7 +534,7 @@ fn read_output(out: &Path, shape: Shape, counts: &mut Counts) {
                 listed.insert(index_name.to_string());
                 let data = std::fs::read(out.join(data_name)).unwrap();
                 let (count, ranges) =
-                    partout_io::read_shuffle_index(&out.join(index_name), data.len() as u64)
+                    partout_output::read_shuffle_index(&out.join(index_name), data.len() as u64)
                         .unwrap();
                 assert_eq!(count, n);
                 // A destination's ranges of one worker, concatenated, are its stream.

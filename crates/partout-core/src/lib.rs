@@ -16,15 +16,14 @@
 //!
 //! No IO, no threads: callers own both.
 
-pub mod batch;
 pub mod error;
 pub mod ids;
 pub mod plan;
 pub mod scatter;
 
-pub use batch::{PartitionedBatch, Partitioner, partition_each};
 pub use error::{PartoutError, Result};
 pub use plan::ScatterPlan;
+pub use scatter::batch::{PartitionedBatch, Partitioner, partition_each};
 pub use scatter::{
     DestinationBuffers, GatheredBatch, MAX_MERGED, OutputBuilder, ScatterScratch, scatter_column,
     scatter_columns,

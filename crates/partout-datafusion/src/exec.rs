@@ -2,7 +2,8 @@
 
 use crate::builders::OutputBuilders;
 use crate::config::Budget;
-use crate::exchange::{Pool, Queued, from_datafusion, spill_target, to_datafusion};
+use crate::exchange::{Pool, from_datafusion, spill_target, to_datafusion};
+use crate::execution::Execution;
 use crate::ids::DataFusionIds;
 use crate::output::Lane;
 use crate::producer::Producer;
@@ -13,7 +14,7 @@ use datafusion::execution::TaskContext;
 use datafusion::execution::memory_pool::MemoryConsumer;
 use datafusion::physical_plan::execution_plan::{CardinalityEffect, apply_expression_roots};
 use datafusion::physical_plan::metrics::{
-    BaselineMetrics, Count, ExecutionPlanMetricsSet, MetricBuilder, MetricsSet, Time,
+    BaselineMetrics, ExecutionPlanMetricsSet, MetricBuilder, MetricsSet,
 };
 use datafusion::physical_plan::repartition::RepartitionExec;
 use datafusion::physical_plan::sorts::streaming_merge::StreamingMergeBuilder;
@@ -73,30 +74,8 @@ pub struct PartoutRepartitionExec {
     /// Whether each output keeps the order of every input (merging them).
     preserve_order: bool,
     metrics: ExecutionPlanMetricsSet,
-    /// The run whose outputs are being handed out, and which outputs it has handed out.
-    pending: Mutex<Option<(Arc<Run>, Vec<bool>)>>,
-}
-
-/// One execution: the exchange (one per input when order is preserved) and the producers'
-/// tasks (aborted when the last output holding the run is dropped).
-#[derive(Debug)]
-pub(crate) struct Run {
-    pub(crate) exchanges: Vec<Arc<BoundedExchange<Queued>>>,
-    _tasks: Vec<SpawnedTask<()>>,
-    spill_count: Count,
-    spilled_bytes: Count,
-    spill_time: Time,
-}
-
-impl Drop for Run {
-    fn drop(&mut self) {
-        for exchange in &self.exchanges {
-            let spill = exchange.metrics().spill;
-            self.spill_count.add(spill.spill_count as usize);
-            self.spilled_bytes.add(spill.spilled_bytes as usize);
-            self.spill_time.add_duration(spill.spill_time);
-        }
-    }
+    /// The execution whose outputs are being handed out, and which outputs it has handed out.
+    pending: Mutex<Option<(Arc<Execution>, Vec<bool>)>>,
 }
 
 impl PartoutRepartitionExec {
@@ -168,7 +147,7 @@ impl PartoutRepartitionExec {
 
     /// Starts a run: the exchange, the output builders, and a producer task per input
     /// partition.
-    fn start(&self, context: &Arc<TaskContext>) -> Result<Arc<Run>> {
+    fn start(&self, context: &Arc<TaskContext>) -> Result<Arc<Execution>> {
         let input_partitions = self.input.output_partitioning().partition_count();
         // An input of no partitions counts as one producer that finishes at once.
         let inputs = input_partitions.max(1);
@@ -243,20 +222,14 @@ impl PartoutRepartitionExec {
                 }
             }));
         }
-        Ok(Arc::new(Run {
-            exchanges,
-            _tasks: tasks,
-            spill_count: MetricBuilder::new(&self.metrics).spill_count(0),
-            spilled_bytes: MetricBuilder::new(&self.metrics).spilled_bytes(0),
-            spill_time: MetricBuilder::new(&self.metrics).subset_time("spill_time", 0),
-        }))
+        Ok(Arc::new(Execution::new(exchanges, tasks, &self.metrics)))
     }
 
-    /// Output `partition` of `run` in order: a lane per input, merged by the input's
+    /// Output `partition` of `execution` in order: a lane per input, merged by the input's
     /// ordering with DataFusion's streaming merge into batches of the session's size.
     fn merged(
         &self,
-        run: Arc<Run>,
+        execution: Arc<Execution>,
         partition: usize,
         context: &Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
@@ -267,10 +240,10 @@ impl PartoutRepartitionExec {
             );
         };
         let schema = self.input.schema();
-        let lanes = (0..run.exchanges.len())
+        let lanes = (0..execution.exchanges.len())
             .map(|input| {
                 let lane = Lane {
-                    run: run.clone(),
+                    execution: execution.clone(),
                     input,
                     partition,
                     operator: self.operator(),
@@ -387,27 +360,27 @@ impl ExecutionPlan for PartoutRepartitionExec {
                 self.partitions
             );
         }
-        let run = {
+        let execution = {
             let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
-            // A partition asked for again starts a new run (a re-execution).
+            // A partition asked for again starts a new execution (a re-execution).
             let fresh = !matches!(&*pending, Some((_, handed)) if !handed[partition]);
             if fresh {
                 *pending = Some((self.start(&context)?, vec![false; self.partitions]));
             }
-            let (run, handed) = pending.as_mut().expect("a run just made or pending");
+            let (execution, handed) = pending.as_mut().expect("an execution just made or pending");
             handed[partition] = true;
-            let run = run.clone();
+            let execution = execution.clone();
             if handed.iter().all(|&h| h) {
-                // Every output is handed out: the run lives as long as they do.
+                // Every output is handed out: the execution lives as long as they do.
                 *pending = None;
             }
-            run
+            execution
         };
         if self.preserve_order {
-            return self.merged(run, partition, &context);
+            return self.merged(execution, partition, &context);
         }
         let output = Lane {
-            run,
+            execution,
             input: 0,
             partition,
             operator: self.operator(),

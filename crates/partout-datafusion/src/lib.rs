@@ -45,6 +45,7 @@ mod builders;
 mod config;
 mod exchange;
 mod exec;
+mod execution;
 mod ids;
 mod output;
 mod producer;

@@ -1,19 +1,19 @@
 //! The output partitions of [`PartoutRepartitionExec`](crate::PartoutRepartitionExec): one
-//! queue of the run's exchange, its batches passed on as they were built ([`Lane`]); or,
+//! queue of the execution's exchange, its batches passed on as they were built ([`Lane`]); or,
 //! preserving order, a lane per input merged by DataFusion's streaming merge.
 
 use crate::exchange::to_datafusion;
-use crate::exec::Run;
+use crate::execution::Execution;
 use arrow_array::RecordBatch;
 use datafusion::common::Result;
 use datafusion::physical_plan::metrics::Count;
 use std::sync::Arc;
 
-/// One output partition's queue in one of the run's exchanges (the run's one exchange, or
+/// One output partition's queue in one of the execution's exchanges (the execution's one exchange, or
 /// one input's when order is preserved), read to its end; closed when dropped.
 pub(crate) struct Lane {
-    pub(crate) run: Arc<Run>,
-    /// Which of the run's exchanges.
+    pub(crate) execution: Arc<Execution>,
+    /// Which of the execution's exchanges.
     pub(crate) input: usize,
     pub(crate) partition: usize,
     pub(crate) operator: String,
@@ -28,7 +28,10 @@ impl Lane {
         if self.done {
             return None;
         }
-        match self.run.exchanges[self.input].take(self.partition).await {
+        match self.execution.exchanges[self.input]
+            .take(self.partition)
+            .await
+        {
             Ok(Some(queued)) => {
                 if let Some((rows, batches)) = &self.counts {
                     rows.add(queued.rows.num_rows());
@@ -51,6 +54,6 @@ impl Lane {
 impl Drop for Lane {
     fn drop(&mut self) {
         // The partition is in range: execute checked it.
-        let _ = self.run.exchanges[self.input].close(self.partition);
+        let _ = self.execution.exchanges[self.input].close(self.partition);
     }
 }

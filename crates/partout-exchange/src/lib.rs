@@ -8,7 +8,7 @@
 //! keeps each destination's bytes; [`FileSink`] writes one file per destination into a
 //! directory, under temporary names until [`Sink::finish`] renames them, so an interrupted run
 //! never leaves files that look complete. Other batch sinks (a Parquet file per destination,
-//! files shared by several writers) live in `partout-io`.
+//! files shared by several writers) live in `partout-output`.
 //!
 //! Modules, each with one job: `options` (what the writer may hold and when it flushes),
 //! `writer` (the writer and the [`BatchSink`] it flushes to), `metrics`, `encoded` (the
@@ -36,8 +36,8 @@ pub use encoded::Encoded;
 pub use error::{Result, WriterError};
 pub use gather::Gather;
 pub use metrics::WriterMetrics;
-pub use options::{Flush, WriterOptions};
+pub use options::{Flush, RUNS_FROM, WriterOptions};
 pub use ready::{Ready, ReadyBatch};
 pub use sink::{FileSink, MemorySink, Sink};
 pub use spares::Spares;
-pub use writer::{BatchSink, Flushed, PartitionedWriter, RUNS_FROM, SinkCapabilities, SinkClock};
+pub use writer::{BatchSink, Flushed, PartitionedWriter, SinkCapabilities, SinkClock};

@@ -20,6 +20,12 @@ pub enum Flush {
     AllAtLimit,
 }
 
+/// The default of [`WriterOptions::runs_from`]: from this many destinations, an output that
+/// [takes runs](crate::SinkCapabilities::runs) gets each destination's rows as runs of held batches,
+/// not from per-destination buffers. Measured on lineitem, 5% faster at 200 destinations and
+/// 27% at 1000, but slower at 16 and 64 (BENCHMARKS.md).
+pub const RUNS_FROM: usize = 200;
+
 /// Options of a [`PartitionedWriter`](crate::PartitionedWriter), checked by [`WriterOptions::validate`].
 ///
 /// ```
@@ -54,7 +60,7 @@ pub struct WriterOptions {
     /// A destination also flushes when it holds this many rows (default: no row target),
     /// for consumers that take batches of a set size (DataFusion's `batch_size`).
     pub target_rows: Option<usize>,
-    /// From this many destinations (default [`RUNS_FROM`](crate::RUNS_FROM)), with
+    /// From this many destinations (default [`RUNS_FROM`]), with
     /// [`Flush::AtTarget`], no row target and an output that takes them (Arrow IPC streams of
     /// flat columns), each batch is held laid out by destination and every destination's rows
     /// are written at once from the held batches, instead of moving into per-destination
@@ -72,7 +78,7 @@ impl Default for WriterOptions {
             seed: 0,
             flush: Flush::AtTarget,
             target_rows: None,
-            runs_from: crate::RUNS_FROM,
+            runs_from: RUNS_FROM,
         }
     }
 }

@@ -3,13 +3,13 @@
 //! or a live exchange; partout-format's messages wrapped in `FlightData` here, at the edge.
 
 use crate::error::{ExchangeError, Result, status};
-use crate::flight::DestinationTicket;
 use crate::live::LiveExchange;
+use crate::requests::DestinationTicket;
 use arrow_flight::{FlightData, SchemaAsIpc};
 use arrow_ipc::writer::IpcWriteOptions;
 use futures::stream::{self, StreamExt};
 use partout_format::{IpcMessage, Message};
-use partout_io::output::{FileCursor, FinishedOutput};
+use partout_output::{FileCursor, FinishedOutput};
 use std::sync::Arc;
 use tokio::sync::mpsc;
 use tonic::Status;

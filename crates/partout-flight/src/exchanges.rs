@@ -3,7 +3,8 @@
 
 use crate::error::{ExchangeError, Result};
 use crate::live::LiveExchange;
-use partout_io::output::{FinishedOutput, StorageOptions};
+use partout_input::StorageOptions;
+use partout_output::FinishedOutput;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, RwLock, Weak};

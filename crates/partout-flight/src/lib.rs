@@ -4,7 +4,7 @@
 //! ```text
 //!  producers ─► LiveExchange: per-destination queues, one byte budget ─┐
 //!  (PartitionedWriters in this process, or Flight DoPut)               ├─► Exchanges ─► Flight: DoGet, ack, cancel, ListFlights
-//!  finished repartition output ─► partout-io's FinishedOutput ────────┘             └─► Presto HTTP: GET /v1/task/{exchange}/results/{destination}/{token}
+//!  finished repartition output ─► partout-output's FinishedOutput ────────┘             └─► Presto HTTP: GET /v1/task/{exchange}/results/{destination}/{token}
 //! ```
 //!
 //! A destination's output is a sequence of messages (Arrow IPC record batches, or Presto
@@ -23,10 +23,14 @@ mod exchanges;
 mod flight;
 mod live;
 pub mod presto;
+mod requests;
 pub mod serve;
 
 pub use conn::ConnectionLimits;
 pub use error::{Cause, ExchangeError, ProtocolError, Result};
 pub use exchanges::{DESTINATION_BYTES, Exchange, Exchanges, Limits, MAX_NAME_BYTES};
-pub use flight::{CancelRequest, CreateRequest, DestinationTicket, ExchangeService};
-pub use live::{DestinationStatus, ExchangeOutput, Fetched, LiveExchange, LiveOptions, Producer};
+pub use flight::ExchangeService;
+pub use live::{
+    DestinationStatus, ExchangeOutput, FetchedMessages, LiveExchange, LiveOptions, Producer,
+};
+pub use requests::{CancelRequest, CreateRequest, DestinationTicket};

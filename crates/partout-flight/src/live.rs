@@ -100,7 +100,7 @@ struct State {
 
 /// What a destination holds for a consumer at a sequence.
 #[derive(Debug)]
-pub struct Fetched {
+pub struct FetchedMessages {
     /// Messages from the sequence asked for on.
     pub messages: Vec<Message>,
     /// The sequence after the last message given.
@@ -399,7 +399,7 @@ impl LiveExchange {
         from: u64,
         max_bytes: usize,
         wait: Option<Duration>,
-    ) -> Result<Fetched> {
+    ) -> Result<FetchedMessages> {
         let index = self.check(p)?;
         let fetch = self.queues.fetch(index, from, max_bytes);
         let fetched = match wait {
@@ -407,7 +407,7 @@ impl LiveExchange {
             Some(wait) => match tokio::time::timeout(wait, fetch).await {
                 Ok(fetched) => fetched,
                 Err(_) => {
-                    return Ok(Fetched {
+                    return Ok(FetchedMessages {
                         messages: Vec::new(),
                         next: from,
                         complete: false,
@@ -421,7 +421,7 @@ impl LiveExchange {
             )),
             other => client_error(other),
         })?;
-        Ok(Fetched {
+        Ok(FetchedMessages {
             messages: fetched.items,
             next: fetched.next,
             complete: fetched.complete,

@@ -11,7 +11,7 @@
 use crate::conn::{self, ConnectionLimits};
 use crate::exchanges::{Exchanges, Limits};
 use crate::flight::ExchangeService;
-use partout_io::output::{StorageOption, StorageOptions};
+use partout_input::{StorageOption, StorageOptions};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -49,11 +49,11 @@ pub struct ServeOptions {
 
 fn parse_exchange(text: &str) -> Result<(String, PathBuf), String> {
     if let Some((name, dir)) = text.split_once('=')
-        && !partout_io::is_store_url(text)
+        && !partout_input::is_store_url(text)
     {
         return Ok((name.to_string(), PathBuf::from(dir)));
     }
-    if partout_io::is_store_url(text) {
+    if partout_input::is_store_url(text) {
         // Served under the prefix's last part.
         let name = text
             .trim_end_matches('/')

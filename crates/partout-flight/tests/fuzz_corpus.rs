@@ -87,7 +87,7 @@ fn flight_put_seeds_decode() {
     }
 }
 
-/// The crafted IPC streams the other targets found (partout-format's and partout-io's test
+/// The crafted IPC streams the other targets found (partout-format's and partout-input's test
 /// data), as `flight_put` inputs: each refused with an error.
 fn crafted() -> Vec<(String, Vec<u8>)> {
     let dirs = [
@@ -95,7 +95,7 @@ fn crafted() -> Vec<(String, Vec<u8>)> {
             env!("CARGO_MANIFEST_DIR"),
             "/../partout-format/tests/data/ipc_panics"
         ),
-        concat!(env!("CARGO_MANIFEST_DIR"), "/../partout-io/tests/data"),
+        concat!(env!("CARGO_MANIFEST_DIR"), "/../partout-input/tests/data"),
     ];
     let mut crafted = Vec::new();
     for dir in dirs {

@@ -1,5 +1,5 @@
 //! Producers sending crafted bytes: each IPC stream the fuzzers found panicking arrow-ipc's
-//! reader (kept in partout-format's and partout-io's test data), sent as a `DoPut` message by
+//! reader (kept in partout-format's and partout-input's test data), sent as a `DoPut` message by
 //! message. Each producer gets an error naming what is wrong, its exchange fails for its
 //! consumers with that error, and the server goes on: a new exchange is then fed and read
 //! in full. On 127.0.0.1, every call bounded in time.
@@ -53,7 +53,7 @@ async fn crafted_producer_streams_fail_their_exchange_and_the_server_goes_on() {
             env!("CARGO_MANIFEST_DIR"),
             "/../partout-format/tests/data/ipc_panics"
         );
-        let io = concat!(env!("CARGO_MANIFEST_DIR"), "/../partout-io/tests/data");
+        let io = concat!(env!("CARGO_MANIFEST_DIR"), "/../partout-input/tests/data");
         let cases = [
             (
                 format!("{format}/field_type_none.arrows"),

@@ -280,7 +280,7 @@ fn shuffle_bytes(out: &std::path::Path, p: u32) -> Vec<u8> {
     for files in manifest.shuffle_files.iter().flatten() {
         let data = std::fs::read(out.join(&files.data)).unwrap();
         let (_, ranges) =
-            partout_io::read_shuffle_index(&out.join(&files.index), data.len() as u64).unwrap();
+            partout_output::read_shuffle_index(&out.join(&files.index), data.len() as u64).unwrap();
         for range in ranges.iter().filter(|r| r.destination == p) {
             bytes.extend_from_slice(&data[range.offset as usize..][..range.len as usize]);
         }

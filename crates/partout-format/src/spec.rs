@@ -6,11 +6,11 @@
 //! ```text
 //!  "parquet" | "ipc" (or "arrow") | "presto"          ─► Format
 //!  "none" | "snappy" | "lz4" | "zstd" | "zstd:LEVEL"   ─► Compression
-//!  Format × Compression ─► Encoding (streams: ipc, presto)   or Parquet files (partout-io)
+//!  Format × Compression ─► Encoding (streams: ipc, presto)   or Parquet files (partout-output)
 //! ```
 //!
 //! Which compressions a format takes is checked where the two meet: [`Encoding`] for the
-//! streams, partout-io's output spec for Parquet.
+//! streams, partout-output's spec for Parquet.
 //!
 //! [`Encoding`]: crate::Encoding
 
@@ -63,7 +63,7 @@ impl Format {
     }
 
     /// Whether columns of `data_type` can be written in this format by the stream encoders
-    /// (Parquet's own limits are the parquet writer's, checked by partout-io).
+    /// (Parquet's own limits are the parquet writer's, checked by partout-output).
     ///
     /// ```
     /// use arrow_schema::DataType;

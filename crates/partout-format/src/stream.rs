@@ -44,7 +44,7 @@ impl Encoding {
     ///
     /// # Errors
     /// [`FormatError::InvalidArgument`] for Parquet (files written whole, not a stream: see
-    /// partout-io), Snappy streams (neither Arrow IPC nor Presto takes it) and ZSTD Presto
+    /// partout-output), Snappy streams (neither Arrow IPC nor Presto takes it) and ZSTD Presto
     /// pages (Presto compresses pages with LZ4 or not at all).
     pub fn try_new(format: Format, compression: Compression) -> Result<Self> {
         match refusal(format, compression) {

@@ -3,7 +3,7 @@
 //! the files being written once the rows are staged.
 
 use crate::error::{JobError, Result};
-use partout_io::manifest::Budget;
+use partout_output::manifest::Budget;
 
 /// Bytes each destination costs each worker whatever its rows: its buffers' bookkeeping, its
 /// stream encoder (measured: about 2 KiB with two workers, 10,000 destinations).
@@ -30,7 +30,7 @@ const MIN_BUFFERED_DESTINATIONS: u64 = 64;
 
 /// Below this share of a worker's buffers per destination, flushed messages would hold a few
 /// rows each: workers hold whole batches instead and spill them as sorted runs, merged at
-/// the end (`partout_io::SortedRuns`).
+/// the end (`partout_output::SortedRuns`).
 const SORTED_RUNS_BELOW: u64 = 32 << 10;
 
 /// [`SORTED_RUNS_BELOW`] for files written whole from staged rows (Parquet files): flushed
@@ -77,7 +77,7 @@ const DIRECT_WRITERS_SHARE: (u64, u64) = (2, 3);
 const DIRECT_MIN_FLUSH_BYTES: u64 = 64 << 10;
 
 /// How a job shares its memory limit: [`Budget`]'s shares, worked out for a job (the
-/// [`Budget`] itself, as the manifest records it, is partout-io's).
+/// [`Budget`] itself, as the manifest records it, is partout-output's).
 ///
 /// ```
 /// use partout_job::{Budget, BudgetExt};
@@ -111,7 +111,7 @@ pub trait BudgetExt: Sized {
     /// (partitioning by value: `allowed` may be met, few may be): where buffering all of them
     /// would leave each under the share that makes buffering pay, the workers buffer the
     /// first destinations met, as many as keep that share
-    /// ([`buffered_destinations`](Budget::buffered_destinations)), and turn to sorted runs
+    /// ([`sorted_runs_past`](Budget::sorted_runs_past)), and turn to sorted runs
     /// only if more are met. A destination not met costs a worker
     /// 512 bytes, not the 2 KiB of one met: what is charged is what is met.
     ///
@@ -130,7 +130,7 @@ pub trait BudgetExt: Sized {
 
     /// Shares `memory_limit` for `partitions` Parquet files written as they are flushed by
     /// `workers` workers, each file's writer open from its first flush and planned at
-    /// `writer_bytes`: the writers together ([`direct_writers`](Budget::direct_writers)) and
+    /// `writer_bytes`: the writers together ([`parquet_writers_open`](Budget::parquet_writers_open)) and
     /// the workers' buffers share the three fifths that [`try_new`](Self::try_new) gives the
     /// buffers alone. `None` when the writers would take more than two thirds of it, or
     /// leave each destination under 64 KiB of a worker's buffers: then rows are staged.
@@ -141,7 +141,7 @@ pub trait BudgetExt: Sized {
     /// leave each possible destination under 16 KiB of a worker's buffers, destinations are
     /// charged as met, as [`try_discovered`](Self::try_discovered) charges them: the workers
     /// buffer as many past the writers as keep 16 KiB each
-    /// ([`buffered_destinations`](Budget::buffered_destinations)) and turn to sorted runs past
+    /// ([`sorted_runs_past`](Budget::sorted_runs_past)) and turn to sorted runs past
     /// them, but only when every destination of the input's first rows
     /// ([`Discovered::sampled`]) gets a writer. `None` otherwise, or with room for fewer than
     /// two writers: then [`try_discovered`](Self::try_discovered)'s staged budget gives more
@@ -196,13 +196,13 @@ impl BudgetExt for Budget {
         Ok(most_met(u64::from(allowed), first)
             .and_then(|met| first(met).map(|b| (met, b)))
             .map_or(all, |(met, budget)| Budget {
-                buffered_destinations: met,
+                sorted_runs_past: met,
                 ..budget
             }))
     }
 
     fn row_group_bytes(&self, threads: usize) -> usize {
-        (self.row_groups / threads.max(1) as u64 / ROW_GROUP_OVERHEAD)
+        (self.parquet_row_groups / threads.max(1) as u64 / ROW_GROUP_OVERHEAD)
             .clamp(MIN_ROW_GROUP_BYTES, MAX_ROW_GROUP_BYTES) as usize
     }
 
@@ -231,9 +231,9 @@ impl BudgetExt for Budget {
         let sampled = discovered?.sampled;
         let met = most_met(allowed, plan)?;
         plan(met)
-            .filter(|b| sampled.saturating_mul(writer_bytes) <= b.direct_writers)
+            .filter(|b| sampled.saturating_mul(writer_bytes) <= b.parquet_writers_open)
             .map(|b| Budget {
-                buffered_destinations: met,
+                sorted_runs_past: met,
                 ..b
             })
     }
@@ -277,14 +277,14 @@ fn direct_plan(
         return None;
     }
     Some(Budget {
-        fixed,
+        destinations_fixed: fixed,
         // Destinations met past the writers are staged, and written once the writers are
         // closed.
-        row_groups: share,
-        per_worker,
+        parquet_row_groups: share,
+        per_worker_buffers: per_worker,
         sorted_runs: false,
-        direct_writers: writers,
-        buffered_destinations: 0,
+        parquet_writers_open: writers,
+        sorted_runs_past: 0,
     })
 }
 
@@ -295,7 +295,7 @@ fn pays(budget: &Budget, n: u64, parquet_files: bool) -> bool {
         true => STAGED_SORTED_RUNS_BELOW,
         false => SORTED_RUNS_BELOW,
     };
-    budget.per_worker / (2 * n.max(1)) >= below
+    budget.per_worker_buffers / (2 * n.max(1)) >= below
 }
 
 /// The most destinations, fewer than `allowed` and at least [`MIN_BUFFERED_DESTINATIONS`],
@@ -366,12 +366,12 @@ fn share(
     }
     let share = (memory_limit - fixed) * 3 / 5;
     Ok(Budget {
-        fixed,
-        direct_writers: 0,
-        row_groups: if parquet_files { share } else { 0 },
-        per_worker: share / threads,
+        destinations_fixed: fixed,
+        parquet_writers_open: 0,
+        parquet_row_groups: if parquet_files { share } else { 0 },
+        per_worker_buffers: share / threads,
         sorted_runs,
-        buffered_destinations: 0,
+        sorted_runs_past: 0,
     })
 }
 
@@ -391,18 +391,21 @@ mod tests {
         ] {
             let budget = Budget::try_new(limit, n, workers, parquet).unwrap();
             // The phases do not overlap: buffered rows, then open row groups.
-            let staging = budget.fixed + budget.per_worker * workers as u64;
-            let writing = budget.fixed + budget.row_groups;
+            let staging = budget.destinations_fixed + budget.per_worker_buffers * workers as u64;
+            let writing = budget.destinations_fixed + budget.parquet_row_groups;
             assert!(staging.max(writing) <= limit, "{budget:?} over {limit}");
             if parquet {
                 let writers = budget.row_group_bytes(workers) as u64 * ROW_GROUP_OVERHEAD;
                 assert!(
-                    budget.fixed + writers * workers as u64 <= limit,
+                    budget.destinations_fixed + writers * workers as u64 <= limit,
                     "{budget:?}"
                 );
             }
-            assert!(budget.per_worker >= MIN_WORKER_BYTES * 3 / 5, "{budget:?}");
-            assert_eq!(budget.row_groups > 0, parquet);
+            assert!(
+                budget.per_worker_buffers >= MIN_WORKER_BYTES * 3 / 5,
+                "{budget:?}"
+            );
+            assert_eq!(budget.parquet_row_groups > 0, parquet);
         }
     }
 
@@ -413,8 +416,8 @@ mod tests {
         let sorted = Budget::try_new(64 << 20, 10_000, 2, false).unwrap();
         assert!(sorted.sorted_runs, "{sorted:?}");
         // 10,000 destinations no longer take most of 64 MiB.
-        assert!(sorted.fixed <= 8 << 20, "{sorted:?}");
-        assert!(sorted.per_worker >= 16 << 20, "{sorted:?}");
+        assert!(sorted.destinations_fixed <= 8 << 20, "{sorted:?}");
+        assert!(sorted.per_worker_buffers >= 16 << 20, "{sorted:?}");
         // A limit too small to buffer 100,000 destinations still runs, spilling runs.
         let tight = Budget::try_new(256 << 20, 100_000, 2, false).unwrap();
         assert!(tight.sorted_runs, "{tight:?}");
@@ -449,12 +452,17 @@ mod tests {
         let writer = (256 << 10) + 16 * (128 << 10);
         for (n, limit) in [(16u32, 256u64 << 20), (32, 256 << 20), (4, 64 << 20)] {
             let budget = Budget::direct(limit, n, 2, writer, None).unwrap();
-            let running = budget.fixed + budget.direct_writers + 2 * budget.per_worker;
+            let running = budget.destinations_fixed
+                + budget.parquet_writers_open
+                + 2 * budget.per_worker_buffers;
             assert!(running <= limit, "{budget:?} over {limit}");
-            assert!(budget.fixed + budget.row_groups <= limit, "{budget:?}");
-            assert_eq!(budget.direct_writers, u64::from(n) * writer);
+            assert!(
+                budget.destinations_fixed + budget.parquet_row_groups <= limit,
+                "{budget:?}"
+            );
+            assert_eq!(budget.parquet_writers_open, u64::from(n) * writer);
             assert!(!budget.sorted_runs);
-            assert!(budget.per_worker / (2 * u64::from(n)) >= DIRECT_MIN_FLUSH_BYTES);
+            assert!(budget.per_worker_buffers / (2 * u64::from(n)) >= DIRECT_MIN_FLUSH_BYTES);
         }
         // Too many writers for the limit: staged.
         assert!(Budget::direct(256 << 20, 64, 2, writer, None).is_none());
@@ -474,18 +482,19 @@ mod tests {
         let sampled = |sampled| Some(Discovered { sampled });
         // 1,000 values allowed (the default) in 256 MiB: writers for about twenty.
         let budget = Budget::direct(256 << 20, 1000, 2, writer, sampled(4)).unwrap();
-        let running = budget.fixed + budget.direct_writers + 2 * budget.per_worker;
+        let running =
+            budget.destinations_fixed + budget.parquet_writers_open + 2 * budget.per_worker_buffers;
         assert!(running <= 256 << 20, "{budget:?}");
-        let writers = budget.direct_writers / writer;
+        let writers = budget.parquet_writers_open / writer;
         assert!(
             (16..=24).contains(&writers),
             "{writers} writers: {budget:?}"
         );
         assert!(
-            budget.per_worker / 2000 >= 2 * STAGED_SORTED_RUNS_BELOW,
+            budget.per_worker_buffers / 2000 >= 2 * STAGED_SORTED_RUNS_BELOW,
             "{budget:?}"
         );
-        assert_eq!(budget.buffered_destinations, 0, "every value buffered");
+        assert_eq!(budget.sorted_runs_past, 0, "every value buffered");
         // Every allowed value buffered: what the first rows hold does not matter.
         assert_eq!(
             Budget::direct(256 << 20, 1000, 2, writer, sampled(900)),
@@ -493,7 +502,7 @@ mod tests {
         );
         // Four values allowed: a writer each.
         let four = Budget::direct(256 << 20, 4, 2, writer, sampled(4)).unwrap();
-        assert_eq!(four.direct_writers, 4 * writer);
+        assert_eq!(four.parquet_writers_open, 4 * writer);
         // 3,000 or 100,000 values allowed and more values in the first rows than writers:
         // too little buffer for each, staged.
         for allowed in [3000, 100_000] {
@@ -514,8 +523,11 @@ mod tests {
             let budget = Budget::direct(limit, allowed, 2, writer, discovered)
                 .unwrap_or_else(|| panic!("{allowed} allowed in {limit}"));
             // Writers for the values of the first rows.
-            assert!(budget.direct_writers >= sampled * writer, "{budget:?}");
-            let met = budget.buffered_destinations;
+            assert!(
+                budget.parquet_writers_open >= sampled * writer,
+                "{budget:?}"
+            );
+            let met = budget.sorted_runs_past;
             assert!(
                 (MIN_BUFFERED_DESTINATIONS..u64::from(allowed)).contains(&met),
                 "{budget:?}"
@@ -523,16 +535,21 @@ mod tests {
             // The first values met get 16 KiB of a worker's buffers each; past them, sorted
             // runs.
             assert!(
-                budget.per_worker / (2 * met) >= 2 * STAGED_SORTED_RUNS_BELOW,
+                budget.per_worker_buffers / (2 * met) >= 2 * STAGED_SORTED_RUNS_BELOW,
                 "{budget:?}"
             );
             assert!(!budget.sorted_runs, "{budget:?}");
-            assert!(budget.fixed >= 2 * u64::from(allowed) * UNMET_DESTINATION_BYTES);
-            let running = budget.fixed + budget.direct_writers + 2 * budget.per_worker;
+            assert!(budget.destinations_fixed >= 2 * u64::from(allowed) * UNMET_DESTINATION_BYTES);
+            let running = budget.destinations_fixed
+                + budget.parquet_writers_open
+                + 2 * budget.per_worker_buffers;
             assert!(running <= limit, "{budget:?} over {limit}");
-            assert!(budget.fixed + budget.row_groups <= limit, "{budget:?}");
+            assert!(
+                budget.destinations_fixed + budget.parquet_row_groups <= limit,
+                "{budget:?}"
+            );
             // A first batch of more values than writers: staged, where more get buffers.
-            let writers = budget.direct_writers / writer;
+            let writers = budget.parquet_writers_open / writer;
             let many = Some(Discovered {
                 sampled: writers + 1,
             });
@@ -554,26 +571,35 @@ mod tests {
             let all = Budget::try_new(limit, allowed, 2, parquet).unwrap();
             assert!(all.sorted_runs, "{all:?}");
             assert!(!budget.sorted_runs, "{budget:?}");
-            let met = budget.buffered_destinations;
+            let met = budget.sorted_runs_past;
             assert!(
                 (MIN_BUFFERED_DESTINATIONS..u64::from(allowed)).contains(&met),
                 "{budget:?}"
             );
             assert!(pays(&budget, met, parquet), "{budget:?}");
-            assert!(budget.fixed >= 2 * u64::from(allowed) * UNMET_DESTINATION_BYTES);
-            assert!(budget.fixed + 2 * budget.per_worker <= limit, "{budget:?}");
-            assert!(budget.fixed + budget.row_groups <= limit, "{budget:?}");
+            assert!(budget.destinations_fixed >= 2 * u64::from(allowed) * UNMET_DESTINATION_BYTES);
+            assert!(
+                budget.destinations_fixed + 2 * budget.per_worker_buffers <= limit,
+                "{budget:?}"
+            );
+            assert!(
+                budget.destinations_fixed + budget.parquet_row_groups <= limit,
+                "{budget:?}"
+            );
             // Once turned, the workers hold batches within the same share.
-            assert!(budget.fixed >= all.fixed, "{budget:?} against {all:?}");
+            assert!(
+                budget.destinations_fixed >= all.destinations_fixed,
+                "{budget:?} against {all:?}"
+            );
         }
         // Every allowed value buffered with a useful share: nothing to turn from.
         let few = Budget::try_discovered(256 << 20, 1000, 2, true).unwrap();
         assert_eq!(few, Budget::try_new(256 << 20, 1000, 2, true).unwrap());
-        assert_eq!(few.buffered_destinations, 0);
+        assert_eq!(few.sorted_runs_past, 0);
         // So little memory that not even 64 would keep their share: sorted runs throughout.
         let tight = Budget::try_discovered(16 << 20, 10_000, 2, false).unwrap();
         assert!(
-            tight.sorted_runs && tight.buffered_destinations == 0,
+            tight.sorted_runs && tight.sorted_runs_past == 0,
             "{tight:?}"
         );
     }

@@ -12,8 +12,8 @@ use arrow_schema::SchemaRef;
 use partout_core::PartoutError;
 use partout_core::ids::{PartitionIds, Partitioning, ValueIds, ValueTable};
 use partout_format::Format;
-use partout_io::Frames;
-use partout_io::manifest::Layout;
+use partout_input::Frames;
+use partout_output::manifest::Layout;
 use std::sync::Arc;
 
 /// Bytes the distinct values' table is given per value it may hold, taken from the memory

@@ -1,9 +1,9 @@
 //! The error type of partout-job.
 
 use partout_exchange::WriterError;
-use partout_io::IoError;
-use partout_io::manifest::ManifestError;
-use partout_io::output::OutputError;
+use partout_input::IoError;
+use partout_output::OutputError;
+use partout_output::manifest::ManifestError;
 use std::fmt;
 use std::path::PathBuf;
 

@@ -46,23 +46,28 @@ mod budget;
 mod by_value;
 mod error;
 pub mod hive;
-mod job;
-mod manifest;
 mod options;
 mod partitioning;
+mod plan;
+mod progress;
+mod record;
+mod run;
+mod stream;
 mod worker;
 
 pub use budget::{BudgetExt, Discovered};
 pub use error::{JobError, Result};
-pub use job::{Job, Progress, Report, repartition};
 pub use options::{
     DEFAULT_MAX_PARTITIONS, DEFAULT_MEMORY_LIMIT, FileNamePattern, JobOptions, ParquetSettings,
     Rollover, Scheme, SortKey, SortOrder, StorageOption, StorageOptions, WriteMode,
 };
+pub use plan::Job;
+pub use progress::Progress;
+pub use run::{Report, repartition};
 // Sizes as users write them (`--memory-limit 256MiB`) are read as the output layer reads them.
-pub use partout_io::parse_bytes;
-// The manifest and the options of the outputs it names are partout-io's; here as ever.
-pub use partout_io::manifest::{
+pub use partout_input::parse_bytes;
+// The manifest and the options of the outputs it names are partout-output's; here as ever.
+pub use partout_output::manifest::{
     Budget, Compression, DestinationEntry, DestinationFile, Format, Layout, MANIFEST_FILE,
     Manifest, ManifestError, RowGroupSizes, ShuffleFiles, WorkerTimings, ZstdLevel,
 };

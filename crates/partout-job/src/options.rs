@@ -1,10 +1,10 @@
 //! [`JobOptions`]: what a repartition job is asked to do, as plain values; checked once by
 //! [`Job::try_new`](crate::Job::try_new).
 
-use partout_io::manifest::{Compression, Format, Layout};
-pub use partout_io::output::{
-    FileNamePattern, ParquetSettings, Rollover, SortKey, SortOrder, StorageOption, StorageOptions,
-    WriteMode,
+pub use partout_input::{StorageOption, StorageOptions};
+use partout_output::manifest::{Compression, Format, Layout};
+pub use partout_output::{
+    FileNamePattern, ParquetSettings, Rollover, SortKey, SortOrder, WriteMode,
 };
 use std::path::PathBuf;
 

@@ -5,7 +5,7 @@ use crate::error::{JobError, Result, writing};
 use crate::options::{JobOptions, Scheme};
 use partout_core::PartoutError;
 use partout_core::ids::{Partitioning, PartitioningSpec};
-use partout_io::Frames;
+use partout_input::Frames;
 
 /// Frames sampled for range bounds.
 const SAMPLE_FRAMES: usize = 64;

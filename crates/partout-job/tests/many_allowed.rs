@@ -129,9 +129,9 @@ fn a_hundred_thousand_allowed_keep_four_values_buffered() {
     let manifest = &report.manifest;
     let budget = manifest.memory_budget;
     assert!(!budget.sorted_runs, "{budget:?}");
-    assert!(budget.buffered_destinations > 0, "{budget:?}");
+    assert!(budget.sorted_runs_past > 0, "{budget:?}");
     // The first rows hold four values: their files are written as flushed.
-    assert!(budget.direct_writers > 0, "{budget:?}");
+    assert!(budget.parquet_writers_open > 0, "{budget:?}");
     assert!(
         manifest
             .workers
@@ -168,9 +168,9 @@ fn workers_turn_to_sorted_runs_past_the_values_planned_and_every_row_lands_once(
         )
         .unwrap();
         let manifest = &report.manifest;
-        let planned = manifest.memory_budget.buffered_destinations;
+        let planned = manifest.memory_budget.sorted_runs_past;
         // Every value is in the first rows: more than writers, so staged from the start.
-        assert_eq!(manifest.memory_budget.direct_writers, 0, "{format}");
+        assert_eq!(manifest.memory_budget.parquet_writers_open, 0, "{format}");
         assert!(
             (64..values as u64).contains(&planned),
             "{format}: {:?}",
@@ -210,9 +210,9 @@ fn files_written_as_flushed_for_the_first_values_turn_to_sorted_runs_when_many_f
     .unwrap();
     let manifest = &report.manifest;
     let budget = manifest.memory_budget;
-    assert!(budget.direct_writers > 0, "{budget:?}");
+    assert!(budget.parquet_writers_open > 0, "{budget:?}");
     assert!(
-        (64..values as u64).contains(&budget.buffered_destinations),
+        (64..values as u64).contains(&budget.sorted_runs_past),
         "{budget:?}"
     );
     // Each worker turned once more values were met than planned, after the first rows.

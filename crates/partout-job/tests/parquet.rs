@@ -287,8 +287,14 @@ fn ten_thousand_destinations_are_planned_within_256_mib() {
     .unwrap();
     let manifest = &report.manifest;
     let budget = manifest.memory_budget;
-    assert!(budget.fixed + budget.row_groups <= limit, "{budget:?}");
-    assert!(budget.fixed + 2 * budget.per_worker <= limit, "{budget:?}");
+    assert!(
+        budget.destinations_fixed + budget.parquet_row_groups <= limit,
+        "{budget:?}"
+    );
+    assert!(
+        budget.destinations_fixed + 2 * budget.per_worker_buffers <= limit,
+        "{budget:?}"
+    );
     assert_eq!(manifest.output_rows, total as u64);
     assert_eq!(manifest.destinations.len(), 10_000);
     let files = manifest
@@ -506,7 +512,10 @@ fn values_met_past_the_open_writers_are_staged_and_every_row_lands_once() {
     )
     .unwrap();
     let manifest = &report.manifest;
-    assert!(manifest.memory_budget.direct_writers > 0, "{manifest:?}");
+    assert!(
+        manifest.memory_budget.parquet_writers_open > 0,
+        "{manifest:?}"
+    );
     let mut seen = vec![false; total as usize];
     let mut direct = 0;
     for (p, entry) in manifest.destinations.iter().enumerate() {
@@ -557,7 +566,7 @@ fn values_met_past_the_open_writers_are_staged_and_every_row_lands_once() {
             .chain([entry.rows as i64])
             .collect();
         let largest = starts.windows(2).map(|w| w[1] - w[0]).max().unwrap();
-        if largest <= (partout_io::PAGE_ROWS + 1024) as i64 {
+        if largest <= (partout_output::PAGE_ROWS + 1024) as i64 {
             direct += 1;
         }
     }

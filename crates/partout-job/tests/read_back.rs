@@ -11,8 +11,8 @@ use arrow_array::{
 use arrow_schema::SchemaRef;
 use partout_exchange::ExchangeError;
 use partout_format::Format;
-use partout_io::output::{FileCursor, FinishedOutput};
 use partout_job::{Job, JobOptions, Layout};
+use partout_output::{FileCursor, FinishedOutput};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;

@@ -9,11 +9,11 @@ mod common;
 use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray};
 use arrow_select::concat::concat_batches;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-use partout_io::output::FinishedOutput;
 use partout_job::{
     DestinationEntry, Format, JobError, JobOptions, Layout, Manifest, ParquetSettings, Rollover,
     repartition,
 };
+use partout_output::FinishedOutput;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -164,7 +164,7 @@ fn a_row_limit_spreads_each_destination_over_numbered_files_of_that_many_rows() 
         let options = options(&input, &rolled, n, format).with_memory_limit(limit);
         let many = repartition(options.with_rollover(rows)).unwrap().manifest;
         assert_eq!(
-            many.memory_budget.direct_writers > 0,
+            many.memory_budget.parquet_writers_open > 0,
             direct,
             "{format} in {limit}"
         );
@@ -244,7 +244,7 @@ fn a_byte_limit_ends_each_file_within_one_row_group_past_it() {
             options = options.with_parquet_settings(rows);
         }
         let manifest = repartition(options).unwrap().manifest;
-        let direct = manifest.memory_budget.direct_writers > 0;
+        let direct = manifest.memory_budget.parquet_writers_open > 0;
         assert_eq!(
             direct,
             format == Format::Parquet && limit > 8 << 20,

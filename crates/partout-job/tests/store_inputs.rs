@@ -161,7 +161,7 @@ fn a_parquet_object_is_read_in_bounded_windows_each_byte_about_once() {
     // Each column's window is a third of what a reader holds; pages (about 1 MiB) past it
     // are got whole.
     assert!(
-        largest <= partout_io::STORE_READ_BYTES / 2,
+        largest <= partout_input::STORE_READ_BYTES / 2,
         "a GET of {largest} bytes"
     );
     assert!(

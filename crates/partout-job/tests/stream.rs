@@ -89,7 +89,7 @@ fn a_stream_of_batches_is_partitioned_by_value_every_row_once() {
         let job = Job::from_stream(options, stream(batches, schema)).unwrap();
         assert_eq!(job.input_rows(), None);
         // Five values in the first batch: their files written as flushed.
-        assert!(job.budget().direct_writers > 0, "{:?}", job.budget());
+        assert!(job.budget().parquet_writers_open > 0, "{:?}", job.budget());
         let report = job.run(&()).unwrap();
         assert_eq!(report.manifest.output_rows, 40_000);
         let got = read_back(&out);

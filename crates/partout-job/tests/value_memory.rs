@@ -84,7 +84,7 @@ fn peak_allowing(
         .with_memory_limit(limit);
     let base = counting::start();
     let job = Job::try_new(options).unwrap();
-    let reserved = job.budget().fixed + job.value_table_bytes();
+    let reserved = job.budget().destinations_fixed + job.value_table_bytes();
     let report = job.run(&()).unwrap();
     let peak = counting::peak_since(base);
     assert_eq!(report.manifest.partitions, values as u32);
@@ -183,7 +183,7 @@ fn a_hundred_thousand_values_stay_within_64_mib_and_each_costs_what_is_set_aside
     std::fs::create_dir(&turned).unwrap();
     let (turning, _, manifest) = peak_allowing(&turned, LARGE, (5_000, 200_000), 20_000, 64 << 20);
     let budget = manifest.memory_budget;
-    assert!(budget.direct_writers > 0, "{budget:?}");
+    assert!(budget.parquet_writers_open > 0, "{budget:?}");
     assert!(
         manifest
             .workers
@@ -219,7 +219,7 @@ fn a_hundred_thousand_values_stay_within_64_mib_and_each_costs_what_is_set_aside
             let d = dir.path().join(format!("{met}-of-{allowed}"));
             std::fs::create_dir(&d).unwrap();
             let (peak, _, manifest) = peak_allowing(&d, SMALL, (met, 0), allowed, 256 << 20);
-            (peak, manifest.memory_budget.fixed)
+            (peak, manifest.memory_budget.destinations_fixed)
         });
         let never = i64::from(100_000 - few);
         let unmet = (many_peak - few_peak) / never;

@@ -3,7 +3,7 @@
 //! "not run" where a contender has no bar.
 
 use crate::figure::Panel;
-use crate::svg::{COLOURS, axis, label};
+use crate::style::{COLOURS, axis, label};
 use anyhow::{Result, ensure};
 use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint};
 use plotters::prelude::*;

@@ -29,6 +29,7 @@ mod partition_by;
 #[cfg(test)]
 mod samples;
 mod scatter;
+mod style;
 mod svg;
 mod writer;
 

@@ -2,7 +2,7 @@
 //! measurements against destinations (or the link rate), one line each.
 
 use crate::figure::Panel;
-use crate::svg::{COLOURS, axis, label};
+use crate::style::{COLOURS, axis, label};
 use anyhow::{Result, ensure};
 use plotters::prelude::*;
 

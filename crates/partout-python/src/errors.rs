@@ -5,7 +5,7 @@ use arrow_schema::ArrowError;
 use partout_core::PartoutError;
 use partout_exchange::WriterError;
 use partout_format::FormatError;
-use partout_io::IoError;
+use partout_input::IoError;
 use partout_job::JobError;
 use pyo3::prelude::*;
 

@@ -6,7 +6,8 @@ use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
 use partout_exchange::ExchangeError;
 use partout_format::Format;
-use partout_io::output::{FileCursor, FinishedOutput, StorageOptions};
+use partout_input::StorageOptions;
+use partout_output::{FileCursor, FinishedOutput};
 use pyo3::prelude::*;
 use pyo3_arrow::{PySchema, PyTable};
 use std::collections::BTreeMap;
@@ -43,7 +44,7 @@ fn read_batches(
     destination: Option<u32>,
     options: &StorageOptions,
 ) -> Result<(SchemaRef, Vec<RecordBatch>)> {
-    let in_store = path.to_str().is_some_and(partout_io::is_store_url);
+    let in_store = path.to_str().is_some_and(partout_input::is_store_url);
     let (mut cursor, output_schema) = match destination {
         // A stream file: pages when their schema is given, an IPC stream (which carries its
         // own) when not.

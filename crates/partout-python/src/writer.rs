@@ -93,7 +93,7 @@ impl PartitionedWriter {
             }
             let partitioning = PartitioningSpec::new(scheme, by, n).resolve(&schema, None)?;
             let encoding = Encoding::parse(format, compression)?;
-            let extension = partout_io::output::extension(encoding.format());
+            let extension = partout_output::extension(encoding.format());
             let mut options = WriterOptions::default();
             if let Some(bytes) = memory_limit {
                 options = options.with_memory_limit(bytes);

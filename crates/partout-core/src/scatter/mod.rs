@@ -26,6 +26,7 @@
 //! [`PartoutError::UnsupportedType`].
 
 pub(crate) mod append;
+pub mod batch;
 mod bits;
 mod buffers;
 mod bytes;

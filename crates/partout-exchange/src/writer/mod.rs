@@ -8,7 +8,7 @@
 //! ```
 //!
 //! The output is any [`BatchSink`]: [`Encoded`](crate::Encoded) encodes Arrow IPC streams or
-//! Presto pages into a byte [`Sink`](crate::Sink); `partout-io` has Parquet files and shuffle
+//! Presto pages into a byte [`Sink`](crate::Sink); `partout-output` has Parquet files and shuffle
 //! files.
 //!
 //! Flush policy: each destination flushes when its buffered bytes reach its target, the
@@ -59,12 +59,6 @@ use partout_core::plan::check_partition_count;
 use runs::HeldRuns;
 use std::time::{Duration, Instant};
 use targets::Targets;
-
-/// The default of [`WriterOptions::runs_from`]: from this many destinations, an output that
-/// [takes runs](SinkCapabilities::runs) gets each destination's rows as runs of held batches,
-/// not from per-destination buffers. Measured on lineitem, 5% faster at 200 destinations and
-/// 27% at 1000, but slower at 16 and 64 (BENCHMARKS.md).
-pub const RUNS_FROM: usize = 200;
 
 /// Rows of at most this many (after replication) are moved per step, so that replicating
 /// null-key rows to every destination never builds one huge batch.

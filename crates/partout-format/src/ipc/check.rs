@@ -2,7 +2,7 @@
 //! arrow-ipc's reader trusts is checked first, so that bad bytes are an error naming what is
 //! wrong, never a panic or a huge allocation.
 
-use super::frame::{self, Frame};
+use super::frame::{self, Next};
 use crate::{FormatError, Result};
 use arrow_array::{Array, RecordBatch};
 use arrow_ipc::reader::StreamReader;
@@ -66,11 +66,11 @@ fn check_stream(bytes: &[u8]) -> Result<()> {
                 let what = "truncated before the end-of-stream marker".into();
                 return Err(corrupt(reader.position(), what));
             }
-            Some(Frame::End) if checker.schema.is_none() => {
+            Some(Next::End) if checker.schema.is_none() => {
                 return Err(corrupt(reader.position(), "no schema message".into()));
             }
-            Some(Frame::End) => return Ok(()),
-            Some(Frame::Message(header)) => header,
+            Some(Next::End) => return Ok(()),
+            Some(Next::Message(header)) => header,
         };
         let message = header.message().map_err(framing)?;
         let body_at = reader.position();

@@ -138,7 +138,7 @@ impl Header {
 
 /// What comes next in a stream of messages.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Frame {
+pub enum Next {
     /// A message: its header read, its body next.
     Message(Header),
     /// The end-of-stream marker (what follows, if anything, is another stream).
@@ -192,7 +192,7 @@ impl Skip for &[u8] {
 /// ```
 /// use arrow_array::{Int32Array, RecordBatch};
 /// use partout_format::ipc::IpcStreamEncoder;
-/// use partout_format::ipc::frame::{Frame, MessageReader};
+/// use partout_format::ipc::frame::{MessageReader, Next};
 /// use std::sync::Arc;
 ///
 /// let batch = RecordBatch::try_from_iter([("a", Arc::new(Int32Array::from(vec![1, 2])) as _)])
@@ -204,7 +204,7 @@ impl Skip for &[u8] {
 ///
 /// let mut reader = MessageReader::new(&bytes[..], bytes.len() as u64);
 /// let mut kinds = Vec::new();
-/// while let Some(Frame::Message(header)) = reader.next_frame().unwrap() {
+/// while let Some(Next::Message(header)) = reader.next_frame().unwrap() {
 ///     kinds.push(header.message().unwrap().header_type());
 ///     reader.body_slice(&header).unwrap();
 /// }
@@ -261,7 +261,7 @@ impl<R: Read> MessageReader<R> {
     /// # Errors
     /// A prefix, header or body length past the bytes left, a negative length, a header that
     /// is not a `Message` flatbuffer; the reader's errors.
-    pub fn next_frame(&mut self) -> Result<Option<Frame>> {
+    pub fn next_frame(&mut self) -> Result<Option<Next>> {
         if self.left == 0 {
             return Ok(None);
         }
@@ -279,7 +279,7 @@ impl<R: Read> MessageReader<R> {
         }
         let header_len = match prefix(&word).map_err(corrupt(start))? {
             Some((Prefix::Message { header_len }, _)) => header_len,
-            Some((Prefix::End, _)) => return Ok(Some(Frame::End)),
+            Some((Prefix::End, _)) => return Ok(Some(Next::End)),
             None => {
                 let cut = FormatError::Corrupt("a length cut short".into());
                 return Err(corrupt(start)(cut));
@@ -299,7 +299,7 @@ impl<R: Read> MessageReader<R> {
                     self.left
                 )))
             })?;
-        Ok(Some(Frame::Message(Header {
+        Ok(Some(Next::Message(Header {
             bytes,
             body_len,
             at,

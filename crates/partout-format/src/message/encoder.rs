@@ -1,7 +1,7 @@
 //! [`MessageEncoder`]: batches as the [`Message`]s of one exchange.
 
 use super::{IpcMessage, Message, has_dictionaries};
-use crate::ipc::frame::{Frame, MessageReader};
+use crate::ipc::frame::{MessageReader, Next};
 use crate::presto::encode_page;
 use crate::{Encoding, Format, FormatError, Result, StreamEncoders};
 use arrow_array::RecordBatch;
@@ -105,7 +105,7 @@ impl MessageEncoder {
         }
         let bytes = Bytes::from(bytes);
         let mut reader = MessageReader::new(&bytes[..], bytes.len() as u64);
-        while let Some(Frame::Message(header)) = reader.next_frame()? {
+        while let Some(Next::Message(header)) = reader.next_frame()? {
             let at = reader.position() as usize;
             let body = reader.body_slice(&header)?.len();
             // The stream's schema comes before its first batch.

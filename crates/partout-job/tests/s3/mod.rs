@@ -5,8 +5,8 @@
 #![allow(dead_code)]
 
 use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray};
-use partout_io::output::FinishedOutput;
 use partout_job::StorageOptions;
+use partout_output::FinishedOutput;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};

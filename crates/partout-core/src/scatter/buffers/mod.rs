@@ -19,9 +19,9 @@ use super::append::{
     push_piece, take_column, var_offsets,
 };
 use super::{Order, ScatterScratch, bits, fixed, fixed_bytes, scatter_array, view_parts};
-use crate::batch::PartitionedBatch;
 use crate::error::{PartoutError, Result};
 use crate::plan::ScatterPlan;
+use crate::scatter::batch::PartitionedBatch;
 use arrow_array::cast::AsArray;
 use arrow_array::{Array, ArrayRef, RecordBatch, RecordBatchOptions, new_empty_array};
 use arrow_buffer::{Buffer, MutableBuffer};
