@@ -191,19 +191,19 @@ impl BatchSink for EncodedPartitions {
         Ok(added as u64)
     }
 
-    /// Runs where the encoders take them (Arrow IPC streams of flat columns).
+    /// Slices where the encoders take them (Arrow IPC streams of flat columns).
     fn capabilities(&self) -> SinkCapabilities {
         SinkCapabilities {
-            runs: self.encoders.takes_runs(),
+            slices: self.encoders.takes_slices(),
             ..SinkCapabilities::default()
         }
     }
 
-    /// Runs are encoded straight from the held batches.
+    /// Slices are encoded straight from the held batches.
     fn write_flushed(&mut self, flushed: Flushed<'_>) -> Result<u64, WriterError> {
-        let Flushed::Runs {
+        let Flushed::Slices {
             destination: p,
-            runs,
+            slices,
         } = flushed
         else {
             return flushed.write_as_batches(self);
@@ -216,7 +216,7 @@ impl BatchSink for EncodedPartitions {
         }
         let mut parts = Vec::new();
         self.encoders
-            .encode_runs(p, runs, &mut parts)
+            .encode_slices(p, slices, &mut parts)
             .map_err(WriterError::Encode)?;
         let added: usize = parts.iter().map(|part| part.len()).sum();
         let open = &mut self.open[p];
@@ -225,10 +225,10 @@ impl BatchSink for EncodedPartitions {
             open.extend_from_slice(part);
         }
         drop(parts);
-        let rows = runs.iter().map(|(_, r)| r.len()).sum();
+        let rows = slices.iter().map(|(_, r)| r.len()).sum();
         // The Arrow size of the rows, as a batch of them would count it: their share of
         // each held batch's buffers.
-        let arrow: usize = runs
+        let arrow: usize = slices
             .iter()
             .map(|(source, r)| source.bytes() * r.len() / source.num_rows().max(1))
             .sum();

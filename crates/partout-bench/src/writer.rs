@@ -327,7 +327,7 @@ fn contenders(options: &WriterBenchOptions, codec: Codec) -> Vec<Contender> {
         .filter(|c| {
             let raw = matches!(c, Contender::DataFusionRaw | Contender::CometRaw);
             // partout's other mode than its default at this count: the one it did not pick.
-            let runs_by_default = options.partitions as usize >= partout_exchange::RUNS_FROM;
+            let runs_by_default = options.partitions as usize >= partout_exchange::SLICES_FROM;
             let default_mode = match c {
                 Contender::PartoutRuns => runs_by_default,
                 Contender::PartoutBuffers => !runs_by_default,

@@ -36,7 +36,7 @@ use clap::Parser;
 use datafusion::arrow::array::AsArray;
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::compute::SortOptions;
-use datafusion::arrow::datatypes::Int64Type;
+use datafusion::arrow::datatypes::{Int64Type, SchemaRef};
 use datafusion::common::{DataFusionError, Result};
 use datafusion::datasource::memory::{DataSourceExec, MemorySourceConfig};
 use datafusion::execution::TaskContext;
@@ -151,8 +151,8 @@ struct Args {
     /// Alternating rounds of the operator alone.
     #[arg(long, default_value_t = 5)]
     rounds: usize,
-    /// Output partition counts of the operator alone.
-    #[arg(long, value_delimiter = ',', default_value = "16,64,200")]
+    /// Output partition counts of the operator alone (`--partitions` alone: none).
+    #[arg(long, value_delimiter = ',', num_args = 0.., default_value = "16,64,200")]
     partitions: Vec<usize>,
     /// Output partition counts of the order-preserving repartitions (`--ordered` alone: none).
     #[arg(long, value_delimiter = ',', num_args = 0.., default_value = "16,64")]
@@ -175,8 +175,9 @@ struct Args {
     /// Section 1 again in a process whose allocator is kept warm (`MIMALLOC_PURGE_DELAY=-1`).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     warm_rerun: bool,
-    /// Section 1 alone, for one contender only (`datafusion` or `partout`), printing one
-    /// line a partition count (the processes `--alone` starts).
+    /// Sections 1 and 1b alone, for one contender only (`datafusion` or `partout`), printing
+    /// one line a partition count (the processes `--alone` starts; and a process to profile
+    /// one contender's order-preserving repartition in).
     #[arg(long)]
     only: Option<String>,
 }
@@ -315,6 +316,21 @@ fn repartition(
         ),
         None => Arc::new(theirs),
     })
+}
+
+/// `inputs` declared sorted by `key`. tpchgen writes lineitem in l_orderkey order, and each
+/// input partition takes every other batch: both are sorted by it (check_outputs fails
+/// otherwise).
+fn sorted_input(
+    inputs: &[Vec<RecordBatch>],
+    schema: &SchemaRef,
+    key: &Arc<dyn PhysicalExpr>,
+) -> Result<Arc<dyn ExecutionPlan>> {
+    let sorted = MemorySourceConfig::try_new(inputs, schema.clone(), None)?
+        .try_with_sort_information(vec![
+            [PhysicalSortExpr::new(key.clone(), SortOptions::default())].into(),
+        ])?;
+    Ok(DataSourceExec::from_data_source(sorted))
 }
 
 /// A task context of 8192-row batches whose memory pool is `pool`.
@@ -463,6 +479,14 @@ fn print_row(n: usize, rows: usize, theirs: &Figures, ours: &Figures) {
     );
 }
 
+/// A line of a contender alone, for the parent: `label`, the partition count, its figures.
+fn print_alone(label: &str, n: usize, f: &Figures) {
+    println!(
+        "{label} {n} {} {} {} {} {} {}",
+        f.seconds, f.faults, f.cpu, f.heap, f.pool, f.spilled
+    );
+}
+
 /// The arguments of section 1 as `args` has them, for a child process.
 fn section_one(args: &Args) -> Vec<String> {
     let partitions: Vec<String> = args.partitions.iter().map(|n| n.to_string()).collect();
@@ -533,6 +557,15 @@ async fn main() -> Result<()> {
     let context = Arc::new(
         TaskContext::default().with_session_config(SessionConfig::new().with_batch_size(8192)),
     );
+    // The order-preserving repartition of `sorted` into `n` outputs, by DataFusion or partout.
+    let ordered = |sorted: &Arc<dyn ExecutionPlan>, n: usize, ours: bool| {
+        repartition(
+            sorted,
+            std::slice::from_ref(&key),
+            n,
+            ours.then_some(args.buffer_bytes),
+        )
+    };
     if let Some(only) = &args.only {
         // One contender alone in this process: a line a partition count, for the parent.
         let ours = match only.as_str() {
@@ -548,11 +581,15 @@ async fn main() -> Result<()> {
             let plan =
                 |ours: bool| repartition(&input, &keys, n, ours.then_some(args.buffer_bytes));
             let figures = timed_rounds(plan, rows, args.rounds, &context, &[ours]).await?;
-            let f = figures[0];
-            println!(
-                "alone {n} {} {} {} {} {} {}",
-                f.seconds, f.faults, f.cpu, f.heap, f.pool, f.spilled
-            );
+            print_alone("alone", n, &figures[0]);
+        }
+        if sorted_by_key {
+            let sorted = sorted_input(&inputs, &lineitem.schema, &key)?;
+            for &n in &args.ordered {
+                let plan = |ours: bool| ordered(&sorted, n, ours);
+                let figures = timed_rounds(plan, rows, args.rounds, &context, &[ours]).await?;
+                print_alone("ordered", n, &figures[0]);
+            }
         }
         return Ok(());
     }
@@ -642,27 +679,14 @@ async fn main() -> Result<()> {
         }
     }
     if !args.ordered.is_empty() && sorted_by_key {
-        // tpchgen writes lineitem in l_orderkey order, and each input partition takes every
-        // other batch: both are sorted by it (check_outputs fails otherwise).
-        let sorted = MemorySourceConfig::try_new(&inputs, lineitem.schema.clone(), None)?
-            .try_with_sort_information(vec![
-                [PhysicalSortExpr::new(key.clone(), SortOptions::default())].into(),
-            ])?;
-        let sorted: Arc<dyn ExecutionPlan> = DataSourceExec::from_data_source(sorted);
+        let sorted = sorted_input(&inputs, &lineitem.schema, &key)?;
         println!(
             "\n1b. Preserving order (inputs sorted by l_orderkey, outputs merged); medians of {} alternating rounds",
             args.rounds
         );
         print_header();
         for &n in &args.ordered {
-            let plan = |ours: bool| {
-                repartition(
-                    &sorted,
-                    std::slice::from_ref(&key),
-                    n,
-                    ours.then_some(args.buffer_bytes),
-                )
-            };
+            let plan = |ours: bool| ordered(&sorted, n, ours);
             check_outputs(plan, &lineitem.batches, &key_columns, n, &context, true).await?;
             let figures = timed_rounds(plan, rows, args.rounds, &context, &[false, true]).await?;
             print_row(n, rows, &figures[0], &figures[1]);

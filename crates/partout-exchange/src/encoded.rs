@@ -109,15 +109,18 @@ impl<S: Sink> BatchSink for Encoded<S> {
         self.encode_batch(p, batch, false)
     }
 
-    /// Compact batches are encoded without reading their views to check; runs are encoded
+    /// Compact batches are encoded without reading their views to check; slices are encoded
     /// straight from the held batches.
     fn write_flushed(&mut self, flushed: Flushed<'_>) -> Result<u64> {
         match flushed {
             Flushed::Compact { destination, batch } => self.encode_batch(destination, batch, true),
-            Flushed::Runs { destination, runs } => {
+            Flushed::Slices {
+                destination,
+                slices,
+            } => {
                 self.parts.clear();
                 self.encoders
-                    .encode_runs(destination, runs, &mut self.parts)?;
+                    .encode_slices(destination, slices, &mut self.parts)?;
                 self.write_parts(destination)
             }
             other => other.write_as_batches(self),
@@ -140,11 +143,11 @@ impl<S: Sink> BatchSink for Encoded<S> {
         Ok(())
     }
 
-    /// Runs where the encoders take them (Arrow IPC streams of flat columns), and the time
+    /// Slices where the encoders take them (Arrow IPC streams of flat columns), and the time
     /// spent in the sink.
     fn capabilities(&self) -> SinkCapabilities {
         SinkCapabilities {
-            runs: self.encoders.takes_runs(),
+            slices: self.encoders.takes_slices(),
             spares: None,
             clock: Some(self.clock.clone()),
         }

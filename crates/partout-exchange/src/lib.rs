@@ -36,7 +36,7 @@ pub use encoded::Encoded;
 pub use error::{Result, WriterError};
 pub use gather::Gather;
 pub use metrics::WriterMetrics;
-pub use options::{Flush, RUNS_FROM, WriterOptions};
+pub use options::{Flush, SLICES_FROM, WriterOptions};
 pub use ready::{Ready, ReadyBatch};
 pub use sink::{FileSink, MemorySink, Sink};
 pub use spares::Spares;

@@ -20,11 +20,11 @@ pub enum Flush {
     AllAtLimit,
 }
 
-/// The default of [`WriterOptions::runs_from`]: from this many destinations, an output that
-/// [takes runs](crate::SinkCapabilities::runs) gets each destination's rows as runs of held batches,
+/// The default of [`WriterOptions::slices_from`]: from this many destinations, an output that
+/// [takes runs](crate::SinkCapabilities::slices) gets each destination's rows as runs of held batches,
 /// not from per-destination buffers. Measured on lineitem, 5% faster at 200 destinations and
 /// 27% at 1000, but slower at 16 and 64 (BENCHMARKS.md).
-pub const RUNS_FROM: usize = 200;
+pub const SLICES_FROM: usize = 200;
 
 /// Options of a [`PartitionedWriter`](crate::PartitionedWriter), checked by [`WriterOptions::validate`].
 ///
@@ -60,12 +60,12 @@ pub struct WriterOptions {
     /// A destination also flushes when it holds this many rows (default: no row target),
     /// for consumers that take batches of a set size (DataFusion's `batch_size`).
     pub target_rows: Option<usize>,
-    /// From this many destinations (default [`RUNS_FROM`]), with
+    /// From this many destinations (default [`SLICES_FROM`]), with
     /// [`Flush::AtTarget`], no row target and an output that takes them (Arrow IPC streams of
     /// flat columns), each batch is held laid out by destination and every destination's rows
     /// are written at once from the held batches, instead of moving into per-destination
     /// buffers. `usize::MAX` never, 1 always: for measurement.
-    pub runs_from: usize,
+    pub slices_from: usize,
 }
 
 impl Default for WriterOptions {
@@ -78,7 +78,7 @@ impl Default for WriterOptions {
             seed: 0,
             flush: Flush::AtTarget,
             target_rows: None,
-            runs_from: RUNS_FROM,
+            slices_from: SLICES_FROM,
         }
     }
 }
@@ -126,9 +126,9 @@ impl WriterOptions {
         self
     }
 
-    /// Sets [`runs_from`](Self::runs_from).
+    /// Sets [`slices_from`](Self::slices_from).
     pub fn with_runs_from(mut self, destinations: usize) -> Self {
-        self.runs_from = destinations;
+        self.slices_from = destinations;
         self
     }
 

@@ -58,11 +58,11 @@ static GLOBAL: Counting = Counting;
 
 /// What an append that flushes nothing may allocate, for a batch of `columns` columns (of
 /// lineitem's kinds) into `partitions` destinations of an output taking runs: none below
-/// [`RUNS_FROM`] destinations (rows move into buffers that are reused); from it, the held
+/// [`SLICES_FROM`] destinations (rows move into buffers that are reused); from it, the held
 /// batch's own arrays (each column's buffers and array, the batch, its offsets), so a bound
 /// per column, whatever the destinations: an allocation per destination and batch fails it.
 fn held_batch_allocations(partitions: u32, columns: u64) -> u64 {
-    if (partitions as usize) < partout_exchange::RUNS_FROM {
+    if (partitions as usize) < partout_exchange::SLICES_FROM {
         0
     } else {
         16 * columns + 8

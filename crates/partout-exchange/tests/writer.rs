@@ -594,7 +594,7 @@ fn presto_output_refuses_what_presto_cannot_carry() {
     assert!(err.to_string().contains("ZSTD"), "{err}");
 }
 
-/// From `RUNS_FROM` destinations, an IPC output of flat columns gets each destination's rows
+/// From `SLICES_FROM` destinations, an IPC output of flat columns gets each destination's rows
 /// as runs of held batches, all destinations flushed together (one flush event gives most
 /// destinations a message); below it, and for columns the runs encoder does not take,
 /// destinations flush one by one as their buffers fill. Either way every row arrives where the
@@ -608,11 +608,11 @@ fn many_destinations_of_flat_columns_flush_together_from_held_runs() {
         DataType::Boolean,
     ];
     let nested = [DataType::Int64, DataType::new_list(DataType::Int32, true)];
-    let runs_from = partout_exchange::RUNS_FROM as u32;
+    let slices_from = partout_exchange::SLICES_FROM as u32;
     for (types, n, together) in [
-        (&flat[..], runs_from, true),
+        (&flat[..], slices_from, true),
         (&flat[..], 1000, true),
-        (&flat[..], runs_from - 1, false),
+        (&flat[..], slices_from - 1, false),
         (&nested[..], 1000, false),
     ] {
         for (c, compression) in COMPRESSIONS.into_iter().enumerate() {
@@ -919,13 +919,13 @@ fn flush_targets_are_shared_among_the_destinations_met() {
 /// `flush` hands every row appended so far to the output and the writer goes on: after each
 /// batch and flush, the rows handed over equal the rows in and none are held, in every buffering mode (destinations
 /// filled one batch at a time, batches merged from 512 destinations, held runs from
-/// `RUNS_FROM`); at the end every row is where the reference partitioner puts it, once, in
+/// `SLICES_FROM`); at the end every row is where the reference partitioner puts it, once, in
 /// input order.
 #[test]
 fn a_flush_hands_over_every_row_so_far_and_writing_goes_on() {
     let types = [DataType::Int64, DataType::Utf8View, DataType::Utf8];
-    let runs_from = partout_exchange::RUNS_FROM as u32;
-    for n in [7, 600, runs_from.max(700)] {
+    let slices_from = partout_exchange::SLICES_FROM as u32;
+    for n in [7, 600, slices_from.max(700)] {
         let rows = [3, 1000, 1, 0, 5000, 20];
         let inputs = random_inputs(&types, &rows, n, u64::from(n));
         let schema = inputs[0].0.schema();

@@ -406,35 +406,35 @@ impl StreamEncoders {
         }
     }
 
-    /// Whether [`encode_runs`](Self::encode_runs) takes this schema and encoding: Arrow IPC
-    /// streams of columns of flat types ([`RunsEncoder::takes`](crate::ipc::runs::RunsEncoder::takes)).
-    pub fn takes_runs(&self) -> bool {
+    /// Whether [`encode_slices`](Self::encode_slices) takes this schema and encoding: Arrow IPC
+    /// streams of columns of flat types ([`SlicesEncoder::takes`](crate::ipc::slices::SlicesEncoder::takes)).
+    pub fn takes_slices(&self) -> bool {
         match &self.streams {
-            Streams::Shared(shared) => shared.takes_runs(),
+            Streams::Shared(shared) => shared.takes_slices(),
             Streams::Each(_) => false,
         }
     }
 
-    /// Adds destination `p`'s next rows, `runs` of held batches in order, encoded as one
+    /// Adds destination `p`'s next rows, `slices` of held batches in order, encoded as one
     /// message (after what begins its stream, if this is its first), to `parts`: the message's
-    /// header and buffers, the runs' own bytes shared where they are many
-    /// ([`RunsEncoder`](crate::ipc::runs::RunsEncoder)).
+    /// header and buffers, the slices' own bytes shared where they are many
+    /// ([`SlicesEncoder`](crate::ipc::slices::SlicesEncoder)).
     ///
     /// # Errors
     /// [`FormatError::InvalidArgument`] for a destination out of range, when the encoders do
-    /// not [take runs](Self::takes_runs), or for runs that do not fit the schema; `parts` is
+    /// not [take slices](Self::takes_slices), or for slices that do not fit the schema; `parts` is
     /// then as it was.
-    pub fn encode_runs(
+    pub fn encode_slices(
         &mut self,
         p: usize,
-        runs: &[crate::ipc::runs::Run<'_>],
+        slices: &[crate::ipc::slices::Slice<'_>],
         parts: &mut Vec<Buffer>,
     ) -> Result<()> {
         self.check(p)?;
         match &mut self.streams {
-            Streams::Shared(shared) => shared.encode_runs_parts(p, runs, parts),
+            Streams::Shared(shared) => shared.encode_slices_parts(p, slices, parts),
             Streams::Each(_) => Err(FormatError::InvalidArgument(
-                "these streams take no runs of rows".into(),
+                "these streams take no slices of rows".into(),
             )),
         }
     }

@@ -147,7 +147,7 @@ pub trait BudgetExt: Sized {
     /// two writers: then [`try_discovered`](Self::try_discovered)'s staged budget gives more
     /// values a useful share (lineitem by `l_shipdate`, 2,526 values, Intel Xeon: written as
     /// flushed at 10 KiB a value 8.6 s, staged at 15 KiB 6.2 s).
-    fn direct(
+    fn flushed_parquet(
         memory_limit: u64,
         partitions: u32,
         workers: usize,
@@ -206,7 +206,7 @@ impl BudgetExt for Budget {
             .clamp(MIN_ROW_GROUP_BYTES, MAX_ROW_GROUP_BYTES) as usize
     }
 
-    fn direct(
+    fn flushed_parquet(
         memory_limit: u64,
         partitions: u32,
         workers: usize,
@@ -215,7 +215,7 @@ impl BudgetExt for Budget {
     ) -> Option<Self> {
         let allowed = u64::from(partitions.max(1));
         let plan = |buffered: u64| {
-            direct_plan(
+            flushed_plan(
                 memory_limit,
                 allowed,
                 buffered,
@@ -239,16 +239,16 @@ impl BudgetExt for Budget {
     }
 }
 
-/// Partitioning by value, what the input's first rows tell [`BudgetExt::direct`].
+/// Partitioning by value, what the input's first rows tell [`BudgetExt::flushed_parquet`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Discovered {
     /// Destinations met in the input's first rows.
     pub sampled: u64,
 }
 
-/// [`BudgetExt::direct`] for `allowed` destinations of which the first `buffered` met are
+/// [`BudgetExt::flushed_parquet`] for `allowed` destinations of which the first `buffered` met are
 /// buffered (charged as met), `discovered` or not.
-fn direct_plan(
+fn flushed_plan(
     memory_limit: u64,
     allowed: u64,
     buffered: u64,
@@ -451,7 +451,7 @@ mod tests {
         // lineitem's 16 columns: about 2.25 MiB a writer.
         let writer = (256 << 10) + 16 * (128 << 10);
         for (n, limit) in [(16u32, 256u64 << 20), (32, 256 << 20), (4, 64 << 20)] {
-            let budget = Budget::direct(limit, n, 2, writer, None).unwrap();
+            let budget = Budget::flushed_parquet(limit, n, 2, writer, None).unwrap();
             let running = budget.destinations_fixed
                 + budget.parquet_writers_open
                 + 2 * budget.per_worker_buffers;
@@ -465,14 +465,14 @@ mod tests {
             assert!(budget.per_worker_buffers / (2 * u64::from(n)) >= DIRECT_MIN_FLUSH_BYTES);
         }
         // Too many writers for the limit: staged.
-        assert!(Budget::direct(256 << 20, 64, 2, writer, None).is_none());
-        assert!(Budget::direct(64 << 20, 16, 2, writer, None).is_none());
-        assert!(Budget::direct(1 << 20, 1, 2, writer, None).is_none());
+        assert!(Budget::flushed_parquet(256 << 20, 64, 2, writer, None).is_none());
+        assert!(Budget::flushed_parquet(64 << 20, 16, 2, writer, None).is_none());
+        assert!(Budget::flushed_parquet(1 << 20, 1, 2, writer, None).is_none());
         // Writers that fit but would leave the workers flushes of a few rows: staged.
-        assert!(Budget::direct(256 << 20, 1000, 2, 1, None).is_none());
+        assert!(Budget::flushed_parquet(256 << 20, 1000, 2, 1, None).is_none());
         // Writers that cannot be planned (a schema Parquet cannot carry): staged, no overflow.
         for discovered in [None, Some(Discovered { sampled: 1 })] {
-            assert!(Budget::direct(256 << 20, 4, 2, u64::MAX, discovered).is_none());
+            assert!(Budget::flushed_parquet(256 << 20, 4, 2, u64::MAX, discovered).is_none());
         }
     }
 
@@ -481,7 +481,7 @@ mod tests {
         let writer = (256 << 10) + 16 * (128 << 10);
         let sampled = |sampled| Some(Discovered { sampled });
         // 1,000 values allowed (the default) in 256 MiB: writers for about twenty.
-        let budget = Budget::direct(256 << 20, 1000, 2, writer, sampled(4)).unwrap();
+        let budget = Budget::flushed_parquet(256 << 20, 1000, 2, writer, sampled(4)).unwrap();
         let running =
             budget.destinations_fixed + budget.parquet_writers_open + 2 * budget.per_worker_buffers;
         assert!(running <= 256 << 20, "{budget:?}");
@@ -497,16 +497,16 @@ mod tests {
         assert_eq!(budget.sorted_runs_past, 0, "every value buffered");
         // Every allowed value buffered: what the first rows hold does not matter.
         assert_eq!(
-            Budget::direct(256 << 20, 1000, 2, writer, sampled(900)),
+            Budget::flushed_parquet(256 << 20, 1000, 2, writer, sampled(900)),
             Some(budget)
         );
         // Four values allowed: a writer each.
-        let four = Budget::direct(256 << 20, 4, 2, writer, sampled(4)).unwrap();
+        let four = Budget::flushed_parquet(256 << 20, 4, 2, writer, sampled(4)).unwrap();
         assert_eq!(four.parquet_writers_open, 4 * writer);
         // 3,000 or 100,000 values allowed and more values in the first rows than writers:
         // too little buffer for each, staged.
         for allowed in [3000, 100_000] {
-            assert!(Budget::direct(256 << 20, allowed, 2, writer, sampled(300)).is_none());
+            assert!(Budget::flushed_parquet(256 << 20, allowed, 2, writer, sampled(300)).is_none());
         }
     }
 
@@ -520,7 +520,7 @@ mod tests {
             (64 << 20, 20_000, 2),
         ] {
             let discovered = Some(Discovered { sampled });
-            let budget = Budget::direct(limit, allowed, 2, writer, discovered)
+            let budget = Budget::flushed_parquet(limit, allowed, 2, writer, discovered)
                 .unwrap_or_else(|| panic!("{allowed} allowed in {limit}"));
             // Writers for the values of the first rows.
             assert!(
@@ -553,7 +553,7 @@ mod tests {
             let many = Some(Discovered {
                 sampled: writers + 1,
             });
-            assert!(Budget::direct(limit, allowed, 2, writer, many).is_none());
+            assert!(Budget::flushed_parquet(limit, allowed, 2, writer, many).is_none());
         }
     }
 

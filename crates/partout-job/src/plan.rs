@@ -252,11 +252,11 @@ impl Job {
                 let discovered = by_value.as_ref().map(|by_value| Discovered {
                     sampled: by_value.sampled(&frames.schema, &first_rows(&frames, &mut stream)),
                 });
-                Budget::direct(
+                Budget::flushed_parquet(
                     shared,
                     destinations,
                     threads,
-                    partout_output::DirectParquet::writer_bytes(&out_schema),
+                    partout_output::FlushedParquet::writer_bytes(&out_schema),
                     discovered,
                 )
             }

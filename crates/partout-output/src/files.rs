@@ -52,6 +52,7 @@ struct StreamParts<'a> {
 
 impl Parts for StreamParts<'_> {
     type File = StreamPart;
+    type Ended = DestinationFile;
 
     fn open(&mut self, part: usize) -> Result<StreamPart, WriterError> {
         let partial = Partial::new(self.files.partial(self.p, part));

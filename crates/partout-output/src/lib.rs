@@ -12,11 +12,11 @@
 //!           shuffle  ShuffleOutput     one data file + index per worker
 //!           staged   StagedParquet     rows staged per worker, then each file written whole
 //!                                      (Parquet, or Arrow IPC files partitioning by value)
-//!           direct   DirectParquet     Parquet files written as flushed, when their writers
+//!           flushed  FlushedParquet    Parquet files written as flushed, when their writers
 //!                                      fit the budget (the rest staged)
 //!        worker w ─► sink(w): a BatchSink ─► … ─► finish(Finish) ─► Written ─► manifest
 //!        (a destination's file rolls over to its next at a size: rollover::Rolling, the one
-//!        driver the files and staged writers share)
+//!        driver every file writer shares; every Parquet file is a parquet_file::ParquetFile)
 //!  Location ─► Place::stage ─► Pending::dir (the writers' directory) ─► Pending::commit
 //!
 //!  FinishedOutput::open(dir) ── the manifest's spec ─► cursor(p): FileCursor
@@ -41,13 +41,14 @@
 
 #![forbid(unsafe_code)]
 
-mod direct;
 mod files;
 pub mod finished;
+mod flushed;
 mod layout;
 pub mod location;
 pub mod manifest;
 mod names;
+mod parquet_file;
 mod parquet_options;
 mod rollover;
 mod shuffle;
@@ -57,9 +58,9 @@ mod spec;
 mod staged;
 mod statistics;
 
-pub use direct::{DirectParquet, DirectSink, PAGE_ROWS};
 pub use files::{DestinationFiles, FilesHandle};
 pub use finished::{FileCursor, FinishedOutput};
+pub use flushed::{FlushedParquet, FlushedSink, PAGE_ROWS};
 pub use layout::Layout;
 pub use location::{
     Commit, LocalDir, Location, Pending, Place, RunShape, WriteMode, check_compatible,
@@ -74,7 +75,7 @@ pub use shuffle::{
 pub use sort_order::{SortKey, SortOrder};
 pub use sorted_runs::{RunOptions, SortedRuns};
 pub use spec::OutputSpec;
-pub use staged::{ParquetOptions, Sorting, StagedParquet};
+pub use staged::{ParquetWriterConfig, Sorting, StagedParquet};
 pub use statistics::ColumnStatistics;
 
 use arrow_schema::SchemaRef;
@@ -306,10 +307,10 @@ pub struct Destinations {
     /// [`OutputSpec::is_staged`]).
     pub staged: bool,
     /// The most a Parquet writer's open row group may hold, in bytes (from the memory
-    /// budget; see [`ParquetOptions::row_group_bytes`]).
+    /// budget; see [`ParquetWriterConfig::row_group_bytes`]).
     pub row_group_bytes: usize,
     /// The most Parquet writers open while the workers run may hold together: then files are
-    /// written as they are flushed ([`DirectParquet`]), as many as it holds. Zero: every
+    /// written as they are flushed ([`FlushedParquet`]), as many as it holds. Zero: every
     /// staged file is written from its staged rows.
     pub parquet_writers_open: usize,
     /// Sorting the rows of each file ([`OutputSpec::sort_order`]), the most each thread's
@@ -394,7 +395,7 @@ impl OutputSpec {
                 .map_err(|e| sink_error(None, e.to_string()))?,
             _ => Default::default(),
         };
-        let options = ParquetOptions {
+        let options = ParquetWriterConfig {
             properties,
             row_group_bytes,
             staging: STAGING_COMPRESSION,
@@ -409,7 +410,7 @@ impl OutputSpec {
         if self.format() != Format::Parquet {
             files = files.with_ipc_output(self.encoding()?)?;
         } else if parquet_writers_open > 0 && !files.is_sorted() {
-            return Ok(Box::new(DirectParquet::new(files, parquet_writers_open)));
+            return Ok(Box::new(FlushedParquet::new(files, parquet_writers_open)));
         }
         Ok(Box::new(files))
     }
@@ -442,9 +443,9 @@ impl OutputWriter for StagedParquet {
     }
 }
 
-impl OutputWriter for DirectParquet {
+impl OutputWriter for FlushedParquet {
     fn sink(&self, worker: usize) -> Result<Box<dyn BatchSink + Send + '_>, WriterError> {
-        Ok(Box::new(DirectParquet::sink(self, worker)?))
+        Ok(Box::new(FlushedParquet::sink(self, worker)?))
     }
 
     fn finish(self: Box<Self>, finish: Finish<'_>) -> Result<Written, WriterError> {

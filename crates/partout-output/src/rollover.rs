@@ -12,9 +12,10 @@
 //! ends at the first such boundary past it, so no file passes the limit by more than one row
 //! group (or batch).
 
-use crate::{DestinationFile, FileList, OutputError, Result};
+use crate::{DestinationFile, OutputError, Result};
 use arrow_array::RecordBatch;
 use partout_exchange::WriterError;
+use smallvec::SmallVec;
 
 /// When a destination's file rolls over to the next: after `max_rows` rows, or once it holds
 /// about `max_bytes` bytes; neither set, one file per destination.
@@ -105,10 +106,25 @@ pub(crate) trait PartFile {
     }
 }
 
+/// A file a writer ended, as its destination's [`Rolling`] keeps it.
+pub(crate) trait Ended {
+    /// Its bytes.
+    fn bytes(&self) -> u64;
+}
+
+impl Ended for DestinationFile {
+    fn bytes(&self) -> u64 {
+        self.bytes
+    }
+}
+
 /// How a writer opens and closes a destination's files.
 pub(crate) trait Parts {
     /// Its open file.
     type File: PartFile;
+
+    /// A file it ended (named and in place, or waiting for its name).
+    type Ended: Ended;
 
     /// Opens file `part`.
     fn open(&mut self, part: usize) -> Result<Self::File, WriterError>;
@@ -116,26 +132,26 @@ pub(crate) trait Parts {
     /// Writes `batch` to `file`.
     fn write(&mut self, file: &mut Self::File, batch: &RecordBatch) -> Result<(), WriterError>;
 
-    /// Ends file `part` and puts it in place, named.
-    fn close(&mut self, file: Self::File, part: usize) -> Result<DestinationFile, WriterError>;
+    /// Ends file `part`.
+    fn close(&mut self, file: Self::File, part: usize) -> Result<Self::Ended, WriterError>;
 }
 
 /// A destination's files as they roll: the open one, and those ended before it.
-pub(crate) struct Rolling<F> {
+pub(crate) struct Rolling<F, E = DestinationFile> {
     rollover: Rollover,
     open: Option<F>,
-    done: FileList,
+    done: SmallVec<[E; 1]>,
     /// The bytes of the files in `done`.
     closed_bytes: u64,
 }
 
-impl<F: PartFile> Rolling<F> {
+impl<F: PartFile, E: Ended> Rolling<F, E> {
     /// No file yet.
     pub(crate) fn new(rollover: Rollover) -> Self {
         Self {
             rollover,
             open: None,
-            done: FileList::new(),
+            done: SmallVec::new(),
             closed_bytes: 0,
         }
     }
@@ -150,7 +166,7 @@ impl<F: PartFile> Rolling<F> {
     pub(crate) fn write(
         &mut self,
         batch: &RecordBatch,
-        parts: &mut impl Parts<File = F>,
+        parts: &mut impl Parts<File = F, Ended = E>,
     ) -> Result<(), WriterError> {
         let mut offset = 0;
         while offset < batch.num_rows() {
@@ -183,11 +199,11 @@ impl<F: PartFile> Rolling<F> {
     }
 
     /// Ends the open file, if any.
-    fn close(&mut self, parts: &mut impl Parts<File = F>) -> Result<(), WriterError> {
+    fn close(&mut self, parts: &mut impl Parts<File = F, Ended = E>) -> Result<(), WriterError> {
         if let Some(file) = self.open.take() {
             let part = self.done.len();
             let closed = parts.close(file, part)?;
-            self.closed_bytes += closed.bytes;
+            self.closed_bytes += closed.bytes();
             self.done.push(closed);
         }
         Ok(())
@@ -197,9 +213,9 @@ impl<F: PartFile> Rolling<F> {
     /// (of the schema alone) when `empty_file`, else none.
     pub(crate) fn finish(
         mut self,
-        parts: &mut impl Parts<File = F>,
+        parts: &mut impl Parts<File = F, Ended = E>,
         empty_file: bool,
-    ) -> Result<FileList, WriterError> {
+    ) -> Result<SmallVec<[E; 1]>, WriterError> {
         if self.open.is_none() && self.done.is_empty() && empty_file {
             self.open = Some(parts.open(0)?);
         }
@@ -238,6 +254,7 @@ mod tests {
 
     impl Parts for Opened {
         type File = Counted;
+        type Ended = DestinationFile;
         fn open(&mut self, part: usize) -> Result<Counted, WriterError> {
             self.opened.push(part);
             Ok(Counted {

@@ -142,23 +142,28 @@ impl BatchSink for ShuffleFile {
         appended
     }
 
-    /// Runs where the encoders take them (Arrow IPC streams of flat columns).
+    /// Slices where the encoders take them (Arrow IPC streams of flat columns).
     fn capabilities(&self) -> SinkCapabilities {
         SinkCapabilities {
-            runs: self.encoders.takes_runs(),
+            slices: self.encoders.takes_slices(),
             ..SinkCapabilities::default()
         }
     }
 
-    /// Runs are encoded straight from the held batches.
+    /// Slices are encoded straight from the held batches.
     fn write_flushed(&mut self, flushed: Flushed<'_>) -> Result<u64, WriterError> {
-        let Flushed::Runs { destination, runs } = flushed else {
+        let Flushed::Slices {
+            destination,
+            slices,
+        } = flushed
+        else {
             return flushed.write_as_batches(self);
         };
         let mut parts = Vec::new();
-        self.encoders.encode_runs(destination, runs, &mut parts)?;
+        self.encoders
+            .encode_slices(destination, slices, &mut parts)?;
         let parts: Vec<&[u8]> = parts.iter().map(|part| part.as_slice()).collect();
-        let rows = runs.iter().map(|(_, r)| r.len() as u64).sum();
+        let rows = slices.iter().map(|(_, r)| r.len() as u64).sum();
         self.append(destination, &parts, rows)
     }
 

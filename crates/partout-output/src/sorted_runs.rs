@@ -76,7 +76,7 @@ impl RunOptions {
 /// A spilled run: an Arrow IPC stream of rows in destination order, and each destination's
 /// rows in it.
 #[derive(Debug)]
-struct Run {
+struct SpillFile {
     path: PathBuf,
     rows_path: PathBuf,
     rows: u64,
@@ -84,7 +84,7 @@ struct Run {
     bytes: u64,
 }
 
-impl Run {
+impl SpillFile {
     fn remove(&self) {
         let _ = std::fs::remove_file(&self.path);
         let _ = std::fs::remove_file(&self.rows_path);
@@ -103,7 +103,7 @@ pub struct SortedRuns<O: BatchSink> {
     name: String,
     destinations: usize,
     options: RunOptions,
-    runs: Vec<Run>,
+    runs: Vec<SpillFile>,
     spilling: Option<RunWriter>,
     made: usize,
 }
@@ -355,7 +355,7 @@ impl<O: BatchSink> Drop for SortedRuns<O> {
 /// Streams the rows of `runs`, destination by destination and, within a destination, run by
 /// run, as slices of the runs' chunks handed to `emit` with their destination.
 fn merge(
-    runs: &[Run],
+    runs: &[SpillFile],
     destinations: usize,
     mut emit: impl FnMut(usize, RecordBatch) -> Result<(), WriterError>,
 ) -> Result<(), WriterError> {
@@ -463,7 +463,7 @@ impl RunWriter {
 
     /// Writes the last chunk, ends the stream and writes the row counts; on failure removes
     /// what was written.
-    fn finish(mut self) -> Result<Run, WriterError> {
+    fn finish(mut self) -> Result<SpillFile, WriterError> {
         let run = self.write_end();
         if run.is_err() {
             self.abandon();
@@ -471,7 +471,7 @@ impl RunWriter {
         run
     }
 
-    fn write_end(&mut self) -> Result<Run, WriterError> {
+    fn write_end(&mut self) -> Result<SpillFile, WriterError> {
         if let Some(coalescer) = self.coalescer.as_mut() {
             coalescer
                 .finish_buffered_batch()
@@ -491,7 +491,7 @@ impl RunWriter {
             counts.extend_from_slice(&rows.to_le_bytes());
         }
         std::fs::write(&self.rows_path, counts).map_err(io_error(None))?;
-        Ok(Run {
+        Ok(SpillFile {
             path: self.path.clone(),
             rows_path: self.rows_path.clone(),
             rows: self.rows.iter().sum(),
@@ -537,7 +537,7 @@ struct RunReader<'a> {
 }
 
 impl<'a> RunReader<'a> {
-    fn try_new(run: &'a Run) -> Result<Self, WriterError> {
+    fn try_new(run: &'a SpillFile) -> Result<Self, WriterError> {
         let damaged = |e: &dyn std::fmt::Display| {
             sink_error(
                 None,

@@ -25,7 +25,7 @@ pub(crate) enum Contender {
     /// partout's writer with held runs at every destination count
     /// (`WriterOptions::with_runs_from(1)`): each batch laid out once and held, each
     /// destination's runs across the held batches written as one message straight from them.
-    /// Run where partout's default is its buffers (below `RUNS_FROM` destinations).
+    /// Run where partout's default is its buffers (below `SLICES_FROM` destinations).
     PartoutRuns,
     /// partout's writer with per-destination buffers at every destination count
     /// (`with_runs_from(usize::MAX)`). Run where partout's default is held runs.

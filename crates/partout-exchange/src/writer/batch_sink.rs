@@ -6,7 +6,7 @@
 use crate::error::{Result, WriterError};
 use crate::spares::Spares;
 use arrow_array::RecordBatch;
-use partout_format::ipc::runs::Run;
+use partout_format::ipc::slices::Slice;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -21,14 +21,14 @@ use std::time::Duration;
 /// What a writer may ask beyond that is of two kinds, and each is one defaulted method:
 ///
 /// * **What the sink is**, known before the first row: whether it takes a destination's rows
-///   as runs of held batches, where the batches it hands on come back to be reused, and the
+///   as slices of held batches, where the batches it hands on come back to be reused, and the
 ///   clock of the time it spends handing bytes on. [`capabilities`](Self::capabilities)
 ///   answers with one value, [`SinkCapabilities`], which the writer asks for once when it is
 ///   built and keeps: its modes read the value, never the sink. The two things that change as
 ///   rows go through (the batches given back, the time spent) are shared handles in it
 ///   ([`Spares`], [`SinkClock`]), so that reading them is no call on the sink.
 /// * **Rows in a shape only a writer makes**: a batch of its buffers whose view columns are
-///   known compact, a destination's runs of held batches, a batch of several destinations'
+///   known compact, a destination's slices of held batches, a batch of several destinations'
 ///   rows in destination order, and the end of such a round.
 ///   [`write_flushed`](Self::write_flushed) takes them as one [`Flushed`] value. Each shape
 ///   has a meaning as plain batches ([`Flushed::write_as_batches`], the default), so a sink
@@ -64,8 +64,8 @@ pub trait BatchSink {
     /// By default, [`Flushed::write_as_batches`].
     ///
     /// # Errors
-    /// Encoding or IO errors, naming the destination; for [`Flushed::Runs`], which only a
-    /// sink whose [capabilities](SinkCapabilities::runs) say so takes,
+    /// Encoding or IO errors, naming the destination; for [`Flushed::Slices`], which only a
+    /// sink whose [capabilities](SinkCapabilities::slices) say so takes,
     /// [`WriterError::InvalidOption`] by default.
     fn write_flushed(&mut self, flushed: Flushed<'_>) -> Result<u64> {
         flushed.write_as_batches(self)
@@ -76,12 +76,12 @@ pub trait BatchSink {
 /// it by default.
 #[derive(Debug, Clone, Default)]
 pub struct SinkCapabilities {
-    /// The sink takes a destination's rows as runs of held batches ([`Flushed::Runs`]): then,
-    /// from [`WriterOptions::runs_from`](crate::WriterOptions::runs_from) destinations, a
+    /// The sink takes a destination's rows as slices of held batches ([`Flushed::Slices`]): then,
+    /// from [`WriterOptions::slices_from`](crate::WriterOptions::slices_from) destinations, a
     /// writer with [`Flush::AtTarget`](crate::Flush::AtTarget) holds each batch laid out by
-    /// destination and hands every destination its runs at once, instead of moving rows into
+    /// destination and hands every destination its slices at once, instead of moving rows into
     /// per-destination buffers.
-    pub runs: bool,
+    pub slices: bool,
     /// Where the batches the sink hands on come back once their holders are done with them:
     /// the writer reuses their buffers for a destination whose flushed batch is still held
     /// (see [`Spares`]). A sink that writes a batch out and drops it leaves the writer its own
@@ -132,14 +132,15 @@ pub enum Flushed<'a> {
         /// Its rows.
         batch: &'a RecordBatch,
     },
-    /// Destination `destination`'s rows as `runs` of held batches, in order, the next piece
-    /// of its output. Only handed to a sink whose [capabilities](SinkCapabilities::runs) say
-    /// it takes runs; it has no meaning as plain batches.
-    Runs {
+    /// Destination `destination`'s rows as `slices` of held batches, in order, the next
+    /// piece of its output. Only handed to a sink whose
+    /// [capabilities](SinkCapabilities::slices) say it takes slices; it has no meaning as plain
+    /// batches.
+    Slices {
         /// The destination.
         destination: usize,
         /// Its rows: each a held batch and a range of its rows.
-        runs: &'a [Run<'a>],
+        slices: &'a [Slice<'a>],
     },
     /// Rows of several destinations in destination order, from a writer with
     /// [`Flush::AllAtLimit`](crate::Flush::AllAtLimit): `runs` gives each destination and its
@@ -165,13 +166,13 @@ impl Flushed<'_> {
     /// shape means to a sink without a faster way for it. Returns the bytes added.
     ///
     /// # Errors
-    /// The sink's errors; [`WriterError::InvalidOption`] for [`Flushed::Runs`], which has no
+    /// The sink's errors; [`WriterError::InvalidOption`] for [`Flushed::Slices`], which has no
     /// meaning as plain batches.
     pub fn write_as_batches<S: BatchSink + ?Sized>(self, sink: &mut S) -> Result<u64> {
         match self {
             Self::Compact { destination, batch } => sink.write_batch(destination, batch),
-            Self::Runs { destination, .. } => Err(WriterError::InvalidOption(format!(
-                "this output takes no runs of rows (destination {destination})"
+            Self::Slices { destination, .. } => Err(WriterError::InvalidOption(format!(
+                "this output takes no slices of held batches (destination {destination})"
             ))),
             Self::Sorted {
                 batch,

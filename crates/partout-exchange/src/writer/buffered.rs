@@ -1,6 +1,6 @@
 //! [`Buffered`]: the destination buffers of a writer that flushes at target, and their
 //! flushes: each destination when it reaches its target (or the row target), then the
-//! largest while the memory limit is passed. The direct and merged modes both move rows into
+//! largest while the memory limit is passed. The per-batch and merged modes both move rows into
 //! these buffers.
 
 use super::{BatchSink, Flushed, Shared};

@@ -23,7 +23,7 @@
 //! The writer keeps what every mode needs (ids, flush targets, rows replicated by their keys,
 //! metrics, checks); each way of buffering rows is a [`Buffering`] mode, in a file of its own:
 //!
-//! * `direct`: each batch's rows moved into the destination buffers as it comes;
+//! * `per_batch`: each batch's rows moved into the destination buffers as it comes;
 //! * `merged`: from 512 destinations, a few batches held and moved into the buffers together;
 //! * `held`: with [`Flush::AllAtLimit`], whole batches held and, at the memory limit, every
 //!   held row handed over in destination order;
@@ -35,10 +35,10 @@
 
 mod batch_sink;
 mod buffered;
-mod direct;
 mod held;
+mod held_slices;
 mod merged;
-mod runs;
+mod per_batch;
 mod targets;
 
 pub use batch_sink::{BatchSink, Flushed, SinkCapabilities, SinkClock};
@@ -50,13 +50,13 @@ use arrow_array::{RecordBatch, UInt32Array};
 use arrow_buffer::NullBuffer;
 use arrow_schema::SchemaRef;
 use buffered::Buffered;
-use direct::Direct;
 use held::HeldRows;
+use held_slices::HeldSlices;
 use merged::Merged;
 use partout_core::DestinationBuffers;
 use partout_core::ids::{PartitionIds, Partitioning};
 use partout_core::plan::check_partition_count;
-use runs::HeldRuns;
+use per_batch::PerBatch;
 use std::time::{Duration, Instant};
 use targets::Targets;
 
@@ -69,17 +69,17 @@ const REPLICATION_CHUNK: usize = 1 << 16;
 enum Buffering {
     /// [`Flush::AtTarget`] below 512 destinations: each batch's rows go into the destination
     /// buffers as it comes.
-    Direct(Direct),
+    PerBatch(PerBatch),
     /// [`Flush::AtTarget`] from 512 destinations: a few batches held, then moved into the
     /// destination buffers together.
     Merged(Merged),
     /// [`Flush::AllAtLimit`]: whole batches held, handed over in destination order at the
     /// memory limit.
     Held(HeldRows),
-    /// [`Flush::AtTarget`] from [`WriterOptions::runs_from`] destinations, for an output that
+    /// [`Flush::AtTarget`] from [`WriterOptions::slices_from`] destinations, for an output that
     /// takes runs:
     /// batches held laid out by destination, each destination's runs written together.
-    Runs(HeldRuns),
+    Runs(HeldSlices),
 }
 
 impl Buffering {
@@ -91,7 +91,7 @@ impl Buffering {
         schema: &SchemaRef,
         num_partitions: u32,
         options: &WriterOptions,
-        takes_runs: bool,
+        takes_slices: bool,
     ) -> Result<Self> {
         let n = num_partitions as usize;
         Ok(match options.flush {
@@ -100,16 +100,16 @@ impl Buffering {
                 Self::Held(HeldRows::new(schema.clone(), num_partitions, options))
             }
             Flush::AtTarget
-                if takes_runs && n >= options.runs_from && options.target_rows.is_none() =>
+                if takes_slices && n >= options.slices_from && options.target_rows.is_none() =>
             {
                 check_types(schema)?;
                 let target = Targets::share_of_all(n, options);
-                Self::Runs(HeldRuns::try_new(n, target, options)?)
+                Self::Runs(HeldSlices::try_new(n, target, options)?)
             }
             Flush::AtTarget => {
                 let buffered = Buffered::try_new(schema.clone(), n, options)?;
                 match merged::merged_batches(n) {
-                    1 => Self::Direct(Direct::new(buffered)),
+                    1 => Self::PerBatch(PerBatch::new(buffered)),
                     merge => Self::Merged(Merged::new(buffered, merge, options)),
                 }
             }
@@ -124,7 +124,7 @@ impl Buffering {
         shared: &mut Shared<O>,
     ) -> Result<()> {
         match self {
-            Self::Direct(direct) => direct.append(batch, ids, shared),
+            Self::PerBatch(per_batch) => per_batch.append(batch, ids, shared),
             Self::Merged(merged) => merged.append(batch, ids, shared),
             Self::Held(held) => held.hold(batch, ids, shared),
             Self::Runs(runs) => runs.append(batch, ids, shared),
@@ -134,7 +134,7 @@ impl Buffering {
     /// Hands every row still buffered or held to the output.
     fn finish<O: BatchSink>(&mut self, shared: &mut Shared<O>) -> Result<()> {
         match self {
-            Self::Direct(direct) => direct.finish(shared),
+            Self::PerBatch(per_batch) => per_batch.finish(shared),
             Self::Merged(merged) => merged.finish(shared),
             Self::Held(held) => held.flush_all(shared),
             Self::Runs(runs) => runs.finish(shared),
@@ -144,7 +144,7 @@ impl Buffering {
     /// Bytes of buffer memory and of batches held.
     fn held_bytes(&self) -> usize {
         match self {
-            Self::Direct(direct) => direct.held_bytes(),
+            Self::PerBatch(per_batch) => per_batch.held_bytes(),
             Self::Merged(merged) => merged.held_bytes(),
             Self::Held(held) => held.held_bytes(),
             Self::Runs(runs) => runs.held_bytes(),
@@ -404,7 +404,7 @@ impl<O: BatchSink> PartitionedWriter<O> {
     ) -> Result<Self> {
         let n = num_partitions as usize;
         let capabilities = output.capabilities();
-        let buffering = Buffering::try_new(&schema, num_partitions, &options, capabilities.runs)?;
+        let buffering = Buffering::try_new(&schema, num_partitions, &options, capabilities.slices)?;
         let shared = Shared {
             output,
             capabilities,

@@ -1,7 +1,7 @@
 //! The stream encoders: one destination's stream, or streams sharing one encoder when no
 //! column holds dictionaries; view columns compacted before they are written.
 
-use super::runs::{Run, RunSource, RunsEncoder};
+use super::slices::{Slice, SliceSource, SlicesEncoder};
 use super::{Compression, holds, holds_dictionary, ipc_options};
 use crate::{FormatError, Result};
 use arrow_array::cast::AsArray;
@@ -97,8 +97,8 @@ pub(crate) struct SharedIpcStreams {
     /// The end-of-stream marker.
     end: Vec<u8>,
     started: Vec<bool>,
-    /// Messages written from runs of rows, when every column's type allows it.
-    runs: Option<RunsEncoder>,
+    /// Messages written from slices of rows, when every column's type allows it.
+    slices: Option<SlicesEncoder>,
 }
 
 impl std::fmt::Debug for SharedIpcStreams {
@@ -149,14 +149,14 @@ impl SharedIpcStreams {
             ipc_options(compression)?,
         )?;
         encoder.encode(&RecordBatch::new_empty(schema.clone()))?;
-        let runs = RunsEncoder::new(schema.clone(), compression)?;
+        let slices = SlicesEncoder::new(schema.clone(), compression)?;
         Ok(Some(Self {
             encoder,
             schema,
             schema_message: Buffer::from_vec(schema_message),
             end,
             started: vec![false; destinations],
-            runs,
+            slices,
         }))
     }
 
@@ -182,14 +182,14 @@ impl SharedIpcStreams {
             compact_views(batch)?
         };
         if self
-            .runs
+            .slices
             .as_ref()
-            .is_some_and(RunsEncoder::compresses_with_lz4)
+            .is_some_and(SlicesEncoder::compresses_with_lz4)
         {
-            // LZ4 bodies: the runs encoder compresses each buffer where it lies, with one
+            // LZ4 bodies: the slices encoder compresses each buffer where it lies, with one
             // compressor kept for every buffer (arrow-ipc sets up a frame encoder for each).
-            let source = RunSource::new(&batch);
-            return self.encode_runs_parts(p, &[(&source, 0..batch.num_rows())], parts);
+            let source = SliceSource::new(&batch);
+            return self.encode_slices_parts(p, &[(&source, 0..batch.num_rows())], parts);
         }
         let message = self.encoder.encode(&batch)?;
         if !self.started[p] {
@@ -241,36 +241,36 @@ impl SharedIpcStreams {
         true
     }
 
-    /// Whether [`encode_runs_parts`](Self::encode_runs_parts) takes this schema.
-    pub(crate) fn takes_runs(&self) -> bool {
-        self.runs.is_some()
+    /// Whether [`encode_slices_parts`](Self::encode_slices_parts) takes this schema.
+    pub(crate) fn takes_slices(&self) -> bool {
+        self.slices.is_some()
     }
 
-    /// Adds destination `p`'s next rows, `runs` of held batches, as one message (after its
+    /// Adds destination `p`'s next rows, `slices` of held batches, as one message (after its
     /// stream's schema message, if this is its first) to `parts`.
     ///
     /// # Errors
-    /// As [`RunsEncoder::encode`]; [`FormatError::InvalidArgument`] when the schema has a
-    /// column the runs encoder does not take. `parts` is then as it was.
+    /// As [`SlicesEncoder::encode`]; [`FormatError::InvalidArgument`] when the schema has a
+    /// column the slices encoder does not take. `parts` is then as it was.
     ///
     /// # Panics
     /// If there is no destination `p` (the caller checks).
-    pub(crate) fn encode_runs_parts(
+    pub(crate) fn encode_slices_parts(
         &mut self,
         p: usize,
-        runs: &[Run<'_>],
+        slices: &[Slice<'_>],
         parts: &mut Vec<Buffer>,
     ) -> Result<()> {
-        let Some(encoder) = &mut self.runs else {
+        let Some(encoder) = &mut self.slices else {
             return Err(FormatError::InvalidArgument(
-                "a column of this schema cannot be written from runs of rows".into(),
+                "a column of this schema cannot be written from slices of rows".into(),
             ));
         };
         let mark = parts.len();
         if !self.started[p] {
             parts.push(self.schema_message.clone());
         }
-        match encoder.encode(runs, parts) {
+        match encoder.encode(slices, parts) {
             Ok(()) => {
                 self.started[p] = true;
                 Ok(())

@@ -29,7 +29,7 @@ mod check;
 mod encode;
 pub mod frame;
 mod lz4;
-pub mod runs;
+pub mod slices;
 
 pub use check::{MessageCheck, convert_schema, decode_stream};
 pub use encode::IpcStreamEncoder;

@@ -1,5 +1,5 @@
 //! The staged rows' index: where each destination's runs lie in the workers' scratch files,
-//! read from their shuffle indexes once the workers are done ([`RunIndex::read`]).
+//! read from their shuffle indexes once the workers are done ([`RangeIndex::read`]).
 
 use super::scratch_paths;
 use crate::{for_each_shuffle_range, sink_error};
@@ -15,7 +15,7 @@ const IPC_STREAM_END: u64 = 8;
 
 /// A destination's range in one worker's scratch file.
 #[derive(Debug, Clone, Copy)]
-pub(super) struct Run {
+pub(super) struct ScratchRange {
     pub(super) destination: u32,
     /// The worker's place among the scratch files.
     pub(super) worker: u32,
@@ -29,15 +29,15 @@ pub(super) struct Run {
 /// number of destinations (at 100,000 destinations a vector per destination and worker took
 /// four times as much).
 #[derive(Debug)]
-pub(super) struct RunIndex {
-    runs: Vec<Run>,
+pub(super) struct RangeIndex {
+    runs: Vec<ScratchRange>,
     /// Where each destination's runs start in `runs`, and their end.
     starts: Vec<usize>,
 }
 
-impl RunIndex {
+impl RangeIndex {
     /// Destination `p`'s runs, worker by worker, in stream order.
-    pub(super) fn of(&self, p: usize) -> &[Run] {
+    pub(super) fn of(&self, p: usize) -> &[ScratchRange] {
         &self.runs[self.starts[p]..self.starts[p + 1]]
     }
 
@@ -47,7 +47,7 @@ impl RunIndex {
     }
 }
 
-impl RunIndex {
+impl RangeIndex {
     /// The runs of the first `used` of `destinations` destinations in the scratch files of
     /// `workers` (sorted) in `dir`, and the scratch data files' paths, by worker.
     ///
@@ -60,7 +60,7 @@ impl RunIndex {
         destinations: usize,
         used: usize,
     ) -> Result<(Self, Vec<PathBuf>), WriterError> {
-        let mut runs: Vec<Run> = Vec::new();
+        let mut runs: Vec<ScratchRange> = Vec::new();
         let mut data_paths = Vec::with_capacity(workers.len());
         for (i, &w) in workers.iter().enumerate() {
             let (data, index) = scratch_paths(dir, w);
@@ -97,7 +97,7 @@ impl RunIndex {
                         last.len += r.len;
                         last.rows += r.rows;
                     }
-                    _ => runs.push(Run {
+                    _ => runs.push(ScratchRange {
                         destination: r.destination,
                         worker,
                         offset: r.offset,
@@ -136,6 +136,6 @@ impl RunIndex {
             }
             starts.push(at);
         }
-        Ok((RunIndex { runs, starts }, data_paths))
+        Ok((RangeIndex { runs, starts }, data_paths))
     }
 }

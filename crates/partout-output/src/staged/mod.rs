@@ -16,7 +16,7 @@
 //! ```
 //!
 //! While writing, each thread holds one open row group (bounded by
-//! [`ParquetOptions::row_group_bytes`] and the properties' row count), one run's bytes and its
+//! [`ParquetWriterConfig::row_group_bytes`] and the properties' row count), one run's bytes and its
 //! decoded batch: memory no longer grows with the destination count. The scratch files are
 //! removed once every file is written, and by `Drop` when the output is abandoned.
 //!
@@ -31,7 +31,7 @@ mod scratch;
 mod sort;
 
 use dictionary::dictionary_pays;
-use index::{Run, RunIndex};
+use index::{RangeIndex, ScratchRange};
 use part::StagedParts;
 use scratch::{ScratchReaders, decode_runs};
 use sort::Sorter;
@@ -58,9 +58,11 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 /// column.
 const WRITE_ROWS: usize = 8192;
 
-/// How each destination's Parquet file is written.
+/// How each destination's Parquet file is written: the writer's configuration, made from
+/// what the user chose ([`ParquetSettings`](crate::ParquetSettings)) and what the output
+/// needs (row group bytes within the budget, the scratch files' compression).
 #[derive(Debug, Clone)]
-pub struct ParquetOptions {
+pub struct ParquetWriterConfig {
     /// The writer's properties: compression, statistics, dictionaries, and the most rows a
     /// row group holds ([`WriterProperties::max_row_group_row_count`]).
     pub properties: WriterProperties,
@@ -84,7 +86,7 @@ pub struct StagedParquet {
     prefix: String,
     schema: SchemaRef,
     destinations: usize,
-    options: ParquetOptions,
+    options: ParquetWriterConfig,
     /// Arrow IPC files written instead of Parquet, when set.
     ipc: Option<Encoding>,
     /// When a destination's file rolls over to its next.
@@ -116,7 +118,7 @@ impl StagedParquet {
         prefix: &str,
         schema: SchemaRef,
         destinations: usize,
-        options: ParquetOptions,
+        options: ParquetWriterConfig,
     ) -> Result<Self, WriterError> {
         Self::check_schema(&schema)?;
         std::fs::create_dir_all(dir).map_err(io_error(None))?;
@@ -130,7 +132,7 @@ impl StagedParquet {
             prefix: prefix.to_string(),
             schema,
             destinations,
-            options: ParquetOptions {
+            options: ParquetWriterConfig {
                 properties,
                 ..options
             },
@@ -357,7 +359,7 @@ impl StagedParquet {
             .clone();
         workers.sort_unstable();
         // Each destination's runs: the index, not the rows, is held in memory.
-        let (runs, data_paths) = RunIndex::read(&self.dir, &workers, self.destinations, used)?;
+        let (runs, data_paths) = RangeIndex::read(&self.dir, &workers, self.destinations, used)?;
         if let Some(p) =
             (0..used).find(|&p| written[p].is_some() && runs.of(p).iter().any(|r| r.rows > 0))
         {
@@ -455,7 +457,7 @@ impl StagedParquet {
         &self,
         p: usize,
         name: &str,
-        runs: &[Run],
+        runs: &[ScratchRange],
         readers: &mut ScratchReaders<'_>,
         properties: &WriterProperties,
     ) -> Result<FileList, WriterError> {
@@ -487,7 +489,7 @@ impl StagedParquet {
     fn gather_runs(
         &self,
         p: usize,
-        runs: &[Run],
+        runs: &[ScratchRange],
         readers: &mut ScratchReaders<'_>,
         write: &mut dyn FnMut(&RecordBatch) -> Result<(), WriterError>,
     ) -> Result<(), WriterError> {
@@ -515,7 +517,7 @@ impl StagedParquet {
     fn with_dictionaries_that_pay(
         &self,
         p: usize,
-        runs: &[Run],
+        runs: &[ScratchRange],
         readers: &mut ScratchReaders<'_>,
     ) -> Result<WriterProperties, WriterError> {
         let mut sample = Vec::new();

@@ -1,13 +1,13 @@
 //! One staged destination's files as they are written: [`StagedParts`] opens each part (a
-//! Parquet file, or an Arrow IPC file), writes the destination's gathered batches into it and,
+//! [`ParquetFile`], or an Arrow IPC file), writes the destination's gathered batches into it and,
 //! once it is full or the rows end, closes it and renames it to its name.
 
 use super::StagedParquet;
+use crate::parquet_file::ParquetFile;
 use crate::rollover::{PartFile, Parts};
 use crate::{DestinationFile, Partial, io_error, sink_error, statistics};
 use arrow_array::RecordBatch;
 use arrow_ipc::writer::FileWriter;
-use parquet::arrow::ArrowWriter;
 use parquet::file::properties::WriterProperties;
 use partout_exchange::WriterError;
 use partout_format::Encoding;
@@ -15,44 +15,41 @@ use statistics::Running;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 
-/// What an open part is written with.
-enum Writer {
-    Parquet(ArrowWriter<File>),
-    Ipc(FileWriter<Counting<BufWriter<File>>>),
-}
-
 /// An open part of a destination's files, written as `.NAME.partial` (removed when dropped
 /// before it is renamed into place).
-pub(super) struct StagedPart {
-    writer: Writer,
+pub(super) enum StagedPart {
+    Parquet(ParquetFile),
+    Ipc(IpcPart),
+}
+
+/// An open Arrow IPC part.
+pub(super) struct IpcPart {
+    writer: FileWriter<Counting<BufWriter<File>>>,
     rows: u64,
-    /// The most rows a Parquet row group holds.
-    max_row_group_rows: Option<usize>,
-    /// An Arrow IPC file's column statistics, as its batches are written (when recorded).
+    /// Its column statistics, as its batches are written (when recorded).
     running: Option<Running>,
     partial: Partial,
 }
 
 impl PartFile for StagedPart {
     fn rows(&self) -> u64 {
-        self.rows
+        match self {
+            StagedPart::Parquet(file) => file.rows(),
+            StagedPart::Ipc(file) => file.rows,
+        }
     }
 
-    /// For Parquet, the row groups written and the writer's estimate of its open one.
     fn bytes(&self) -> u64 {
-        match &self.writer {
-            Writer::Parquet(writer) => (writer.bytes_written() + writer.in_progress_size()) as u64,
-            Writer::Ipc(writer) => writer.get_ref().bytes,
+        match self {
+            StagedPart::Parquet(file) => file.bytes(),
+            StagedPart::Ipc(file) => file.writer.get_ref().bytes,
         }
     }
 
     fn row_group_room(&self) -> Option<u64> {
-        match &self.writer {
-            Writer::Parquet(writer) => {
-                let max = self.max_row_group_rows? as u64;
-                Some(max.saturating_sub(writer.in_progress_rows() as u64))
-            }
-            Writer::Ipc(_) => None,
+        match self {
+            StagedPart::Parquet(file) => file.row_group_room(),
+            StagedPart::Ipc(_) => None,
         }
     }
 }
@@ -67,38 +64,36 @@ pub(super) struct StagedParts<'a> {
 
 impl Parts for StagedParts<'_> {
     type File = StagedPart;
+    type Ended = DestinationFile;
 
     fn open(&mut self, part: usize) -> Result<StagedPart, WriterError> {
-        let p = self.p;
-        let partial = Partial::new(self.staged.partial(p, part));
-        let file = File::create(partial.path()).map_err(io_error(Some(p)))?;
-        let writer = match self.staged.ipc {
-            Some(encoding) => Writer::Ipc(self.ipc_writer(file, encoding)?),
-            None => Writer::Parquet(
-                ArrowWriter::try_new(file, self.staged.schema(), Some(self.properties.clone()))
-                    .map_err(|e| sink_error(Some(p), e))?,
-            ),
+        let (p, path) = (self.p, self.staged.partial(self.p, part));
+        let Some(encoding) = self.staged.ipc else {
+            let file = ParquetFile::create(p, path, self.staged.schema(), self.properties, None)?;
+            return Ok(StagedPart::Parquet(file));
         };
-        let running = (self.staged.ipc.is_some() && self.staged.records_statistics())
-            .then(|| Running::new(&self.staged.schema()));
-        Ok(StagedPart {
-            writer,
+        let partial = Partial::new(path);
+        let file = File::create(partial.path()).map_err(io_error(Some(p)))?;
+        Ok(StagedPart::Ipc(IpcPart {
+            writer: self.ipc_writer(file, encoding)?,
             rows: 0,
-            max_row_group_rows: self.properties.max_row_group_row_count(),
-            running,
+            running: (self.staged.records_statistics())
+                .then(|| Running::new(&self.staged.schema())),
             partial,
-        })
+        }))
     }
 
     fn write(&mut self, file: &mut StagedPart, batch: &RecordBatch) -> Result<(), WriterError> {
-        match &mut file.writer {
-            Writer::Parquet(writer) => writer.write(batch).map_err(|e| sink_error(Some(self.p), e)),
-            Writer::Ipc(writer) => writer.write(batch).map_err(|e| sink_error(Some(self.p), e)),
-        }?;
+        let file = match file {
+            StagedPart::Parquet(file) => return file.write(batch),
+            StagedPart::Ipc(file) => file,
+        };
+        let p = self.p;
+        file.writer
+            .write(batch)
+            .map_err(|e| sink_error(Some(p), e))?;
         if let Some(running) = &mut file.running {
-            running
-                .add(batch)
-                .map_err(|e| sink_error(Some(self.p), e))?;
+            running.add(batch).map_err(|e| sink_error(Some(p), e))?;
         }
         file.rows += batch.num_rows() as u64;
         Ok(())
@@ -107,44 +102,33 @@ impl Parts for StagedParts<'_> {
     /// Ends the file (for Parquet, its last row group and its footer, its statistics read
     /// from it when asked for; for Arrow IPC, those gathered as it was written) and renames
     /// it to its name, its directories made.
-    fn close(&mut self, mut file: StagedPart, part: usize) -> Result<DestinationFile, WriterError> {
+    fn close(&mut self, file: StagedPart, part: usize) -> Result<DestinationFile, WriterError> {
         let p = self.p;
-        let (bytes, row_groups, columns) = match &mut file.writer {
-            Writer::Parquet(writer) => {
-                let metadata = writer.finish().map_err(|e| sink_error(Some(p), e))?;
-                let row_groups = metadata
-                    .row_groups()
-                    .iter()
-                    .map(|rg| rg.num_rows() as u64)
-                    .collect();
-                let columns = (self.staged.records_statistics())
-                    .then(|| statistics::of_file(&self.staged.schema(), &metadata));
-                (writer.bytes_written() as u64, Some(row_groups), columns)
-            }
-            Writer::Ipc(writer) => {
-                writer.finish().map_err(|e| sink_error(Some(p), e))?;
-                writer.get_mut().flush().map_err(io_error(Some(p)))?;
-                let columns = file.running.take().map(Running::finish);
-                (writer.get_ref().bytes, None, columns)
+        let (mut partial, mut ended) = match file {
+            StagedPart::Parquet(file) => file.end(self.staged.records_statistics())?,
+            StagedPart::Ipc(mut file) => {
+                file.writer.finish().map_err(|e| sink_error(Some(p), e))?;
+                file.writer.get_mut().flush().map_err(io_error(Some(p)))?;
+                let ended = DestinationFile {
+                    name: String::new(),
+                    rows: file.rows,
+                    bytes: file.writer.get_ref().bytes,
+                    row_groups: None,
+                    columns: file.running.take().map(Running::finish),
+                };
+                (file.partial, ended)
             }
         };
         let name = self.staged.rollover.file_name(self.name, part);
-        file.partial
+        partial
             .place(&self.staged.dir().join(&name))
             .map_err(io_error(Some(p)))?;
         // A file that does not roll over is named by its writer's caller, which owns the
         // name (see `StagedParquet::finish_rest`).
-        let name = match self.staged.rollover.is_set() {
-            true => name,
-            false => String::new(),
-        };
-        Ok(DestinationFile {
-            name,
-            rows: file.rows,
-            bytes,
-            row_groups,
-            columns,
-        })
+        if self.staged.rollover.is_set() {
+            ended.name = name;
+        }
+        Ok(ended)
     }
 }
 

@@ -1,7 +1,7 @@
 //! Reading staged rows back: each thread's handles on the workers' scratch files
 //! ([`ScratchReaders`]), and a destination's runs decoded batch by batch ([`decode_runs`]).
 
-use super::index::Run;
+use super::index::ScratchRange;
 use crate::sink_error;
 use arrow_array::RecordBatch;
 use arrow_buffer::Buffer;
@@ -15,7 +15,7 @@ use std::path::PathBuf;
 /// returns `false`. Checks that the rows decoded are the rows the index lists.
 pub(super) fn decode_runs(
     p: usize,
-    runs: &[Run],
+    runs: &[ScratchRange],
     readers: &mut ScratchReaders<'_>,
     each: &mut dyn FnMut(RecordBatch) -> Result<bool, WriterError>,
 ) -> Result<(), WriterError> {
@@ -26,7 +26,7 @@ pub(super) fn decode_runs(
         let mut decoder = StreamDecoder::new();
         let mut expected = 0u64;
         let mut decoded = 0u64;
-        for &Run {
+        for &ScratchRange {
             offset, len, rows, ..
         } in worker_runs
         {

@@ -6,7 +6,7 @@
 //! reads anything near that, so such an allocation is a reader trusting a length a damaged
 //! file claims.
 
-mod direct;
+mod flushed;
 mod fuzz_corpus;
 mod modes;
 mod seeds;

@@ -7,7 +7,7 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::file::properties::WriterProperties;
 use partout_exchange::BatchSink;
 use partout_format::ipc::Compression;
-use partout_output::{ParquetOptions, StagedParquet};
+use partout_output::{ParquetWriterConfig, StagedParquet};
 use partout_testkit::error_chain;
 use std::path::Path;
 use std::sync::Arc;
@@ -30,8 +30,8 @@ pub(crate) fn rows(start: i64, len: i64) -> RecordBatch {
     .unwrap()
 }
 
-fn options(row_group_rows: usize) -> ParquetOptions {
-    ParquetOptions {
+fn options(row_group_rows: usize) -> ParquetWriterConfig {
+    ParquetWriterConfig {
         properties: WriterProperties::builder()
             .set_max_row_group_row_count(Some(row_group_rows))
             .build(),
@@ -77,14 +77,14 @@ fn stage(staged: &StagedParquet, total: i64, batch: i64, destinations: usize) {
 #[test]
 fn every_staged_row_lands_once_in_large_row_groups_and_the_scratch_is_removed() {
     for staging in [Compression::None, Compression::Lz4] {
-        staged_rows_land_once(ParquetOptions {
+        staged_rows_land_once(ParquetWriterConfig {
             staging,
             ..options(50_000)
         });
     }
 }
 
-fn staged_rows_land_once(options: ParquetOptions) {
+fn staged_rows_land_once(options: ParquetWriterConfig) {
     let dir = tempfile::tempdir().unwrap();
     let destinations = 3;
     let staged = StagedParquet::try_new(

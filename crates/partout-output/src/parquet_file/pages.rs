@@ -1,5 +1,5 @@
-//! Where a directly written file's finished pages wait for their row group to end: a file of
-//! the destination's own ([`PageFile`]), not memory.
+//! Where a Parquet file written as flushed keeps its finished pages until their row group
+//! ends: a file of the destination's own ([`PageFile`]), not memory.
 //!
 //! Parquet lays each column chunk out whole, so a writer that takes rows batch by batch
 //! holds every column's finished pages until the row group ends: a row group's encoded bytes
@@ -32,12 +32,12 @@ struct Pages {
 
 /// Makes the page stores of one destination's writer: see the module's documentation.
 #[derive(Debug, Clone)]
-pub(super) struct PageFile(Arc<Mutex<Pages>>);
+pub(crate) struct PageFile(Arc<Mutex<Pages>>);
 
 impl PageFile {
     /// A page file in `dir`, unnamed (removed by the system once closed, even when the
     /// process is killed).
-    pub(super) fn try_new(dir: &Path) -> std::io::Result<Self> {
+    pub(crate) fn try_new(dir: &Path) -> std::io::Result<Self> {
         Ok(Self(Arc::new(Mutex::new(Pages {
             file: tempfile::tempfile_in(dir)?,
             end: 0,

@@ -1,24 +1,24 @@
-//! IPC messages written straight from runs of rows (`RunsEncoder`): for every flat type,
+//! IPC messages written straight from slices of rows (`SlicesEncoder`): for every flat type,
 //! under every compression, from plain and sliced batches, with and without nulls, with
-//! empty runs and runs of every size around the sharing threshold, a stream of the messages
+//! empty slices and slices of every size around the sharing threshold, a stream of the messages
 //! decodes (with arrow-rs's reader, after partout's checks) to what arrow's `concat` of the
 //! same slices gives.
 
 use arrow_array::RecordBatch;
 use arrow_buffer::Buffer;
 use arrow_schema::DataType;
-use partout_format::ipc::runs::{RunSource, RunsEncoder, SHARED_RUN};
+use partout_format::ipc::slices::{SHARED_SLICE, SliceSource, SlicesEncoder};
 use partout_format::ipc::{Compression, IpcStreamEncoder, ZstdLevel, decode_stream};
 use partout_testkit::{every_type, random_batch, rng};
 use proptest::prelude::*;
 use std::ops::Range;
 
-/// The flat types: those the runs encoder takes.
+/// The flat types: those the slices encoder takes.
 fn flat() -> Vec<DataType> {
     every_type()
         .into_iter()
         .filter(|t| {
-            RunsEncoder::takes(&arrow_schema::Schema::new(vec![arrow_schema::Field::new(
+            SlicesEncoder::takes(&arrow_schema::Schema::new(vec![arrow_schema::Field::new(
                 "c",
                 t.clone(),
                 true,
@@ -49,23 +49,23 @@ fn stream(
     out
 }
 
-/// Encodes `runs` of `batches` (batch index, rows) as one message per group, decodes the
+/// Encodes `slices` of `batches` (batch index, rows) as one message per group, decodes the
 /// stream, and checks each message against arrow's concat of its slices.
 fn check(batches: &[RecordBatch], groups: &[Vec<(usize, Range<usize>)>], compression: Compression) {
     let schema = batches[0].schema();
-    let mut encoder = RunsEncoder::new(schema.clone(), compression)
+    let mut encoder = SlicesEncoder::new(schema.clone(), compression)
         .unwrap()
         .unwrap();
-    let sources: Vec<RunSource> = batches.iter().map(RunSource::new).collect();
+    let sources: Vec<SliceSource> = batches.iter().map(SliceSource::new).collect();
     let mut messages = Vec::new();
     let mut want = Vec::new();
     for group in groups {
-        let runs: Vec<_> = group
+        let slices: Vec<_> = group
             .iter()
             .map(|(b, r)| (&sources[*b], r.clone()))
             .collect();
         let mut parts = Vec::new();
-        encoder.encode(&runs, &mut parts).unwrap();
+        encoder.encode(&slices, &mut parts).unwrap();
         messages.push(parts);
         let slices: Vec<RecordBatch> = group
             .iter()
@@ -107,7 +107,7 @@ fn every_flat_type_round_trips_from_runs() {
                     )
                 })
                 .collect();
-            // Message 0: runs from every batch (one empty); 1: one whole batch; 2: one row.
+            // Message 0: slices from every batch (one empty); 1: one whole batch; 2: one row.
             let groups = vec![
                 vec![(0, 3..400), (1, 0..0), (2, 0..1300), (0, 400..700)],
                 vec![(2, 0..1300)],
@@ -118,7 +118,7 @@ fn every_flat_type_round_trips_from_runs() {
     }
 }
 
-/// Runs of every length around the sharing threshold, and every width of type: runs shared
+/// Slices of every length around the sharing threshold, and every width of type: slices shared
 /// by reference and copied, side by side in one buffer.
 #[test]
 fn runs_around_the_sharing_threshold_round_trip() {
@@ -129,14 +129,14 @@ fn runs_around_the_sharing_threshold_round_trip() {
         DataType::Utf8,
         DataType::Decimal128(20, 3),
     ];
-    let rows = 2 * SHARED_RUN + 50;
+    let rows = 2 * SHARED_SLICE + 50;
     let batches = vec![random_batch(&types, rows, 0.1, false, &mut rng)];
     let groups: Vec<Vec<(usize, Range<usize>)>> = [
-        SHARED_RUN / 8 - 1,
-        SHARED_RUN / 8,
-        SHARED_RUN - 1,
-        SHARED_RUN,
-        SHARED_RUN + 1,
+        SHARED_SLICE / 8 - 1,
+        SHARED_SLICE / 8,
+        SHARED_SLICE - 1,
+        SHARED_SLICE,
+        SHARED_SLICE + 1,
     ]
     .iter()
     .map(|&n| vec![(0, 0..n), (0, n..n + 3), (0, 7..7 + n)])
@@ -164,7 +164,7 @@ proptest! {
             .iter()
             .map(|&n| random_batch(&types, n, nulls, sliced, &mut rng))
             .collect();
-        let runs: Vec<(usize, Range<usize>)> = cuts
+        let slices: Vec<(usize, Range<usize>)> = cuts
             .iter()
             .map(|(b, x, y)| {
                 let b = b.index(batches.len());
@@ -173,7 +173,7 @@ proptest! {
                 (b, x.min(y)..x.max(y))
             })
             .collect();
-        check(&batches, &[runs], compressions()[codec]);
+        check(&batches, &[slices], compressions()[codec]);
     }
 }
 
@@ -181,8 +181,8 @@ proptest! {
 fn a_run_outside_its_batch_is_an_error() {
     let mut rng = rng(47);
     let batch = random_batch(&[DataType::Int32], 10, 0.0, false, &mut rng);
-    let source = RunSource::new(&batch);
-    let mut encoder = RunsEncoder::new(batch.schema(), Compression::None)
+    let source = SliceSource::new(&batch);
+    let mut encoder = SlicesEncoder::new(batch.schema(), Compression::None)
         .unwrap()
         .unwrap();
     let err = encoder
@@ -193,7 +193,7 @@ fn a_run_outside_its_batch_is_an_error() {
         "{err}"
     );
     let other = random_batch(&[DataType::Int64], 10, 0.0, false, &mut rng);
-    let other = RunSource::new(&other);
+    let other = SliceSource::new(&other);
     let err = encoder
         .encode(&[(&other, 0..1)], &mut Vec::new())
         .unwrap_err();

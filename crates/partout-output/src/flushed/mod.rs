@@ -1,4 +1,4 @@
-//! Parquet files written as the workers flush: [`DirectParquet`], when the files open at once
+//! Parquet files written as the workers flush: [`FlushedParquet`], when the files open at once
 //! fit the memory budget (a few dozen destinations at the default limit).
 //!
 //! Staging ([`StagedParquet`]) writes every row to a scratch file as Arrow IPC and reads it
@@ -29,29 +29,26 @@
 //!
 //! An open writer costs its pages being filled (pages end at [`PAGE_ROWS`] rows, so the
 //! dictionary keys buffered for a page stay small) and its dictionaries; finished pages wait
-//! in a [page file](pages) of the destination's, so row groups are as large as staged files'.
+//! in a [page file](crate::parquet_file::pages) of the destination's, so row groups are as large as staged files'.
 //! The writers together are held within their budget: past it, the writer that just wrote
 //! ends its row group.
-
-mod pages;
 
 use super::staged::StagedParquet;
 use super::{
     DICTIONARY_SAMPLE_ROWS, DestinationFile, FileList, Partial, ShuffleFile, contained, io_error,
     sink_error,
 };
+use crate::parquet_file::ParquetFile;
+use crate::parquet_file::pages::PageFile;
+use crate::rollover::{Ended, PartFile, Parts, Rolling};
 use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
-use pages::PageFile;
-use parquet::arrow::ArrowWriter;
-use parquet::arrow::arrow_writer::ArrowWriterOptions;
 use parquet::file::properties::WriterProperties;
 use partout_exchange::{BatchSink, WriterError};
-use std::fs::File;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, TryLockError};
+use std::sync::{Mutex, MutexGuard, OnceLock, TryLockError};
 
-/// The rows at which a direct writer ends a data page (checked between its mini-batches of
+/// The rows at which a writer of a file written as flushed ends a data page (checked between its mini-batches of
 /// 1024 rows, so a page may hold a few more): the dictionary keys it buffers for a
 /// page are 8 bytes a row, and 64 open files of lineitem held 1.75 MiB each at 8192 rows,
 /// 1.26 MiB at 4096, for 0.4% more bytes on disk (measured, SF 1).
@@ -91,29 +88,80 @@ enum Slot {
 /// A destination's files being written as flushed: the open one, and (rolling over) those
 /// ended before it, waiting for their names until the output is finished.
 struct OpenFile {
-    /// The file being written; none between two files rolling over.
-    part: Option<OpenPart>,
-    /// What the writer held after its last write, as counted in [`DirectParquet::held`].
+    files: Rolling<ParquetFile, Unnamed>,
+    /// What the open file's writer held after its last write, as counted in
+    /// [`FlushedParquet::held`].
     held: usize,
-    /// The properties a next file is opened with.
+    /// The properties each of its files is opened with.
     properties: WriterProperties,
-    /// Files ended rolling over, in order, not yet named.
-    ended: Vec<(Partial, DestinationFile)>,
 }
 
-/// One file of a destination being written.
-struct OpenPart {
-    writer: ArrowWriter<File>,
-    rows: u64,
-    /// The file: a file abandoned (a failed write, a failed job) leaves nothing
-    /// half-written behind.
+/// A file ended, under its hidden name (a file abandoned, by a failed write or a failed job,
+/// leaves nothing half-written behind), waiting for its name until the output is finished.
+struct Unnamed {
     partial: Partial,
+    file: DestinationFile,
+}
+
+impl Ended for Unnamed {
+    fn bytes(&self) -> u64 {
+        self.file.bytes
+    }
+}
+
+/// Destination `p`'s files as a write opens, writes and ends them: each write counted in the
+/// writers' budget, ending its row group when they hold too much (see
+/// [`FlushedParts::write`]).
+struct FlushedParts<'a> {
+    output: &'a FlushedParquet,
+    p: usize,
+    properties: &'a WriterProperties,
+    /// The open file's count in [`FlushedParquet::held`].
+    held: &'a mut usize,
+    /// The bytes the files grew by (encoded, as the writer estimates them).
+    grew: u64,
+}
+
+impl Parts for FlushedParts<'_> {
+    type File = ParquetFile;
+    type Ended = Unnamed;
+
+    fn open(&mut self, part: usize) -> Result<ParquetFile, WriterError> {
+        let (p, staged) = (self.p, &self.output.staged);
+        let pages = PageFile::try_new(staged.dir()).map_err(io_error(Some(p)))?;
+        let path = staged.partial(p, part);
+        ParquetFile::create(p, path, staged.schema(), self.properties, Some(pages))
+    }
+
+    /// Writes `batch`, ending the file's row group when the open writers hold more than
+    /// their budget and this one more than its share.
+    fn write(&mut self, file: &mut ParquetFile, batch: &RecordBatch) -> Result<(), WriterError> {
+        let output = self.output;
+        let before = file.bytes();
+        file.write(batch)?;
+        let after = file.bytes();
+        let held = file.memory_size();
+        let total = output.account(self.held, held);
+        if total > output.budget && held > output.budget / output.writers.max(1) {
+            file.end_row_group()?;
+            output.account(self.held, file.memory_size());
+        }
+        self.grew += after.saturating_sub(before);
+        Ok(())
+    }
+
+    /// Ends the file: its last row group and footer (its statistics read when asked for).
+    fn close(&mut self, file: ParquetFile, _part: usize) -> Result<Unnamed, WriterError> {
+        self.output.account(self.held, 0);
+        let (partial, file) = file.end(self.output.staged.records_statistics())?;
+        Ok(Unnamed { partial, file })
+    }
 }
 
 /// The properties chosen on the sample.
 struct Chosen {
-    /// The direct writers'.
-    direct: WriterProperties,
+    /// The properties of the files written as flushed.
+    flushed: WriterProperties,
     /// The staged destinations' (the same dictionaries; row groups bounded by bytes, as
     /// staging bounds them).
     staged: WriterProperties,
@@ -130,7 +178,7 @@ struct Sample {
 /// Parquet files, one per destination, written as the workers flush, for as many
 /// destinations as the budget holds writers for; the rest staged. See the module's
 /// documentation.
-pub struct DirectParquet {
+pub struct FlushedParquet {
     staged: StagedParquet,
     slots: Vec<Mutex<Slot>>,
     /// The most the open writers may hold together (their `memory_size`).
@@ -151,9 +199,9 @@ pub struct DirectParquet {
     sample: Mutex<Sample>,
 }
 
-impl std::fmt::Debug for DirectParquet {
+impl std::fmt::Debug for FlushedParquet {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DirectParquet")
+        f.debug_struct("FlushedParquet")
             .field("staged", &self.staged)
             .field("budget", &self.budget)
             .field("writers", &self.writers)
@@ -161,7 +209,7 @@ impl std::fmt::Debug for DirectParquet {
     }
 }
 
-impl DirectParquet {
+impl FlushedParquet {
     /// What each open writer of batches of `schema` is planned to hold: see
     /// [`new`](Self::new); `u64::MAX` for a schema Parquet cannot carry (which the output refuses, naming the
     /// column: [`StagedParquet::check_schema`]).
@@ -187,7 +235,7 @@ impl DirectParquet {
         WRITER_BASE_BYTES + leaves.sum::<u64>()
     }
 
-    /// The destinations of `staged` written directly, with writers holding at most `budget`
+    /// The destinations of `staged` written as flushed, with writers holding at most `budget`
     /// bytes together: as many writers open as `budget` holds at
     /// [`writer_bytes`](Self::writer_bytes) each (at least one); destinations met past them
     /// are staged.
@@ -222,8 +270,8 @@ impl DirectParquet {
     ///
     /// # Errors
     /// When the scratch file cannot be created.
-    pub fn sink(&self, worker: usize) -> Result<DirectSink<'_>, WriterError> {
-        Ok(DirectSink {
+    pub fn sink(&self, worker: usize) -> Result<FlushedSink<'_>, WriterError> {
+        Ok(FlushedSink {
             output: self,
             scratch: self.staged.scratch(worker)?,
         })
@@ -241,7 +289,7 @@ impl DirectParquet {
         scratch: &mut ShuffleFile,
     ) -> Result<u64, WriterError> {
         if let Some(chosen) = self.properties.get() {
-            return self.write_chosen(p, batch, &chosen.direct, scratch);
+            return self.write_chosen(p, batch, &chosen.flushed, scratch);
         }
         let mut sample = self
             .sample
@@ -249,7 +297,7 @@ impl DirectParquet {
             .map_err(|_| sink_error(Some(p), "a writer panicked while sampling"))?;
         if let Some(chosen) = self.properties.get() {
             drop(sample);
-            return self.write_chosen(p, batch, &chosen.direct, scratch);
+            return self.write_chosen(p, batch, &chosen.flushed, scratch);
         }
         sample.rows += batch.num_rows();
         sample.bytes += batch.get_array_memory_size();
@@ -258,7 +306,7 @@ impl DirectParquet {
         if sample.rows < DICTIONARY_SAMPLE_ROWS && sample.bytes < self.budget / 2 {
             return Ok(0);
         }
-        let properties = &self.choose(&sample).direct;
+        let properties = &self.choose(&sample).flushed;
         let mut bytes = 0;
         for (q, batch) in std::mem::take(&mut sample.batches) {
             bytes += self.write_chosen(q, &batch, properties, scratch)?;
@@ -273,13 +321,13 @@ impl DirectParquet {
             let staged = self
                 .staged
                 .dictionaries_from(sample.batches.iter().map(|(_, b)| b));
-            let direct = staged
+            let flushed = staged
                 .clone()
                 .into_builder()
                 .set_data_page_row_count_limit(PAGE_ROWS)
                 .set_max_row_group_bytes(None)
                 .build();
-            Chosen { direct, staged }
+            Chosen { flushed, staged }
         })
     }
 
@@ -375,7 +423,7 @@ impl DirectParquet {
     ) -> Result<u64, WriterError> {
         if matches!(*slot, Slot::Unopened) {
             *slot = match self.claim() {
-                true => Slot::Open(Box::new(self.open(p, properties)?)),
+                true => Slot::Open(Box::new(self.open(properties))),
                 false => Slot::Staged,
             };
         }
@@ -403,159 +451,48 @@ impl DirectParquet {
             .is_ok()
     }
 
-    fn open(&self, p: usize, properties: &WriterProperties) -> Result<OpenFile, WriterError> {
-        Ok(OpenFile {
-            part: Some(self.open_part(p, 0, properties)?),
+    fn open(&self, properties: &WriterProperties) -> OpenFile {
+        OpenFile {
+            files: Rolling::new(self.staged.rollover()),
             held: 0,
             properties: properties.clone(),
-            ended: Vec::new(),
-        })
+        }
     }
 
-    /// Opens destination `p`'s file `part`.
-    fn open_part(
-        &self,
-        p: usize,
-        part: usize,
-        properties: &WriterProperties,
-    ) -> Result<OpenPart, WriterError> {
-        let pages = PageFile::try_new(self.staged.dir()).map_err(io_error(Some(p)))?;
-        let partial = Partial::new(self.staged.partial(p, part));
-        let file = File::create(partial.path()).map_err(io_error(Some(p)))?;
-        let options = ArrowWriterOptions::new()
-            .with_properties(properties.clone())
-            .with_page_store_factory(Arc::new(pages));
-        let writer = ArrowWriter::try_new_with_options(file, self.staged.schema(), options)
-            .map_err(|e| sink_error(Some(p), e))?;
-        Ok(OpenPart {
-            writer,
-            rows: 0,
-            partial,
-        })
-    }
-
-    /// Writes `batch` to `file`, ending its row group when the open writers hold more than
-    /// their budget and this one more than its share; the bytes the file grew by (encoded,
-    /// as the writer estimates them).
-    ///
-    /// Rolling over, the batch is cut where the file fills (by rows, or at a row group's end
-    /// past the byte limit) and the rest goes to the next file, opened as needed.
+    /// Writes `batch` to destination `p`'s `file`, rolling over where it fills (by rows, or
+    /// at a row group's end past the byte limit); the bytes its files grew by (encoded, as
+    /// the writer estimates them).
     fn write_open(
         &self,
         p: usize,
         file: &mut OpenFile,
         batch: &RecordBatch,
     ) -> Result<u64, WriterError> {
-        let rollover = self.staged.rollover();
-        let mut offset = 0;
-        let mut grew = 0;
-        while offset < batch.num_rows() {
-            if file.part.is_none() {
-                file.part = Some(self.open_part(p, file.ended.len(), &file.properties)?);
-            }
-            let Some(part) = file.part.as_mut() else {
-                return Err(sink_error(Some(p), "its file is not open"));
-            };
-            let mut room = rollover.rows_left(part.rows);
-            if rollover.max_bytes().is_some()
-                && let Some(max) = file.properties.max_row_group_row_count()
-            {
-                room = room.min(max.saturating_sub(part.writer.in_progress_rows()).max(1) as u64);
-            }
-            let take = room.min((batch.num_rows() - offset) as u64) as usize;
-            if take == 0 {
-                // A full file is ended as it fills; were one left open, it ends now.
-                self.end_part(p, file)?;
-                continue;
-            }
-            let rows = match (offset, take) {
-                (0, n) if n == batch.num_rows() => batch.clone(),
-                _ => batch.slice(offset, take),
-            };
-            grew += self.write_part(p, file, &rows)?;
-            offset += take;
-            let full = file.part.as_ref().is_some_and(|part| {
-                let bytes = part.writer.bytes_written() + part.writer.in_progress_size();
-                rollover.is_set() && rollover.is_full(part.rows, bytes as u64)
-            });
-            if full {
-                self.end_part(p, file)?;
-            }
-        }
-        Ok(grew)
-    }
-
-    /// Writes `batch` to `file`'s open part, ending its row group when the open writers hold
-    /// more than their budget and this one more than its share; the bytes it grew by.
-    fn write_part(
-        &self,
-        p: usize,
-        file: &mut OpenFile,
-        batch: &RecordBatch,
-    ) -> Result<u64, WriterError> {
-        let parquet = |e| sink_error(Some(p), e);
-        let Some(part) = file.part.as_mut() else {
-            return Err(sink_error(Some(p), "its file is not open"));
+        let OpenFile {
+            files,
+            held,
+            properties,
+        } = file;
+        let mut parts = FlushedParts {
+            output: self,
+            p,
+            properties,
+            held,
+            grew: 0,
         };
-        let before = part.writer.bytes_written() + part.writer.in_progress_size();
-        part.writer.write(batch).map_err(parquet)?;
-        part.rows += batch.num_rows() as u64;
-        let after = part.writer.bytes_written() + part.writer.in_progress_size();
-        let held = part.writer.memory_size();
-        let total = self.account(file, held);
-        if total > self.budget && held > self.budget / self.writers.max(1) {
-            let Some(part) = file.part.as_mut() else {
-                return Err(sink_error(Some(p), "its file is not open"));
-            };
-            part.writer.flush().map_err(parquet)?;
-            let held = part.writer.memory_size();
-            self.account(file, held);
-        }
-        Ok(after.saturating_sub(before) as u64)
+        files.write(batch, &mut parts)?;
+        Ok(parts.grew)
     }
 
-    /// Ends `file`'s open part, rolling over: its footer written, waiting for its name.
-    fn end_part(&self, p: usize, file: &mut OpenFile) -> Result<(), WriterError> {
-        let Some(part) = file.part.take() else {
-            return Ok(());
-        };
-        self.account(file, 0);
-        let ended = self.finish_part(p, part)?;
-        file.ended.push(ended);
-        Ok(())
-    }
-
-    /// Ends `part`: its last row group and footer (its statistics read when asked for).
-    fn finish_part(
-        &self,
-        p: usize,
-        mut part: OpenPart,
-    ) -> Result<(Partial, DestinationFile), WriterError> {
-        let metadata = part.writer.finish().map_err(|e| sink_error(Some(p), e))?;
-        let row_groups: Vec<u64> = metadata
-            .row_groups()
-            .iter()
-            .map(|rg| rg.num_rows() as u64)
-            .collect();
-        let file = DestinationFile {
-            name: String::new(),
-            rows: row_groups.iter().sum(),
-            bytes: part.writer.bytes_written() as u64,
-            row_groups: Some(row_groups),
-            columns: (self.staged.records_statistics())
-                .then(|| super::statistics::of_file(&self.staged.schema(), &metadata)),
-        };
-        Ok((part.partial, file))
-    }
-
-    /// Counts that `file` now holds `held` bytes; what the open writers hold together.
-    fn account(&self, file: &mut OpenFile, held: usize) -> usize {
-        let total = if held >= file.held {
-            self.held.fetch_add(held - file.held, Ordering::Relaxed) + (held - file.held)
+    /// Counts that a writer counted at `counted` now holds `held` bytes; what the open
+    /// writers hold together.
+    fn account(&self, counted: &mut usize, held: usize) -> usize {
+        let total = if held >= *counted {
+            self.held.fetch_add(held - *counted, Ordering::Relaxed) + (held - *counted)
         } else {
-            self.held.fetch_sub(file.held - held, Ordering::Relaxed) - (file.held - held)
+            self.held.fetch_sub(*counted - held, Ordering::Relaxed) - (*counted - held)
         };
-        file.held = held;
+        *counted = held;
         total
     }
 
@@ -584,13 +521,13 @@ impl DirectParquet {
         if !sample.batches.is_empty() {
             // Every row so far is in the sample: no destination is open or staged yet. Each
             // sampled destination's file is written whole, one at a time.
-            let properties = self.choose(&sample).direct.clone();
+            let properties = self.choose(&sample).flushed.clone();
             let mut batches: Vec<&(usize, RecordBatch)> = sample.batches.iter().collect();
             batches.sort_by_key(|(p, _)| *p);
             for one in batches.chunk_by(|a, b| a.0 == b.0) {
                 let p = one[0].0;
                 let name = names.get(p).ok_or_else(|| past(p))?;
-                let mut file = self.open(p, &properties)?;
+                let mut file = self.open(&properties);
                 for (_, batch) in one {
                     contained(p, || self.write_open(p, &mut file, batch))?;
                 }
@@ -655,36 +592,54 @@ impl DirectParquet {
     /// numbered: [`Rollover::file_name`](crate::Rollover::file_name)).
     fn close(&self, p: usize, name: &str) -> Result<FileList, WriterError> {
         let mut slot = self.lock(p)?;
-        let Slot::Open(mut file) = std::mem::replace(&mut *slot, Slot::Done) else {
+        let Slot::Open(file) = std::mem::replace(&mut *slot, Slot::Done) else {
             return Err(sink_error(Some(p), "its file is not open"));
         };
-        self.held.fetch_sub(file.held, Ordering::Relaxed);
-        contained(p, || {
-            if let Some(part) = file.part.take() {
-                let ended = self.finish_part(p, part)?;
-                file.ended.push(ended);
-            }
-            let rollover = self.staged.rollover();
-            let mut files = FileList::new();
-            for (k, (mut partial, mut ended)) in file.ended.drain(..).enumerate() {
-                ended.name = rollover.file_name(name, k);
-                partial
-                    .place(&self.staged.dir().join(&ended.name))
-                    .map_err(io_error(Some(p)))?;
-                files.push(ended);
-            }
-            Ok(files)
-        })
+        let OpenFile {
+            files,
+            mut held,
+            properties,
+        } = *file;
+        let ended = contained(p, || {
+            let mut parts = FlushedParts {
+                output: self,
+                p,
+                properties: &properties,
+                held: &mut held,
+                grew: 0,
+            };
+            // A destination given a writer was given rows: it has a file.
+            files.finish(&mut parts, true)
+        });
+        // Whatever happened, the writer holds nothing now.
+        self.account(&mut held, 0);
+        let rollover = self.staged.rollover();
+        let mut named = FileList::new();
+        for (
+            k,
+            Unnamed {
+                mut partial,
+                mut file,
+            },
+        ) in ended?.into_iter().enumerate()
+        {
+            file.name = rollover.file_name(name, k);
+            partial
+                .place(&self.staged.dir().join(&file.name))
+                .map_err(io_error(Some(p)))?;
+            named.push(file);
+        }
+        Ok(named)
     }
 }
 
-/// One worker's way into a [`DirectParquet`]: see [`DirectParquet::sink`].
-pub struct DirectSink<'a> {
-    output: &'a DirectParquet,
+/// One worker's way into a [`FlushedParquet`]: see [`FlushedParquet::sink`].
+pub struct FlushedSink<'a> {
+    output: &'a FlushedParquet,
     scratch: ShuffleFile,
 }
 
-impl BatchSink for DirectSink<'_> {
+impl BatchSink for FlushedSink<'_> {
     fn write_batch(&mut self, destination: usize, batch: &RecordBatch) -> Result<u64, WriterError> {
         self.output.write(destination, batch, &mut self.scratch)
     }

@@ -1,19 +1,19 @@
-//! Record batch messages written straight from runs of rows: a destination's rows, held in
+//! Record batch messages written straight from slices of rows: a destination's rows, held in
 //! several partitioned batches, become one IPC message without first being copied into a
 //! batch of their own.
 //!
 //! ```text
 //!  held   batch 0 [ d0 d0 | d1 | d2 d2 ]   batch 1 [ d0 | d1 d1 d1 | d2 ]
-//!  runs of d1:  (batch 0, 2..3) (batch 1, 1..4)
+//!  slices of d1:  (batch 0, 2..3) (batch 1, 1..4)
 //!  message of d1: [header][validity][values: b0[2..3] ++ b1[1..4]]...
 //! ```
 //!
 //! Values of fixed width and the bytes of Utf8/Binary columns go into the message by
-//! reference when a run holds at least [`SHARED_RUN`] bytes of them (the sink then copies them
+//! reference when a slice holds at least [`SHARED_SLICE`] bytes of them (the sink then copies them
 //! once, where they go), and are copied into the message's own buffer otherwise; offsets are
 //! rebased, views rewritten over one data buffer that holds just the bytes they reference,
 //! validity and booleans packed anew. Compressed bodies compress each buffer whole, as
-//! arrow-ipc does. Only columns of these flat types are taken ([`RunsEncoder::takes`]); other
+//! arrow-ipc does. Only columns of these flat types are taken ([`SlicesEncoder::takes`]); other
 //! schemas go through arrow-ipc's encoder.
 
 use super::Compression;
@@ -28,23 +28,23 @@ use std::ops::Range;
 const ALIGNMENT: usize = 64;
 const PADDING: [u8; ALIGNMENT] = [0; ALIGNMENT];
 
-/// Runs holding at least this many bytes of a buffer go into a message by reference.
-pub const SHARED_RUN: usize = 4096;
+/// Slices holding at least this many bytes of a buffer go into a message by reference.
+pub const SHARED_SLICE: usize = 4096;
 
-/// A batch whose rows go into messages as runs: its columns taken apart once, however many
-/// destinations' runs it holds.
+/// A batch whose rows go into messages as slices: its columns taken apart once, however many
+/// destinations' slices it holds.
 #[derive(Debug, Clone)]
-pub struct RunSource {
+pub struct SliceSource {
     columns: Vec<ArrayData>,
     rows: usize,
-    /// The bytes of its buffers per row, rounded up: what a run's rows take in a message.
+    /// The bytes of its buffers per row, rounded up: what a slice's rows take in a message.
     row_bytes: usize,
     /// The bytes of its buffers.
     bytes: usize,
 }
 
-impl RunSource {
-    /// The runs of `batch`.
+impl SliceSource {
+    /// The slices of `batch`.
     pub fn new(batch: &RecordBatch) -> Self {
         let columns: Vec<ArrayData> = batch.columns().iter().map(|c| c.to_data()).collect();
         let rows = batch.num_rows();
@@ -72,10 +72,10 @@ impl RunSource {
     }
 }
 
-/// Rows `range` of a [`RunSource`].
-pub type Run<'a> = (&'a RunSource, Range<usize>);
+/// Rows `range` of a [`SliceSource`].
+pub type Slice<'a> = (&'a SliceSource, Range<usize>);
 
-/// Where a piece of a view column's data comes from: a run's values shared in place (their
+/// Where a piece of a view column's data comes from: a slice's values shared in place (their
 /// buffer and first byte), or (`None`) copied.
 type Piece<'a> = Option<(&'a Buffer, usize)>;
 
@@ -84,7 +84,7 @@ type Piece<'a> = Option<(&'a Buffer, usize)>;
 enum Segment {
     /// Bytes of the message's own buffer.
     Copied(Range<usize>),
-    /// A run's bytes, by reference.
+    /// A slice's bytes, by reference.
     Shared(Buffer),
 }
 
@@ -94,8 +94,8 @@ enum Codec {
     Zstd(zstd::bulk::Compressor<'static>),
 }
 
-/// Writes IPC record batch messages of one schema from runs of rows.
-pub struct RunsEncoder {
+/// Writes IPC record batch messages of one schema from slices of rows.
+pub struct SlicesEncoder {
     schema: SchemaRef,
     codec: Option<Codec>,
     fbb: flatbuffers::FlatBufferBuilder<'static>,
@@ -103,7 +103,7 @@ pub struct RunsEncoder {
     buffers: Vec<arrow_ipc::Buffer>,
     variadic: Vec<i64>,
     segments: Vec<Segment>,
-    /// The bytes of the message's own buffer: header, copied runs, rebuilt buffers, padding.
+    /// The bytes of the message's own buffer: header, copied slices, rebuilt buffers, padding.
     copied: Vec<u8>,
     /// The body written so far, in bytes.
     body: usize,
@@ -117,9 +117,9 @@ pub struct RunsEncoder {
     last: Option<Buffer>,
 }
 
-impl std::fmt::Debug for RunsEncoder {
+impl std::fmt::Debug for SlicesEncoder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RunsEncoder")
+        f.debug_struct("SlicesEncoder")
             .field("schema", &self.schema)
             .finish_non_exhaustive()
     }
@@ -147,7 +147,7 @@ fn layout(data_type: &DataType) -> Option<Layout> {
     })
 }
 
-impl RunsEncoder {
+impl SlicesEncoder {
     /// Whether every column of `schema` is of a type this encoder writes.
     pub fn takes(schema: &arrow_schema::Schema) -> bool {
         schema
@@ -197,19 +197,19 @@ impl RunsEncoder {
         matches!(self.codec, Some(Codec::Lz4(_)))
     }
 
-    /// Adds to `parts` the message holding `runs`, in order: the bytes that, written one after
+    /// Adds to `parts` the message holding `slices`, in order: the bytes that, written one after
     /// the other, are the message.
     ///
     /// # Errors
-    /// [`FormatError::InvalidArgument`] when a run's batch does not have the encoder's columns
-    /// or a run lies outside its batch; [`FormatError::Arrow`] if compressing fails.
-    pub fn encode(&mut self, runs: &[Run<'_>], parts: &mut Vec<Buffer>) -> Result<()> {
+    /// [`FormatError::InvalidArgument`] when a slice's batch does not have the encoder's columns
+    /// or a slice lies outside its batch; [`FormatError::Arrow`] if compressing fails.
+    pub fn encode(&mut self, slices: &[Slice<'_>], parts: &mut Vec<Buffer>) -> Result<()> {
         let columns = self.schema.fields().len();
-        for (source, range) in runs {
+        for (source, range) in slices {
             if source.columns.len() != columns || range.start > range.end || range.end > source.rows
             {
                 return Err(FormatError::InvalidArgument(format!(
-                    "a run of rows {range:?} of a batch of {} rows and {} columns, for a \
+                    "a slice of rows {range:?} of a batch of {} rows and {} columns, for a \
                      schema of {columns} columns",
                     source.rows,
                     source.columns.len()
@@ -217,7 +217,7 @@ impl RunsEncoder {
             }
         }
         for (j, field) in self.schema.fields().iter().enumerate() {
-            for (source, _) in runs {
+            for (source, _) in slices {
                 if source.columns[j].data_type() != field.data_type() {
                     return Err(FormatError::InvalidArgument(format!(
                         "column {j} is {}, not {}",
@@ -237,15 +237,15 @@ impl RunsEncoder {
         }
         self.copied.clear();
         self.body = 0;
-        let rows: usize = runs.iter().map(|(_, r)| r.len()).sum();
-        let bytes: usize = runs
+        let rows: usize = slices.iter().map(|(_, r)| r.len()).sum();
+        let bytes: usize = slices
             .iter()
             .map(|(source, range)| source.row_bytes * range.len())
             .sum();
         self.copied.reserve(bytes + 1024 + columns * 3 * ALIGNMENT);
         for j in 0..columns {
             let layout = layout(self.schema.field(j).data_type()).expect("checked in new");
-            self.column(runs, j, rows, layout)?;
+            self.column(slices, j, rows, layout)?;
         }
         let header = self.header(rows);
         // The header first, then the body, all in the message's own buffer or shared.
@@ -262,9 +262,15 @@ impl RunsEncoder {
     }
 
     /// One column's node and buffers.
-    fn column(&mut self, runs: &[Run<'_>], j: usize, rows: usize, layout: Layout) -> Result<()> {
+    fn column(
+        &mut self,
+        slices: &[Slice<'_>],
+        j: usize,
+        rows: usize,
+        layout: Layout,
+    ) -> Result<()> {
         let mut nulls = 0;
-        for (source, range) in runs {
+        for (source, range) in slices {
             if let Some(n) = source.columns[j].nulls() {
                 nulls += range.len() - n.inner().slice(range.start, range.len()).count_set_bits();
             }
@@ -276,7 +282,7 @@ impl RunsEncoder {
             self.end_buffer()?;
         } else {
             let mut bits = BooleanBufferBuilder::new(rows);
-            for (source, range) in runs {
+            for (source, range) in slices {
                 match source.columns[j].nulls() {
                     Some(n) => bits.append_buffer(&n.inner().slice(range.start, range.len())),
                     None => bits.append_n(range.len(), true),
@@ -287,7 +293,7 @@ impl RunsEncoder {
         }
         match layout {
             Layout::Fixed(width) => {
-                for (source, range) in runs {
+                for (source, range) in slices {
                     let data = &source.columns[j];
                     let start = (data.offset() + range.start) * width;
                     self.share(&data.buffers()[0], start, range.len() * width);
@@ -296,7 +302,7 @@ impl RunsEncoder {
             }
             Layout::Bits => {
                 let mut bits = BooleanBufferBuilder::new(rows);
-                for (source, range) in runs {
+                for (source, range) in slices {
                     let data = &source.columns[j];
                     let values = BooleanBuffer::new(
                         data.buffers()[0].clone(),
@@ -308,9 +314,9 @@ impl RunsEncoder {
                 self.put(bits.finish().inner().as_slice());
                 self.end_buffer()?;
             }
-            Layout::Offsets32 => self.offsets::<i32>(runs, j, rows)?,
-            Layout::Offsets64 => self.offsets::<i64>(runs, j, rows)?,
-            Layout::Views => self.views(runs, j, rows)?,
+            Layout::Offsets32 => self.offsets::<i32>(slices, j, rows)?,
+            Layout::Offsets64 => self.offsets::<i64>(slices, j, rows)?,
+            Layout::Views => self.views(slices, j, rows)?,
         }
         Ok(())
     }
@@ -318,25 +324,25 @@ impl RunsEncoder {
     /// The offsets of a Utf8/Binary column, rebased, then its bytes.
     fn offsets<O: arrow_array::OffsetSizeTrait>(
         &mut self,
-        runs: &[Run<'_>],
+        slices: &[Slice<'_>],
         j: usize,
         rows: usize,
     ) -> Result<()> {
         let mut rebased: Vec<O> = Vec::with_capacity(rows + 1);
         let mut base = O::zero();
         rebased.push(base);
-        for (source, range) in runs {
+        for (source, range) in slices {
             let data = &source.columns[j];
             let offsets: &[O] = data.buffers()[0].typed_data();
             let at = data.offset() + range.start;
-            let run = &offsets[at..=at + range.len()];
-            let first = run[0];
-            rebased.extend(run[1..].iter().map(|&o| base + (o - first)));
-            base += run[range.len()] - first;
+            let slice = &offsets[at..=at + range.len()];
+            let first = slice[0];
+            rebased.extend(slice[1..].iter().map(|&o| base + (o - first)));
+            base += slice[range.len()] - first;
         }
         self.put(rebased.to_byte_slice());
         self.end_buffer()?;
-        for (source, range) in runs {
+        for (source, range) in slices {
             let data = &source.columns[j];
             let offsets: &[O] = data.buffers()[0].typed_data();
             let at = data.offset() + range.start;
@@ -346,17 +352,17 @@ impl RunsEncoder {
         self.end_buffer()
     }
 
-    /// A view column: its views rewritten over one data buffer, then that buffer. A run whose
+    /// A view column: its views rewritten over one data buffer, then that buffer. A slice whose
     /// long values lie back to back in one data buffer (a batch compacted in destination
-    /// order) shares their bytes; any other run's values are copied.
-    fn views(&mut self, runs: &[Run<'_>], j: usize, rows: usize) -> Result<()> {
+    /// order) shares their bytes; any other slice's values are copied.
+    fn views(&mut self, slices: &[Slice<'_>], j: usize, rows: usize) -> Result<()> {
         let mut views_out: Vec<u128> = Vec::with_capacity(rows);
         let mut copied = std::mem::take(&mut self.view_data);
         copied.clear();
         // The data buffer's pieces: (shared buffer and start, or none for `copied`), length.
         let mut pieces: Vec<(Piece<'_>, Range<usize>)> = Vec::new();
         let mut data_len = 0;
-        for (source, range) in runs {
+        for (source, range) in slices {
             let data = &source.columns[j];
             let views: &[u128] = data.buffers()[0].typed_data();
             let views = &views[data.offset() + range.start..data.offset() + range.end];
@@ -451,7 +457,7 @@ impl RunsEncoder {
             self.pending = Some(buffer.slice_with_length(start, len));
             return;
         }
-        if len >= SHARED_RUN && self.codec.is_none() {
+        if len >= SHARED_SLICE && self.codec.is_none() {
             self.segments
                 .push(Segment::Shared(buffer.slice_with_length(start, len)));
             self.body += len;

@@ -1,4 +1,4 @@
-//! [`Direct`]: the writer's mode below 512 destinations with [`Flush::AtTarget`]: each
+//! [`PerBatch`]: the writer's mode below 512 destinations with [`Flush::AtTarget`]: each
 //! batch's rows move from the input into the destination buffers by one plan, as the batch
 //! comes.
 //!
@@ -12,13 +12,13 @@ use partout_core::ScatterPlan;
 
 /// Rows moved into the destination buffers batch by batch.
 #[derive(Debug)]
-pub(super) struct Direct {
+pub(super) struct PerBatch {
     buffered: Buffered,
     /// The plan of the batch being appended (reused).
     plan: ScatterPlan,
 }
 
-impl Direct {
+impl PerBatch {
     /// Moves rows into `buffered`.
     pub(super) fn new(buffered: Buffered) -> Self {
         Self {

@@ -1,4 +1,4 @@
-//! Parquet files written as flushed ([`DirectParquet`]): every row once in its destination's
+//! Parquet files written as flushed ([`FlushedParquet`]): every row once in its destination's
 //! file, whether the file was open from its first flush or its destination was staged past the
 //! writers' budget; rows that never filled the sample written at the end; writers past their
 //! budget end row groups early; nothing left behind when abandoned.
@@ -11,13 +11,15 @@ use parquet::file::properties::WriterProperties;
 use partout_exchange::BatchSink;
 use partout_format::ipc::Compression;
 use partout_output::FileList;
-use partout_output::{DestinationFile, DirectParquet, PAGE_ROWS, ParquetOptions, StagedParquet};
+use partout_output::{
+    DestinationFile, FlushedParquet, PAGE_ROWS, ParquetWriterConfig, StagedParquet,
+};
 use std::path::Path;
 use std::sync::Arc;
 
 /// `destinations` files in `dir`, their writers holding `budget` bytes together.
-fn output(dir: &Path, destinations: usize, budget: usize) -> DirectParquet {
-    let options = ParquetOptions {
+fn output(dir: &Path, destinations: usize, budget: usize) -> FlushedParquet {
+    let options = ParquetWriterConfig {
         properties: WriterProperties::builder()
             .set_max_row_group_row_count(Some(1 << 20))
             .build(),
@@ -27,12 +29,12 @@ fn output(dir: &Path, destinations: usize, budget: usize) -> DirectParquet {
     };
     let staged =
         StagedParquet::try_new(dir, "part", rows(0, 1).schema(), destinations, options).unwrap();
-    DirectParquet::new(staged, budget)
+    FlushedParquet::new(staged, budget)
 }
 
 /// Flushes rows `0..total` over `destinations` destinations (row `i` to `i % destinations`)
 /// through two workers' sinks (even and odd batches of `batch` rows).
-fn flush(output: &DirectParquet, total: i64, batch: i64, destinations: usize) {
+fn flush(output: &FlushedParquet, total: i64, batch: i64, destinations: usize) {
     let mut workers = [output.sink(0).unwrap(), output.sink(1).unwrap()];
     for (b, start) in (0..total).step_by(batch as usize).enumerate() {
         let rows = rows(start, batch.min(total - start));
@@ -184,7 +186,7 @@ fn every_row_lands_once_whether_its_file_was_written_as_flushed_or_staged() {
     let output = output(
         dir.path(),
         output_destinations(destinations),
-        2 * DirectParquet::writer_bytes(&schema) as usize,
+        2 * FlushedParquet::writer_bytes(&schema) as usize,
     );
     let total = 300_000;
     flush(&output, total, 1000, destinations);
@@ -345,7 +347,7 @@ fn a_schema_parquet_cannot_carry_plans_no_writer_and_does_not_panic() {
         UnionMode::Sparse,
     );
     let schema = Arc::new(Schema::new(vec![Field::new("u", union, true)]));
-    assert_eq!(DirectParquet::writer_bytes(&schema), u64::MAX);
+    assert_eq!(FlushedParquet::writer_bytes(&schema), u64::MAX);
     let flat = rows(0, 1).schema();
-    assert!(DirectParquet::writer_bytes(&flat) < 1 << 20);
+    assert!(FlushedParquet::writer_bytes(&flat) < 1 << 20);
 }

@@ -1,13 +1,13 @@
-//! [`HeldRuns`]: the writer's mode from [`RUNS_FROM`](crate::RUNS_FROM) destinations with
-//! [`Flush::AtTarget`], for an output that [takes runs](super::SinkCapabilities::runs) (Arrow IPC
+//! [`HeldSlices`]: the writer's mode from [`SLICES_FROM`](crate::SLICES_FROM) destinations with
+//! [`Flush::AtTarget`], for an output that [takes slices](super::SinkCapabilities::slices) (Arrow IPC
 //! streams of flat columns). Each batch is laid out destination by destination once, its view
 //! columns' values copied in that order, and held; when the held batches reach every
-//! destination's flush target together, each destination's runs across them go to the output
+//! destination's flush target together, each destination's slices across them go to the output
 //! as one message, written straight from the held batches.
 //!
 //! ```text
 //!  append(batch) ─► Partitioner ─► held: [b0: d0 d0 | d1 | d2 ...] [b1: d0 | d1 d1 | ...] ...
-//!  held ≥ n × target (or the memory limit) ─► for each d: Runs { d, [(b0, d's rows), (b1, ...)] }
+//!  held ≥ n × target (or the memory limit) ─► for each d: Slices { d, [(b0, d's rows), (b1, ...)] }
 //! ```
 //!
 //! Batches are laid out for the destinations met so far, not all there may be (the highest id
@@ -29,19 +29,19 @@ use crate::error::Result;
 use crate::options::WriterOptions;
 use arrow_array::RecordBatch;
 use partout_core::{PartitionedBatch, Partitioner};
-use partout_format::ipc::runs::RunSource;
+use partout_format::ipc::slices::SliceSource;
 use std::time::Instant;
 
 /// A batch is laid out once it has at least this many rows per destination; smaller input
 /// batches are gathered (concatenated) until they do, so that a held batch brings each
-/// destination a run, not mostly empty ones.
+/// destination a slice, not mostly empty ones.
 const ROWS_PER_DESTINATION: usize = 4;
 
-/// Batches held laid out by destination, each destination's runs written together.
+/// Batches held laid out by destination, each destination's slices written together.
 #[derive(Debug)]
-pub(super) struct HeldRuns {
+pub(super) struct HeldSlices {
     partitioner: Partitioner,
-    held: Vec<(PartitionedBatch, RunSource)>,
+    held: Vec<(PartitionedBatch, SliceSource)>,
     /// Input batches smaller than a laid-out batch should be, gathered, and their rows' ids.
     small: Vec<RecordBatch>,
     small_ids: Vec<u32>,
@@ -62,7 +62,7 @@ pub(super) struct HeldRuns {
     message_bytes: usize,
 }
 
-impl HeldRuns {
+impl HeldSlices {
     /// Holds batches for `destinations` destinations, each flushing about `target` bytes.
     pub(super) fn try_new(
         destinations: usize,
@@ -160,7 +160,7 @@ impl HeldRuns {
             self.partitioner = Partitioner::try_new(layout as u32)?.with_compact_views();
         }
         let partitioned = self.partitioner.partition(batch, ids)?;
-        let source = RunSource::new(partitioned.batch());
+        let source = SliceSource::new(partitioned.batch());
         // The batch's arrays and its destinations' offsets.
         let bytes = partitioned.batch().get_array_memory_size() + 4 * (self.laid_out() + 1);
         self.bytes += bytes;
@@ -200,7 +200,7 @@ impl HeldRuns {
         self.bytes
     }
 
-    /// Hands each destination its runs across the held batches, then lets them go. Any error
+    /// Hands each destination its slices across the held batches, then lets them go. Any error
     /// leaves the writer failed: the rows were accepted by earlier calls.
     fn flush<O: BatchSink>(&mut self, shared: &mut Shared<O>) -> Result<()> {
         let result = self
@@ -218,49 +218,49 @@ impl HeldRuns {
         if self.held.is_empty() {
             return Ok(());
         }
-        let mut runs = Vec::with_capacity(self.held.len());
+        let mut slices = Vec::with_capacity(self.held.len());
         // Batches held before the layout grew have fewer destinations: none of them past.
         for p in 0..self.laid_out() {
-            runs.clear();
-            runs.extend(
+            slices.clear();
+            slices.extend(
                 self.held
                     .iter()
                     .filter(|(batch, _)| p < batch.num_partitions())
                     .map(|(batch, source)| (source, batch.range(p)))
                     .filter(|(_, rows)| !rows.is_empty()),
             );
-            // Messages of about `message_bytes` each, a run whole in one.
+            // Messages of about `message_bytes` each, a slice whole in one.
             let mut start = 0;
             let mut bytes = 0;
-            for (i, (source, rows)) in runs.iter().enumerate() {
-                let run = source.bytes() * rows.len() / source.num_rows().max(1);
-                if i > start && bytes + run > self.message_bytes {
-                    write_runs(shared, p, &runs[start..i])?;
+            for (i, (source, rows)) in slices.iter().enumerate() {
+                let slice = source.bytes() * rows.len() / source.num_rows().max(1);
+                if i > start && bytes + slice > self.message_bytes {
+                    write_slices(shared, p, &slices[start..i])?;
                     (start, bytes) = (i, 0);
                 }
-                bytes += run;
+                bytes += slice;
             }
-            if start < runs.len() {
-                write_runs(shared, p, &runs[start..])?;
+            if start < slices.len() {
+                write_slices(shared, p, &slices[start..])?;
             }
         }
         Ok(())
     }
 }
 
-/// Writes destination `p`'s `runs` as one message.
-fn write_runs<O: BatchSink>(
+/// Writes destination `p`'s `slices` as one message.
+fn write_slices<O: BatchSink>(
     shared: &mut Shared<O>,
     p: usize,
-    runs: &[(&RunSource, std::ops::Range<usize>)],
+    slices: &[(&SliceSource, std::ops::Range<usize>)],
 ) -> Result<()> {
     let started = Instant::now();
     let sink_before = shared.sink_time();
-    let bytes = shared.output.write_flushed(Flushed::Runs {
+    let bytes = shared.output.write_flushed(Flushed::Slices {
         destination: p,
-        runs,
+        slices,
     })?;
-    let rows: usize = runs.iter().map(|(_, r)| r.len()).sum();
+    let rows: usize = slices.iter().map(|(_, r)| r.len()).sum();
     shared.metrics.destination_rows[p] += rows as u64;
     shared.account_flush(p, bytes, started, sink_before);
     Ok(())
