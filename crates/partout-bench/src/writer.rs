@@ -163,7 +163,7 @@ fn ipc(codec: Codec) -> Encoding {
 const UNCOMPRESSED: &[Contender] = &[
     Contender::Partout,
     Contender::PartoutScatterThenCopy,
-    Contender::PartoutRuns,
+    Contender::PartoutSlices,
     Contender::PartoutBuffers,
     Contender::DataFusion,
     Contender::PerSlice,
@@ -177,7 +177,7 @@ const UNCOMPRESSED: &[Contender] = &[
 /// only.
 const COMPRESSED: &[Contender] = &[
     Contender::Partout,
-    Contender::PartoutRuns,
+    Contender::PartoutSlices,
     Contender::PartoutBuffers,
     Contender::DataFusion,
     Contender::PerSlice,
@@ -327,10 +327,10 @@ fn contenders(options: &WriterBenchOptions, codec: Codec) -> Vec<Contender> {
         .filter(|c| {
             let raw = matches!(c, Contender::DataFusionRaw | Contender::CometRaw);
             // partout's other mode than its default at this count: the one it did not pick.
-            let runs_by_default = options.partitions as usize >= partout_exchange::SLICES_FROM;
+            let slices_by_default = options.partitions as usize >= partout_exchange::SLICES_FROM;
             let default_mode = match c {
-                Contender::PartoutRuns => runs_by_default,
-                Contender::PartoutBuffers => !runs_by_default,
+                Contender::PartoutSlices => slices_by_default,
+                Contender::PartoutBuffers => !slices_by_default,
                 _ => false,
             };
             if default_mode {

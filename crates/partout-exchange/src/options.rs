@@ -127,7 +127,7 @@ impl WriterOptions {
     }
 
     /// Sets [`slices_from`](Self::slices_from).
-    pub fn with_runs_from(mut self, destinations: usize) -> Self {
+    pub fn with_slices_from(mut self, destinations: usize) -> Self {
         self.slices_from = destinations;
         self
     }

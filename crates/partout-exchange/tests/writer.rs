@@ -918,7 +918,7 @@ fn flush_targets_are_shared_among_the_destinations_met() {
 
 /// `flush` hands every row appended so far to the output and the writer goes on: after each
 /// batch and flush, the rows handed over equal the rows in and none are held, in every buffering mode (destinations
-/// filled one batch at a time, batches merged from 512 destinations, held runs from
+/// filled one batch at a time, batches merged from 512 destinations, held slices from
 /// `SLICES_FROM`); at the end every row is where the reference partitioner puts it, once, in
 /// input order.
 #[test]

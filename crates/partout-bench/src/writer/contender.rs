@@ -22,13 +22,13 @@ pub(crate) enum Contender {
     /// `PartitionedBatch` (`Partitioner`), then each destination's rows copied into its
     /// buffers (`DestinationBuffers::append_partitioned`), flushed as partout's writer flushes.
     PartoutScatterThenCopy,
-    /// partout's writer with held runs at every destination count
-    /// (`WriterOptions::with_runs_from(1)`): each batch laid out once and held, each
+    /// partout's writer with held slices at every destination count
+    /// (`WriterOptions::with_slices_from(1)`): each batch laid out once and held, each
     /// destination's runs across the held batches written as one message straight from them.
     /// Run where partout's default is its buffers (below `SLICES_FROM` destinations).
-    PartoutRuns,
+    PartoutSlices,
     /// partout's writer with per-destination buffers at every destination count
-    /// (`with_runs_from(usize::MAX)`). Run where partout's default is held runs.
+    /// (`with_slices_from(usize::MAX)`). Run where partout's default is held slices.
     PartoutBuffers,
     /// DataFusion's way, re-created: DataFusion 55's foldhash ids, a grouped take per batch,
     /// each destination's rows coalesced to 8192-row batches (arrow's `BatchCoalescer`, as
@@ -57,7 +57,7 @@ impl Contender {
         match self {
             Contender::Partout => "partout",
             Contender::PartoutScatterThenCopy => "copy",
-            Contender::PartoutRuns => "runs",
+            Contender::PartoutSlices => "slices",
             Contender::PartoutBuffers => "buffers",
             Contender::DataFusion => "datafusion",
             Contender::PerSlice => "per-slice",
@@ -75,7 +75,7 @@ impl Contender {
         match self {
             Contender::Partout
             | Contender::PartoutScatterThenCopy
-            | Contender::PartoutRuns
+            | Contender::PartoutSlices
             | Contender::PartoutBuffers => Some(hash.reference()),
             Contender::DataFusion
             | Contender::PerSlice
@@ -90,7 +90,7 @@ impl Contender {
         match self {
             Contender::Partout => "partout",
             Contender::PartoutScatterThenCopy => "partout scatter+copy",
-            Contender::PartoutRuns => "partout held runs",
+            Contender::PartoutSlices => "partout held slices",
             Contender::PartoutBuffers => "partout buffers",
             Contender::DataFusion => "datafusion way",
             Contender::PerSlice => "per-slice writer",
@@ -169,8 +169,8 @@ fn run_partout<S: Sink>(
         return scatter_copy::ScatterThenCopy::run(sink, options, setup.codec, ids, batches, n);
     }
     let options = match contender {
-        Contender::PartoutRuns => options.with_runs_from(1),
-        Contender::PartoutBuffers => options.with_runs_from(usize::MAX),
+        Contender::PartoutSlices => options.with_slices_from(1),
+        Contender::PartoutBuffers => options.with_slices_from(usize::MAX),
         _ => options,
     };
     let mut writer = PartitionedWriter::try_new(
@@ -275,7 +275,7 @@ pub(crate) fn run_once(
     match contender {
         Contender::Partout
         | Contender::PartoutScatterThenCopy
-        | Contender::PartoutRuns
+        | Contender::PartoutSlices
         | Contender::PartoutBuffers => {
             let copy = contender;
             if check {

@@ -196,7 +196,7 @@ mod tests {
 
     /// Below 512 destinations the contender writes the very streams of the writer with
     /// per-destination buffers; above, where the writer merges batches and so flushes
-    /// elsewhere, the same rows in the same order. The writer with held runs writes the same
+    /// elsewhere, the same rows in the same order. The writer with held slices writes the same
     /// rows in the same order too.
     #[test]
     fn scatter_then_copy_writes_what_the_writer_writes() {
@@ -222,7 +222,7 @@ mod tests {
                 run(Contender::PartoutScatterThenCopy),
                 run(Contender::PartoutBuffers),
             );
-            let runs = run(Contender::PartoutRuns);
+            let runs = run(Contender::PartoutSlices);
             assert_eq!(
                 rows(&runs.outputs),
                 rows(&writer.outputs),
