@@ -4,23 +4,14 @@
 //!  elements block  rows:i32  offsets:i32[rows + 1] (from 0 up to the elements)  nulls
 //! ```
 
-use super::block::{Block, Kind, MAX_ROWS, Walk};
+use super::block::{Decode, Kind, List, MAX_ROWS, Walk, mismatch};
 use super::budget::Budget;
 use super::cursor::Cursor;
-use super::decode::{self, mismatch};
 use crate::Result;
 use arrow_array::{ArrayRef, LargeListArray, LargeListViewArray, ListArray, ListViewArray};
-use arrow_buffer::{NullBuffer, OffsetBuffer, ScalarBuffer};
+use arrow_buffer::{OffsetBuffer, ScalarBuffer};
 use arrow_schema::DataType;
 use std::sync::Arc;
-
-/// An ARRAY block.
-pub(super) struct List<'a> {
-    pub(super) elements: Box<Block<'a>>,
-    /// `rows + 1` offsets into the elements, from 0 up to their count.
-    offsets: Vec<i32>,
-    nulls: Option<NullBuffer>,
-}
 
 /// Reads the payload of an ARRAY block.
 pub(super) fn read<'a>(
@@ -48,6 +39,7 @@ pub(super) fn to_array(
     at: usize,
     data_type: &DataType,
     budget: &mut Budget,
+    decode: Decode,
 ) -> Result<ArrayRef> {
     let (DataType::List(item)
     | DataType::LargeList(item)
@@ -61,7 +53,7 @@ pub(super) fn to_array(
         offsets,
         nulls,
     } = block;
-    let elements = decode::array(*elements, item.data_type(), budget)?;
+    let elements = decode(*elements, item.data_type(), budget)?;
     let list = || {
         ListArray::try_new(
             item.clone(),

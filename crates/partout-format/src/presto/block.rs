@@ -1,18 +1,23 @@
-//! The block walk that decoding and inspection share: it reads one block and everything nested
-//! in it into a tree of [`Block`]s, checking every count, offset, id and length against the
-//! bytes and against each other, and how deep blocks nest.
+//! The tree of [`Block`]s the walk reads a page's columns into: its types only, each
+//! encoding's payload among them, and how deep blocks may nest ([`Nesting`], [`Walk`]).
 //!
 //! ```text
-//!  page body ─ walk ─► Block tree (checked, values still in the body) ─┬─ decode: Arrow arrays
-//!                                                                      └─ inspect: BlockInfo
+//!  block  (types)  ◄─ each encoding's module: read (its payload, from the walk),
+//!                                             to_array (its payload, as Arrow)
+//!                  ◄─ walk (reads a block: dispatch to the encodings' reads)
+//!                  ◄─ decode (a block as an array: dispatch to the encodings' to_array)
 //! ```
 //!
-//! Both consumers see the same tree, so a page that decodes also inspects, and a check cannot
-//! be in one and missing from the other.
+//! The encodings depend on this module alone; they reach the blocks nested in theirs through
+//! the [`Walk`] and the [`Decode`] they are given, so nothing here or in them depends on the
+//! dispatch.
 
-use super::cursor::Cursor;
-use super::{array, corrupt, dictionary, fixed, map, rle, row, variable};
-use crate::Result;
+use super::budget::Budget;
+use super::corrupt;
+use super::cursor::{Cursor, le_i32s};
+use crate::{FormatError, Result};
+use arrow_array::ArrayRef;
+use arrow_buffer::NullBuffer;
 use arrow_schema::{DataType, Field};
 
 /// Most rows a block may hold: an RLE block claims its row count in four bytes, and a
@@ -43,13 +48,80 @@ pub(super) struct Block<'a> {
 
 /// A block's encoding and payload.
 pub(super) enum Kind<'a> {
-    Fixed(fixed::Fixed<'a>),
-    Variable(variable::Variable<'a>),
-    Rle(rle::Rle<'a>),
-    Dictionary(dictionary::Dictionary<'a>),
-    Array(array::List<'a>),
-    Map(map::Map<'a>),
-    Row(row::Row<'a>),
+    Fixed(Fixed<'a>),
+    Variable(Variable<'a>),
+    Rle(Rle<'a>),
+    Dictionary(Dictionary<'a>),
+    Array(List<'a>),
+    Map(Map<'a>),
+    Row(Row<'a>),
+}
+
+/// A fixed-width block.
+pub(super) struct Fixed<'a> {
+    /// Bytes per value: 1, 2, 4, 8 or 16.
+    pub(super) width: usize,
+    pub(super) nulls: Option<NullBuffer>,
+    /// The non-null rows' values, packed.
+    pub(super) values: &'a [u8],
+}
+
+impl Fixed<'_> {
+    pub(super) fn encoding(&self) -> &'static str {
+        super::FIXED[self.width.trailing_zeros() as usize]
+    }
+}
+
+/// A VARIABLE_WIDTH block.
+pub(super) struct Variable<'a> {
+    /// `rows + 1` offsets into `data`, from 0 up to its length.
+    pub(super) offsets: Vec<i32>,
+    pub(super) nulls: Option<NullBuffer>,
+    pub(super) data: &'a [u8],
+}
+
+/// An RLE block.
+pub(super) struct Rle<'a> {
+    /// The one row repeated.
+    pub(super) value: Box<Block<'a>>,
+}
+
+/// A DICTIONARY block.
+pub(super) struct Dictionary<'a> {
+    pub(super) dictionary: Box<Block<'a>>,
+    /// One little-endian `i32` per row, each an entry of the dictionary.
+    pub(super) ids: &'a [u8],
+}
+
+impl Dictionary<'_> {
+    pub(super) fn ids(&self) -> impl Iterator<Item = u32> + '_ {
+        // Checked non-negative when read.
+        le_i32s(self.ids).map(|id| id as u32)
+    }
+}
+
+/// An ARRAY block.
+pub(super) struct List<'a> {
+    pub(super) elements: Box<Block<'a>>,
+    /// `rows + 1` offsets into the elements, from 0 up to their count.
+    pub(super) offsets: Vec<i32>,
+    pub(super) nulls: Option<NullBuffer>,
+}
+
+/// A MAP block.
+pub(super) struct Map<'a> {
+    pub(super) keys: Box<Block<'a>>,
+    pub(super) values: Box<Block<'a>>,
+    /// `rows + 1` offsets into the entries, from 0 up to their count.
+    pub(super) offsets: Vec<i32>,
+    pub(super) nulls: Option<NullBuffer>,
+}
+
+/// A ROW block.
+pub(super) struct Row<'a> {
+    /// Each field's values for the non-null rows.
+    pub(super) fields: Vec<Block<'a>>,
+    pub(super) nulls: Option<NullBuffer>,
 }
 
 impl<'a> Block<'a> {
@@ -81,8 +153,8 @@ impl<'a> Block<'a> {
 
 /// How deep one column's blocks may nest, and what says so (for messages).
 pub(super) struct Nesting {
-    max: usize,
-    limit: String,
+    pub(super) max: usize,
+    pub(super) limit: String,
 }
 
 impl Nesting {
@@ -134,59 +206,35 @@ fn levels(data_type: &DataType) -> usize {
     1 + below
 }
 
+/// Reads a block at `depth` (1 at a column's top), of at most `limit` rows, and everything
+/// nested in it: the walk's dispatch (`walk::read_at`).
+pub(super) type ReadAt = for<'a> fn(&mut Cursor<'a>, &Nesting, usize, usize) -> Result<Block<'a>>;
+
+/// A block, read by the walk, as an array of the type given, its copies paid from the budget:
+/// the decoder's dispatch (`decode::array`), through which an encoding decodes the blocks
+/// nested in its own.
+pub(super) type Decode = fn(Block<'_>, &DataType, &mut Budget) -> Result<ArrayRef>;
+
 /// Where a block sits in the walk, for reading the blocks nested in it.
 #[derive(Clone, Copy)]
 pub(super) struct Walk<'n> {
-    nesting: &'n Nesting,
+    pub(super) nesting: &'n Nesting,
     /// Blocks from the column's top down to this one (1 at the top).
-    depth: usize,
+    pub(super) depth: usize,
+    /// The walk itself.
+    pub(super) read: ReadAt,
 }
 
 impl Walk<'_> {
     /// Reads a block nested in this one, of at most `limit` rows.
     pub(super) fn child<'a>(self, c: &mut Cursor<'a>, limit: usize) -> Result<Block<'a>> {
-        read_at(c, self.nesting, self.depth + 1, limit)
+        (self.read)(c, self.nesting, self.depth + 1, limit)
     }
 }
 
-/// Reads a column's block, of at most `limit` rows, and everything nested in it.
-pub(super) fn read<'a>(c: &mut Cursor<'a>, nesting: &Nesting, limit: usize) -> Result<Block<'a>> {
-    read_at(c, nesting, 1, limit)
-}
-
-fn read_at<'a>(
-    c: &mut Cursor<'a>,
-    nesting: &Nesting,
-    depth: usize,
-    limit: usize,
-) -> Result<Block<'a>> {
-    let at = c.at();
-    let name = c.name()?;
-    // Checked before reading anything nested: the walk recurses once per level, so this
-    // bounds its stack whatever the page says.
-    if depth > nesting.max {
-        return Err(corrupt(format!(
-            "the {name} block at byte {at} is nested {depth} blocks deep; {}",
-            nesting.limit
-        )));
-    }
-    let walk = Walk { nesting, depth };
-    let (rows, kind) = match name {
-        "RLE" => rle::read(c, at, limit, walk)?,
-        "DICTIONARY" => dictionary::read(c, at, limit, walk)?,
-        "BYTE_ARRAY" | "SHORT_ARRAY" | "INT_ARRAY" | "LONG_ARRAY" | "INT128_ARRAY" => {
-            fixed::read(c, name, limit)?
-        }
-        "VARIABLE_WIDTH" => variable::read(c, at, limit)?,
-        "ARRAY" => array::read(c, limit, walk)?,
-        "MAP" => map::read(c, at, limit, walk)?,
-        "ROW" => row::read(c, at, limit, walk)?,
-        other => return Err(corrupt(format!("unknown encoding {other:?} at byte {at}"))),
-    };
-    Ok(Block {
-        at,
-        bytes: c.at() - at,
-        rows,
-        kind,
-    })
+/// A block of encoding `name` at byte `at` for a column of a type it cannot hold.
+pub(super) fn mismatch(name: &str, data_type: &DataType, at: usize) -> FormatError {
+    corrupt(format!(
+        "a {name} block at byte {at} cannot hold {data_type}"
+    ))
 }

@@ -13,7 +13,7 @@ use super::block::{Block, Kind, Nesting};
 use super::budget::Budget;
 use super::page::Page;
 use super::{array, corrupt, dictionary, fixed, map, rle, row, variable};
-use crate::{FormatError, Result};
+use crate::Result;
 use arrow_array::{Array, ArrayRef, RecordBatch, RecordBatchOptions};
 use arrow_schema::{DataType, Schema, SchemaRef};
 use std::sync::Arc;
@@ -84,30 +84,24 @@ fn decode_at(
     Ok((batch, page.len()))
 }
 
-/// A block, read by the walk, as an array of `data_type`.
+/// A block, read by the walk, as an array of `data_type` (the [`Decode`](super::block::Decode)
+/// each encoding is given for the blocks nested in its own).
 pub(super) fn array(
     block: Block<'_>,
     data_type: &DataType,
     budget: &mut Budget,
 ) -> Result<ArrayRef> {
     if let DataType::RunEndEncoded(..) = data_type {
-        return super::runs::to_array(block, data_type, budget);
+        return super::runs::to_array(block, data_type, budget, array);
     }
     let Block { at, rows, kind, .. } = block;
     match kind {
         Kind::Fixed(b) => fixed::to_array(b, rows, at, data_type),
         Kind::Variable(b) => variable::to_array(b, at, data_type),
-        Kind::Rle(b) => rle::to_array(b, rows, at, data_type, budget),
-        Kind::Dictionary(b) => dictionary::to_array(b, rows, at, data_type, budget),
-        Kind::Array(b) => array::to_array(b, at, data_type, budget),
-        Kind::Map(b) => map::to_array(b, at, data_type, budget),
-        Kind::Row(b) => row::to_array(b, rows, at, data_type, budget),
+        Kind::Rle(b) => rle::to_array(b, rows, at, data_type, budget, array),
+        Kind::Dictionary(b) => dictionary::to_array(b, rows, at, data_type, budget, array),
+        Kind::Array(b) => array::to_array(b, at, data_type, budget, array),
+        Kind::Map(b) => map::to_array(b, at, data_type, budget, array),
+        Kind::Row(b) => row::to_array(b, rows, at, data_type, budget, array),
     }
-}
-
-/// A block of encoding `name` at byte `at` for a column of a type it cannot hold.
-pub(super) fn mismatch(name: &str, data_type: &DataType, at: usize) -> FormatError {
-    corrupt(format!(
-        "a {name} block at byte {at} cannot hold {data_type}"
-    ))
 }

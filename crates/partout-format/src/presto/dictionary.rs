@@ -8,31 +8,16 @@
 //! type, such rows get null keys; decoded as any other type, the rows are copied out of the
 //! dictionary.
 
-use super::block::{Block, Kind, MAX_ROWS, Walk};
+use super::block::{Decode, Dictionary, Kind, MAX_ROWS, Walk};
 use super::budget::{Budget, row_costs};
 use super::corrupt;
 use super::cursor::{Cursor, le_i32s};
-use super::decode;
 use crate::Result;
 use arrow_array::types::*;
 use arrow_array::{Array, ArrayRef, PrimitiveArray, UInt32Array};
 use arrow_buffer::NullBuffer;
 use arrow_schema::DataType;
 use std::sync::Arc;
-
-/// A DICTIONARY block.
-pub(super) struct Dictionary<'a> {
-    pub(super) dictionary: Box<Block<'a>>,
-    /// One little-endian `i32` per row, each an entry of the dictionary.
-    ids: &'a [u8],
-}
-
-impl Dictionary<'_> {
-    pub(super) fn ids(&self) -> impl Iterator<Item = u32> + '_ {
-        // Checked non-negative when read.
-        le_i32s(self.ids).map(|id| id as u32)
-    }
-}
 
 /// Reads the payload of a DICTIONARY block that starts at byte `at`.
 pub(super) fn read<'a>(
@@ -69,13 +54,14 @@ pub(super) fn to_array(
     at: usize,
     data_type: &DataType,
     budget: &mut Budget,
+    decode: Decode,
 ) -> Result<ArrayRef> {
     let value_type = match data_type {
         DataType::Dictionary(_, value) => value.as_ref(),
         other => other,
     };
     let ids = UInt32Array::from_iter_values(block.ids());
-    let dictionary = decode::array(*block.dictionary, value_type, budget)?;
+    let dictionary = decode(*block.dictionary, value_type, budget)?;
     match data_type {
         DataType::Dictionary(key, _) => {
             let key_nulls = dictionary.logical_nulls().map(|entries| {

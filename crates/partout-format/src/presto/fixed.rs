@@ -4,30 +4,14 @@
 //!  rows:i32  nulls  values (width bytes for each non-null row, in row order)
 //! ```
 
-use super::block::Kind;
+use super::block::{Fixed, Kind, mismatch};
 use super::cursor::Cursor;
-use super::decode::mismatch;
 use crate::Result;
 use arrow_array::types::*;
 use arrow_array::{ArrayRef, BooleanArray, NullArray, PrimitiveArray};
 use arrow_buffer::NullBuffer;
 use arrow_schema::{DataType, TimeUnit};
 use std::sync::Arc;
-
-/// A fixed-width block.
-pub(super) struct Fixed<'a> {
-    /// Bytes per value: 1, 2, 4, 8 or 16.
-    width: usize,
-    nulls: Option<NullBuffer>,
-    /// The non-null rows' values, packed.
-    values: &'a [u8],
-}
-
-impl Fixed<'_> {
-    pub(super) fn encoding(&self) -> &'static str {
-        super::FIXED[self.width.trailing_zeros() as usize]
-    }
-}
 
 /// Reads the payload of a block of fixed-width encoding `name`.
 pub(super) fn read<'a>(c: &mut Cursor<'a>, name: &str, limit: usize) -> Result<(usize, Kind<'a>)> {

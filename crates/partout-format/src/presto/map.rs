@@ -8,25 +8,15 @@
 //! The hash table length is -1 when there is none (partout and Velox write none); when there
 //! is one, Presto requires two slots per entry. Its contents are skipped.
 
-use super::block::{Block, Kind, MAX_ROWS, Walk};
+use super::block::{Decode, Kind, MAX_ROWS, Map, Walk, mismatch};
 use super::budget::Budget;
 use super::corrupt;
 use super::cursor::Cursor;
-use super::decode::{self, mismatch};
 use crate::Result;
 use arrow_array::{ArrayRef, MapArray, StructArray};
-use arrow_buffer::{NullBuffer, OffsetBuffer, ScalarBuffer};
+use arrow_buffer::{OffsetBuffer, ScalarBuffer};
 use arrow_schema::DataType;
 use std::sync::Arc;
-
-/// A MAP block.
-pub(super) struct Map<'a> {
-    pub(super) keys: Box<Block<'a>>,
-    pub(super) values: Box<Block<'a>>,
-    /// `rows + 1` offsets into the entries, from 0 up to their count.
-    offsets: Vec<i32>,
-    nulls: Option<NullBuffer>,
-}
 
 /// Reads the payload of a MAP block that starts at byte `at`.
 pub(super) fn read<'a>(
@@ -75,6 +65,7 @@ pub(super) fn to_array(
     at: usize,
     data_type: &DataType,
     budget: &mut Budget,
+    decode: Decode,
 ) -> Result<ArrayRef> {
     let DataType::Map(entries, sorted) = data_type else {
         return Err(mismatch("MAP", data_type, at));
@@ -91,8 +82,8 @@ pub(super) fn to_array(
         offsets,
         nulls,
     } = block;
-    let keys = decode::array(*keys, kv[0].data_type(), budget)?;
-    let values = decode::array(*values, kv[1].data_type(), budget)?;
+    let keys = decode(*keys, kv[0].data_type(), budget)?;
+    let values = decode(*values, kv[1].data_type(), budget)?;
     let entries_array = StructArray::try_new(kv.clone(), vec![keys, values], None)?;
     Ok(Arc::new(MapArray::try_new(
         entries.clone(),

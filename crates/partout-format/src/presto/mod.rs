@@ -34,9 +34,12 @@
 //! of day, intervals, durations, ...) have no Presto type and are refused with
 //! [`FormatError::InvalidArgument`] naming them.
 //!
-//! Reading goes `page` (header, checksum, LZ4) → `block` (the walk over a page's blocks, one
-//! file per encoding: `fixed`, `variable`, `rle`, `dictionary`, `array`, `map`, `row`) → either
-//! `decode` (Arrow arrays, copies paid from a `budget`) or `inspect` (the structure alone).
+//! Reading goes `page` (header, checksum, LZ4) → `walk` (the walk over a page's blocks into a
+//! tree of `block`s, one file per encoding: `fixed`, `variable`, `rle`, `dictionary`, `array`,
+//! `map`, `row`) → either `decode` (Arrow arrays, copies paid from a `budget`) or `inspect`
+//! (the structure alone). The encodings depend on `block` (the tree's types) alone: `walk` and
+//! `decode` dispatch to them, and hand each the way to read or decode the blocks nested in
+//! its own, so no import goes back up.
 
 mod array;
 mod block;
@@ -53,6 +56,7 @@ mod rle;
 mod row;
 mod runs;
 mod variable;
+mod walk;
 
 pub use decode::{decode_page, decode_pages};
 pub use encode::{can_encode, encode_page};

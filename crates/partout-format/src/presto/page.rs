@@ -11,8 +11,9 @@
 //!  13    8    checksum           CRC-32 zero-extended, 0 unless CHECKSUMMED
 //! ```
 
-use super::block::{self, Block, MAX_ROWS, Nesting};
+use super::block::{Block, MAX_ROWS, Nesting};
 use super::cursor::Cursor;
+use super::walk;
 use super::{CHECKSUMMED, COMPRESSED, ENCRYPTED, HEADER_SIZE, checksum, corrupt};
 use crate::Result;
 use std::borrow::Cow;
@@ -162,7 +163,7 @@ impl<'b> Page<'b> {
         }
         let mut blocks = Vec::new();
         for i in 0..count {
-            let block = block::read(&mut c, &nesting(i), self.rows)?;
+            let block = walk::read(&mut c, &nesting(i), self.rows)?;
             if block.rows != self.rows {
                 return Err(corrupt(format!(
                     "column {i} of the page at byte {at} has {} rows, the page {}",

@@ -7,21 +7,14 @@
 //! Presto's block builders write an all-null (or empty) fixed-width column as RLE of a one-row
 //! null block.
 
-use super::block::{Block, Kind, Walk};
+use super::block::{Decode, Kind, Rle, Walk};
 use super::budget::{Budget, row_costs};
 use super::corrupt;
 use super::cursor::Cursor;
-use super::decode;
 use crate::Result;
 use arrow_array::{ArrayRef, NullArray, UInt32Array};
 use arrow_schema::DataType;
 use std::sync::Arc;
-
-/// An RLE block.
-pub(super) struct Rle<'a> {
-    /// The one row repeated.
-    pub(super) value: Box<Block<'a>>,
-}
 
 /// Reads the payload of an RLE block that starts at byte `at`.
 pub(super) fn read<'a>(
@@ -53,8 +46,9 @@ pub(super) fn to_array(
     at: usize,
     data_type: &DataType,
     budget: &mut Budget,
+    decode: Decode,
 ) -> Result<ArrayRef> {
-    let value = decode::array(*block.value, data_type, budget)?;
+    let value = decode(*block.value, data_type, budget)?;
     if let DataType::Null = data_type {
         return Ok(Arc::new(NullArray::new(rows)));
     }

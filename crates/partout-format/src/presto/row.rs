@@ -5,23 +5,14 @@
 //!  offsets:i32[rows + 1] (non-null rows before each row)  nulls
 //! ```
 
-use super::block::{Block, Kind, MAX_ROWS, Walk};
+use super::block::{Decode, Kind, MAX_ROWS, Row, Walk, mismatch};
 use super::budget::{Budget, row_costs};
 use super::corrupt;
 use super::cursor::Cursor;
-use super::decode::{self, mismatch};
 use crate::Result;
 use arrow_array::{ArrayRef, StructArray, UInt32Array, new_null_array};
-use arrow_buffer::NullBuffer;
 use arrow_schema::DataType;
 use std::sync::Arc;
-
-/// A ROW block.
-pub(super) struct Row<'a> {
-    /// Each field's values for the non-null rows.
-    pub(super) fields: Vec<Block<'a>>,
-    nulls: Option<NullBuffer>,
-}
 
 /// Reads the payload of a ROW block that starts at byte `at`.
 pub(super) fn read<'a>(
@@ -64,6 +55,7 @@ pub(super) fn to_array(
     at: usize,
     data_type: &DataType,
     budget: &mut Budget,
+    decode: Decode,
 ) -> Result<ArrayRef> {
     let DataType::Struct(fields) = data_type else {
         return Err(mismatch("ROW", data_type, at));
@@ -79,7 +71,7 @@ pub(super) fn to_array(
         .fields
         .into_iter()
         .zip(fields.iter())
-        .map(|(b, f)| decode::array(b, f.data_type(), budget))
+        .map(|(b, f)| decode(b, f.data_type(), budget))
         .collect::<Result<Vec<_>>>()?;
     let children = match &block.nulls {
         // Every row valid: each field already holds a value per row.

@@ -9,10 +9,9 @@
 //! stretch of equal ids (so what partout writes comes back with the same runs), and any other
 //! block one run per row.
 
-use super::block::{Block, Kind};
+use super::block::{Block, Decode, Kind, mismatch};
 use super::budget::{Budget, row_costs};
 use super::corrupt;
-use super::decode::{self, mismatch};
 use crate::Result;
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Int16Type, Int32Type, Int64Type, RunEndIndexType};
@@ -56,6 +55,7 @@ pub(super) fn to_array(
     block: Block<'_>,
     data_type: &DataType,
     budget: &mut Budget,
+    decode: Decode,
 ) -> Result<ArrayRef> {
     let DataType::RunEndEncoded(run_end_field, values_field) = data_type else {
         unreachable!("called for run-end encoded types only")
@@ -64,13 +64,13 @@ pub(super) fn to_array(
     let Block { at, rows, kind, .. } = block;
     let (ends, values): (Vec<usize>, ArrayRef) = match kind {
         Kind::Rle(rle) => {
-            let value = decode::array(*rle.value, value_type, budget)?;
+            let value = decode(*rle.value, value_type, budget)?;
             let runs = usize::from(rows > 0);
             (vec![rows; runs], value.slice(0, runs))
         }
         Kind::Dictionary(block) => {
             let ids: Vec<u32> = block.ids().collect();
-            let entries = decode::array(*block.dictionary, value_type, budget)?;
+            let entries = decode(*block.dictionary, value_type, budget)?;
             let mut ends = Vec::new();
             let mut run_ids = Vec::new();
             for (row, &id) in ids.iter().enumerate() {
@@ -96,7 +96,7 @@ pub(super) fn to_array(
             (ends, values)
         }
         kind => {
-            let values = decode::array(
+            let values = decode(
                 Block {
                     at,
                     rows,

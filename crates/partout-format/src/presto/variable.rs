@@ -4,24 +4,15 @@
 //!  rows:i32  end_offsets:i32[rows]  nulls  total:i32  bytes[total]
 //! ```
 
-use super::block::Kind;
+use super::block::{Kind, Variable, mismatch};
 use super::corrupt;
 use super::cursor::{Cursor, le_i32s};
-use super::decode::mismatch;
 use crate::Result;
 use arrow_array::types::*;
 use arrow_array::{ArrayRef, FixedSizeBinaryArray, GenericByteArray, GenericByteViewArray};
-use arrow_buffer::{NullBuffer, OffsetBuffer, ScalarBuffer};
+use arrow_buffer::{OffsetBuffer, ScalarBuffer};
 use arrow_schema::DataType;
 use std::sync::Arc;
-
-/// A VARIABLE_WIDTH block.
-pub(super) struct Variable<'a> {
-    /// `rows + 1` offsets into `data`, from 0 up to its length.
-    offsets: Vec<i32>,
-    nulls: Option<NullBuffer>,
-    data: &'a [u8],
-}
 
 /// Reads the payload of a VARIABLE_WIDTH block that starts at byte `at`.
 pub(super) fn read<'a>(c: &mut Cursor<'a>, at: usize, limit: usize) -> Result<(usize, Kind<'a>)> {
