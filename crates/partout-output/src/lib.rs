@@ -34,7 +34,8 @@
 //!
 //! Also here: the [`manifest`] (`_manifest.json`, what a run wrote, read back by
 //! [`manifest::Manifest::read`]) and [`SortedRuns`], the sink that spills a worker's rows
-//! sorted by destination and merges them per destination when memory is short.
+//! sorted by destination and merges them per destination when memory is short (each run,
+//! like every spill of rows here, a `spill_file::SpillFile`).
 //!
 //! Inputs are partout-input's: this crate reads its own files back through that crate's
 //! checked readers and object store client, and nothing there depends on anything here.
@@ -55,6 +56,7 @@ mod shuffle;
 mod sort_order;
 mod sorted_runs;
 mod spec;
+mod spill_file;
 mod staged;
 mod statistics;
 

@@ -8,9 +8,10 @@
 //! each destination's rows gathered into messages of a useful size:
 //!
 //! ```text
-//!  spill   every destination's rows, in destination order ─► .runs-NAME-K.arrows
-//!          (an uncompressed Arrow IPC stream cut into chunks of rows, whatever their
-//!           destination) and .runs-NAME-K.rows (each destination's rows in it, u64 LE)
+//!  spill   every destination's rows, in destination order ─► .runs-NAME-XXXXXX.arrows
+//!          (a spill file: an uncompressed Arrow IPC stream cut into chunks of rows, whatever
+//!           their destination) and .runs-NAME-XXXXXX.rows (each destination's rows in it,
+//!           u64 LE)
 //!  merge   destination p: its rows of run 0, run 1, … (one open chunk per run)
 //!          ─► coalesced to messages of `message_bytes` ─► the output's write_batch(p, …)
 //! ```
@@ -19,20 +20,19 @@
 //! with neither the destinations nor the input: when the runs are more than the memory
 //! allows, groups of consecutive runs are first merged into one (the order of every
 //! destination's rows is kept).
-//! The run files are removed once merged, and by `Drop` when the output is abandoned.
+//! The run files are removed once merged, and when the output is dropped unfinished.
 //!
 //! [`Flush::AllAtLimit`]: partout_exchange::Flush::AllAtLimit
 
+use crate::spill_file::{SpillReader, SpillWriter};
 use crate::{io_error, sink_error};
 use arrow_array::RecordBatch;
 use arrow_array::cast::AsArray;
-use arrow_ipc::reader::StreamReader;
-use arrow_ipc::writer::StreamWriter;
 use arrow_schema::{DataType, SchemaRef};
 use arrow_select::coalesce::BatchCoalescer;
 use partout_exchange::{BatchSink, Flushed, SinkCapabilities, WriterError};
 use std::fs::File;
-use std::io::{BufReader, BufWriter, Read};
+use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
 
 /// Bytes each of a run's two files buffers while merging, besides its open chunk.
@@ -73,20 +73,18 @@ impl RunOptions {
     }
 }
 
-/// A spilled run: an Arrow IPC stream of rows in destination order, and each destination's
-/// rows in it.
-#[derive(Debug)]
-struct SpillFile {
-    path: PathBuf,
+/// A spilled run: a spill file of rows in destination order, and each destination's rows in
+/// it (a file beside it); both removed when it is dropped.
+struct SpilledRun {
+    file: crate::spill_file::SpillFile,
     rows_path: PathBuf,
     rows: u64,
     /// Bytes of Arrow data in the run, by the spilled batches' size.
     bytes: u64,
 }
 
-impl SpillFile {
-    fn remove(&self) {
-        let _ = std::fs::remove_file(&self.path);
+impl Drop for SpilledRun {
+    fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.rows_path);
     }
 }
@@ -103,9 +101,8 @@ pub struct SortedRuns<O: BatchSink> {
     name: String,
     destinations: usize,
     options: RunOptions,
-    runs: Vec<SpillFile>,
+    runs: Vec<SpilledRun>,
     spilling: Option<RunWriter>,
-    made: usize,
 }
 
 impl<O: BatchSink> std::fmt::Debug for SortedRuns<O> {
@@ -122,7 +119,7 @@ impl<O: BatchSink> std::fmt::Debug for SortedRuns<O> {
 
 impl<O: BatchSink> SortedRuns<O> {
     /// Runs of batches of `schema` for `destinations` destinations, spilled as
-    /// `DIR/.runs-{name}-{k}.arrows` and merged into `output`.
+    /// `DIR/.runs-{name}-XXXXXX.arrows` and merged into `output`.
     pub fn new(
         output: O,
         schema: SchemaRef,
@@ -140,7 +137,6 @@ impl<O: BatchSink> SortedRuns<O> {
             options,
             runs: Vec::new(),
             spilling: None,
-            made: 0,
         }
     }
 
@@ -156,10 +152,9 @@ impl<O: BatchSink> SortedRuns<O> {
 
     /// A new run file's writer.
     fn start_run(&mut self) -> Result<RunWriter, WriterError> {
-        let path = self.dir.join(format!(".runs-{}-{}", self.name, self.made));
-        self.made += 1;
         RunWriter::try_new(
-            path,
+            &self.dir,
+            &format!(".runs-{}-", self.name),
             self.schema.clone(),
             self.destinations,
             self.options.chunk_bytes,
@@ -181,16 +176,9 @@ impl<O: BatchSink> SortedRuns<O> {
             let merged = merge(&self.runs[at..end], self.destinations, |p, piece| {
                 writer.push(p, piece)
             });
-            let merged = match merged {
-                Ok(()) => writer.finish()?,
-                Err(e) => {
-                    writer.abandon();
-                    return Err(e);
-                }
-            };
-            for run in self.runs.splice(at..end, [merged]) {
-                run.remove();
-            }
+            // A writer dropped unfinished leaves nothing; runs merged go as they are dropped.
+            let merged = merged.and_then(|()| writer.finish())?;
+            drop(self.runs.splice(at..end, [merged]));
             at += 1;
         }
         Ok(())
@@ -245,9 +233,7 @@ impl<O: BatchSink> SortedRuns<O> {
     fn end_run(&mut self) -> Result<(), WriterError> {
         if let Some(run) = self.spilling.take() {
             let run = run.finish()?;
-            if run.rows == 0 {
-                run.remove();
-            } else {
+            if run.rows > 0 {
                 self.runs.push(run);
             }
         }
@@ -326,9 +312,7 @@ impl<O: BatchSink> BatchSink for SortedRuns<O> {
                 .map_err(|e| sink_error(Some(current), e))?;
             drain(current, &mut coalescer)?;
         }
-        for run in self.runs.drain(..) {
-            run.remove();
-        }
+        self.runs.clear();
         self.output.finish(destination_bytes)
     }
 
@@ -341,21 +325,10 @@ impl<O: BatchSink> BatchSink for SortedRuns<O> {
     }
 }
 
-impl<O: BatchSink> Drop for SortedRuns<O> {
-    fn drop(&mut self) {
-        if let Some(run) = &self.spilling {
-            run.abandon();
-        }
-        for run in &self.runs {
-            run.remove();
-        }
-    }
-}
-
 /// Streams the rows of `runs`, destination by destination and, within a destination, run by
 /// run, as slices of the runs' chunks handed to `emit` with their destination.
 fn merge(
-    runs: &[SpillFile],
+    runs: &[SpilledRun],
     destinations: usize,
     mut emit: impl FnMut(usize, RecordBatch) -> Result<(), WriterError>,
 ) -> Result<(), WriterError> {
@@ -376,10 +349,9 @@ fn merge(
 
 /// Writes a run: rows pushed in destination order, coalesced into chunks.
 struct RunWriter {
-    path: PathBuf,
     rows_path: PathBuf,
     schema: SchemaRef,
-    writer: Option<StreamWriter<BufWriter<File>>>,
+    writer: Option<SpillWriter>,
     coalescer: Option<BatchCoalescer>,
     chunk_bytes: usize,
     rows: Vec<u64>,
@@ -389,20 +361,17 @@ struct RunWriter {
 }
 
 impl RunWriter {
-    /// A run written as `{base}.arrows` and `{base}.rows`.
+    /// A run written as `dir/{prefix}XXXXXX.arrows` and `.rows` beside it.
     fn try_new(
-        base: PathBuf,
+        dir: &Path,
+        prefix: &str,
         schema: SchemaRef,
         destinations: usize,
         chunk_bytes: usize,
     ) -> Result<Self, WriterError> {
-        let path = base.with_extension("arrows");
-        let rows_path = base.with_extension("rows");
-        let file = File::create(&path).map_err(io_error(None))?;
-        let writer = StreamWriter::try_new(BufWriter::with_capacity(64 << 10, file), &schema)
-            .map_err(|e| sink_error(None, e))?;
+        let writer = SpillWriter::create(dir, prefix, &schema, None)?;
+        let rows_path = writer.path().with_extension("rows");
         Ok(Self {
-            path,
             rows_path,
             schema,
             writer: Some(writer),
@@ -456,53 +425,40 @@ impl RunWriter {
             return Ok(());
         };
         while let Some(chunk) = coalescer.next_completed_batch() {
-            writer.write(&chunk).map_err(|e| sink_error(None, e))?;
+            writer.write(&chunk)?;
         }
         Ok(())
     }
 
     /// Writes the last chunk, ends the stream and writes the row counts; on failure removes
-    /// what was written.
-    fn finish(mut self) -> Result<SpillFile, WriterError> {
+    /// what was written (the spill file goes with its writer).
+    fn finish(mut self) -> Result<SpilledRun, WriterError> {
         let run = self.write_end();
         if run.is_err() {
-            self.abandon();
+            let _ = std::fs::remove_file(&self.rows_path);
         }
         run
     }
 
-    fn write_end(&mut self) -> Result<SpillFile, WriterError> {
+    fn write_end(&mut self) -> Result<SpilledRun, WriterError> {
         if let Some(coalescer) = self.coalescer.as_mut() {
             coalescer
                 .finish_buffered_batch()
                 .map_err(|e| sink_error(None, e))?;
         }
         self.write_completed()?;
-        let mut writer = self.writer.take().expect("finished once");
-        writer.finish().map_err(|e| sink_error(None, e))?;
-        let file = writer
-            .into_inner()
-            .map_err(|e| sink_error(None, e))?
-            .into_inner()
-            .map_err(|e| io_error(None)(e.into_error()))?;
-        drop(file);
+        let file = self.writer.take().expect("finished once").finish()?;
         let mut counts = Vec::with_capacity(self.rows.len() * 8);
         for rows in &self.rows {
             counts.extend_from_slice(&rows.to_le_bytes());
         }
         std::fs::write(&self.rows_path, counts).map_err(io_error(None))?;
-        Ok(SpillFile {
-            path: self.path.clone(),
+        Ok(SpilledRun {
+            file,
             rows_path: self.rows_path.clone(),
             rows: self.rows.iter().sum(),
             bytes: self.bytes,
         })
-    }
-
-    /// Removes what was written of the run.
-    fn abandon(&self) {
-        let _ = std::fs::remove_file(&self.path);
-        let _ = std::fs::remove_file(&self.rows_path);
     }
 }
 
@@ -530,27 +486,26 @@ fn slice_bytes(batch: &RecordBatch) -> u64 {
 /// Reads a run's rows in order, a chunk at a time, and each destination's row count.
 struct RunReader<'a> {
     path: &'a Path,
-    reader: StreamReader<BufReader<File>>,
+    reader: SpillReader,
     counts: BufReader<File>,
     chunk: Option<RecordBatch>,
     at: usize,
 }
 
 impl<'a> RunReader<'a> {
-    fn try_new(run: &'a SpillFile) -> Result<Self, WriterError> {
-        let damaged = |e: &dyn std::fmt::Display| {
+    fn try_new(run: &'a SpilledRun) -> Result<Self, WriterError> {
+        let counts = File::open(&run.rows_path).map_err(|e| {
             sink_error(
                 None,
-                format!("the spilled run {} cannot be read: {e}", run.path.display()),
+                format!(
+                    "the spilled run {} cannot be read: {e}",
+                    run.rows_path.display()
+                ),
             )
-        };
-        let file = File::open(&run.path).map_err(|e| damaged(&e))?;
-        let reader = StreamReader::try_new(BufReader::with_capacity(READ_BUFFER, file), None)
-            .map_err(|e| damaged(&e))?;
-        let counts = File::open(&run.rows_path).map_err(|e| damaged(&e))?;
+        })?;
         Ok(Self {
-            path: &run.path,
-            reader,
+            path: run.file.path(),
+            reader: run.file.read(READ_BUFFER)?,
             counts: BufReader::with_capacity(READ_BUFFER, counts),
             chunk: None,
             at: 0,
@@ -587,7 +542,7 @@ impl<'a> RunReader<'a> {
                         self.at = 0;
                         continue;
                     }
-                    Some(Err(e)) => return Err(self.damaged(e)),
+                    Some(Err(e)) => return Err(e),
                     None => return Err(self.damaged("it ends before its rows do")),
                 }
             }
@@ -619,7 +574,7 @@ impl<'a> RunReader<'a> {
             match self.reader.next() {
                 Some(Ok(chunk)) if chunk.num_rows() == 0 => {}
                 Some(Ok(_)) => return Err(self.damaged("it holds more rows than were spilled")),
-                Some(Err(e)) => return Err(self.damaged(e)),
+                Some(Err(e)) => return Err(e),
                 None => return Ok(()),
             }
         }

@@ -17,23 +17,22 @@
 use super::WRITE_ROWS;
 #[cfg(test)]
 use crate::SortKey;
+use crate::spill_file::{SpillFile, SpillReader, SpillWriter};
 use crate::{OutputError, SortOrder, sink_error};
 use arrow_array::cast::AsArray;
 use arrow_array::{ArrayRef, RecordBatch};
-use arrow_ipc::reader::StreamReader;
-use arrow_ipc::writer::StreamWriter;
 use arrow_row::{Row, RowConverter, Rows};
 use arrow_schema::{DataType, SchemaRef};
 use arrow_select::interleave::interleave_record_batch;
 use partout_exchange::WriterError;
-use std::fs::File;
-use std::io::{BufReader, BufWriter};
 use std::path::Path;
 use std::sync::Arc;
-use tempfile::NamedTempFile;
 
 /// Runs merged at once, at most.
 const FAN_IN: usize = 16;
+
+/// Bytes each run being merged buffers as it is read (`BufReader`'s default).
+const READ_BUFFER: usize = 8 << 10;
 
 /// Bytes a row costs a chunk besides its values and its key: its place in the order.
 const ORDER_BYTES: usize = 4;
@@ -64,7 +63,7 @@ pub(super) struct Sorter<'a> {
     starts: Vec<usize>,
     values_bytes: usize,
     /// Runs spilled (removed when dropped).
-    runs: Vec<NamedTempFile>,
+    runs: Vec<SpillFile>,
     /// Rows in each batch of a run, once one is spilled.
     run_rows: usize,
 }
@@ -136,14 +135,11 @@ impl<'a> Sorter<'a> {
         }
         let mut runs = std::mem::take(&mut self.runs);
         while runs.len() > FAN_IN {
-            let merged: Vec<NamedTempFile> = runs.drain(..FAN_IN).collect();
-            let (file, mut writer) = self.run_file()?;
-            self.merge(&merged, self.run_rows, &mut |batch| {
-                writer.write(&batch).map_err(|e| self.spill_error(e))
-            })?;
-            writer.finish().map_err(|e| self.spill_error(e))?;
+            let merged: Vec<SpillFile> = runs.drain(..FAN_IN).collect();
+            let mut writer = self.run_file()?;
+            self.merge(&merged, self.run_rows, &mut |batch| writer.write(&batch))?;
             drop(merged);
-            runs.push(file);
+            runs.push(writer.finish()?);
         }
         self.merge(&runs, WRITE_ROWS, &mut |batch| write(&batch))
     }
@@ -197,12 +193,9 @@ impl<'a> Sorter<'a> {
             self.run_rows = (self.memory / (2 * FAN_IN) / row_bytes.max(1)).clamp(1, WRITE_ROWS);
         }
         let order = self.order()?;
-        let (file, mut writer) = self.run_file()?;
-        self.emit_chunk(&order, self.run_rows, &mut |batch| {
-            writer.write(&batch).map_err(|e| self.spill_error(e))
-        })?;
-        writer.finish().map_err(|e| self.spill_error(e))?;
-        self.runs.push(file);
+        let mut writer = self.run_file()?;
+        self.emit_chunk(&order, self.run_rows, &mut |batch| writer.write(&batch))?;
+        self.runs.push(writer.finish()?);
         self.batches.clear();
         self.starts.clear();
         self.keys = self.converter.empty_rows(0, 0);
@@ -210,29 +203,15 @@ impl<'a> Sorter<'a> {
         Ok(())
     }
 
-    /// A new hidden run file in the directory, and an IPC stream writer on it.
-    fn run_file(&self) -> Result<(NamedTempFile, StreamWriter<BufWriter<File>>), WriterError> {
-        let file = tempfile::Builder::new()
-            .prefix(".sorted-run-")
-            .tempfile_in(self.dir)
-            .map_err(|e| self.spill_error(e))?;
-        let handle = file.reopen().map_err(|e| self.spill_error(e))?;
-        let writer = StreamWriter::try_new(BufWriter::new(handle), &self.schema)
-            .map_err(|e| self.spill_error(e))?;
-        Ok((file, writer))
-    }
-
-    fn spill_error(&self, e: impl std::fmt::Display) -> WriterError {
-        sink_error(
-            Some(self.p),
-            format!("spilling or reading back a sorted run: {e}"),
-        )
+    /// A new hidden run file in the directory.
+    fn run_file(&self) -> Result<SpillWriter, WriterError> {
+        SpillWriter::create(self.dir, ".sorted-run-", &self.schema, Some(self.p))
     }
 
     /// Merges `runs` (each in order) into `out`, in batches of `rows` rows.
     fn merge(
         &self,
-        runs: &[NamedTempFile],
+        runs: &[SpillFile],
         rows: usize,
         out: &mut dyn FnMut(RecordBatch) -> Result<(), WriterError>,
     ) -> Result<(), WriterError> {
@@ -241,11 +220,8 @@ impl<'a> Sorter<'a> {
         let mut held: Vec<RecordBatch> = Vec::new();
         let mut cursors = Vec::with_capacity(runs.len());
         for run in runs {
-            let handle = run.reopen().map_err(|e| self.spill_error(e))?;
-            let reader = StreamReader::try_new(BufReader::new(handle), None)
-                .map_err(|e| self.spill_error(e))?;
             let mut cursor = Cursor {
-                reader,
+                reader: run.read(READ_BUFFER)?,
                 keys: self.converter.empty_rows(0, 0),
                 pos: 0,
                 held: 0,
@@ -317,7 +293,7 @@ impl<'a> Sorter<'a> {
         held: &mut Vec<RecordBatch>,
     ) -> Result<bool, WriterError> {
         for batch in cursor.reader.by_ref() {
-            let batch = batch.map_err(|e| self.spill_error(e))?;
+            let batch = batch?;
             if batch.num_rows() == 0 {
                 continue;
             }
@@ -346,7 +322,7 @@ fn key(cursor: &Cursor) -> Row<'_> {
 
 /// A run being merged: its batch being read, with its keys.
 struct Cursor {
-    reader: StreamReader<BufReader<File>>,
+    reader: SpillReader,
     keys: Rows,
     pos: usize,
     /// Where its batch is among those held.
