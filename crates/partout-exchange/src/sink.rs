@@ -167,7 +167,10 @@ impl Sink for MemorySink {
 }
 
 /// Writes destination `p` to `DIR/part-{p:05}.EXT`, through `DIR/.part-{p:05}.EXT.partial`
-/// until [`Sink::finish`] renames the finished files. Files are opened on a destination's first
+/// until [`Sink::finish`] renames the finished files: the plain file sink of a
+/// [`PartitionedWriter`](crate::PartitionedWriter) used on its own, as a library. partout's
+/// outputs (formats, the manifest, a location's commit, rollover, naming) are partout-output's
+/// `OutputSpec`; this sink knows none of them. Files are opened on a destination's first
 /// write: a destination that receives nothing gets no file. Writes go straight to the file,
 /// unbuffered: the writer hands over whole flushes, and thousands of destinations would
 /// otherwise hold thousands of buffers.

@@ -10,7 +10,7 @@
 //!     └─ create(dir, Destinations) ─► dyn OutputWriter
 //!           files    DestinationFiles  one stream file per destination, shared by workers
 //!           shuffle  ShuffleOutput     one data file + index per worker
-//!           staged   StagedParquet     rows staged per worker, then each file written whole
+//!           staged   StagedFiles     rows staged per worker, then each file written whole
 //!                                      (Parquet, or Arrow IPC files partitioning by value)
 //!           flushed  FlushedParquet    Parquet files written as flushed, when their writers
 //!                                      fit the budget (the rest staged)
@@ -77,7 +77,7 @@ pub use shuffle::{
 pub use sort_order::{SortKey, SortOrder};
 pub use sorted_runs::{RunOptions, SortedRuns};
 pub use spec::OutputSpec;
-pub use staged::{ParquetWriterConfig, Sorting, StagedParquet};
+pub use staged::{ParquetWriterConfig, Sorting, StagedFiles};
 pub use statistics::ColumnStatistics;
 
 use arrow_schema::SchemaRef;
@@ -403,7 +403,7 @@ impl OutputSpec {
             staging: STAGING_COMPRESSION,
             chosen: self.parquet_settings().clone(),
         };
-        let mut files = StagedParquet::try_new(dir, &prefix, schema, count, options)?
+        let mut files = StagedFiles::try_new(dir, &prefix, schema, count, options)?
             .with_rollover(self.rollover())
             .with_sorting(Sorting {
                 order: self.sort_order().clone(),
@@ -431,7 +431,7 @@ impl OutputWriter for DestinationFiles {
     }
 }
 
-impl OutputWriter for StagedParquet {
+impl OutputWriter for StagedFiles {
     fn sink(&self, worker: usize) -> Result<Box<dyn BatchSink + Send + '_>, WriterError> {
         Ok(Box::new(self.scratch(worker)?))
     }

@@ -343,7 +343,7 @@ impl OutputSpec {
     ) -> std::result::Result<(), WriterError> {
         match self.format {
             Format::Parquet => {
-                crate::staged::StagedParquet::check_schema(schema)?;
+                crate::staged::StagedFiles::check_schema(schema)?;
                 self.parquet
                     .check_schema(schema)
                     .map_err(|e| crate::sink_error(None, e.to_string()))?;

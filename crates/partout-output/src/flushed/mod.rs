@@ -1,7 +1,7 @@
 //! Parquet files written as the workers flush: [`FlushedParquet`], when the files open at once
 //! fit the memory budget (a few dozen destinations at the default limit).
 //!
-//! Staging ([`StagedParquet`]) writes every row to a scratch file as Arrow IPC and reads it
+//! Staging ([`StagedFiles`]) writes every row to a scratch file as Arrow IPC and reads it
 //! back before it is encoded: on lineitem SF 1 into 64 files, a fifth of the run's CPU went
 //! to that round trip (copies into and out of the page cache, UTF-8 checks of the strings
 //! read back, gathering runs into batches). It is what many destinations need, since a
@@ -13,7 +13,7 @@
 //!  first flushes ─► held, until 64Ki rows tell which columns a dictionary pays for
 //!  worker w ── flush of p ─► lock p ─► p's ArrowWriter ─► finished pages ─► p's page file
 //!                        └─ p was refused a writer (as many open as the budget holds)
-//!                           ─► worker w's scratch file: p is staged, as StagedParquet does
+//!                           ─► worker w's scratch file: p is staged, as StagedFiles does
 //!  rolling over: a full file ends (its footer written) and waits under its hidden name;
 //!               the destination's next file opens with its next rows
 //!  finish ─► each open writer ends its last row group (pages read back) and its file, and
@@ -33,7 +33,7 @@
 //! The writers together are held within their budget: past it, the writer that just wrote
 //! ends its row group.
 
-use super::staged::StagedParquet;
+use super::staged::StagedFiles;
 use super::{
     DICTIONARY_SAMPLE_ROWS, DestinationFile, FileList, Partial, ShuffleFile, contained, io_error,
     sink_error,
@@ -179,7 +179,7 @@ struct Sample {
 /// destinations as the budget holds writers for; the rest staged. See the module's
 /// documentation.
 pub struct FlushedParquet {
-    staged: StagedParquet,
+    staged: StagedFiles,
     slots: Vec<Mutex<Slot>>,
     /// The most the open writers may hold together (their `memory_size`).
     budget: usize,
@@ -212,10 +212,10 @@ impl std::fmt::Debug for FlushedParquet {
 impl FlushedParquet {
     /// What each open writer of batches of `schema` is planned to hold: see
     /// [`new`](Self::new); `u64::MAX` for a schema Parquet cannot carry (which the output refuses, naming the
-    /// column: [`StagedParquet::check_schema`]).
+    /// column: [`StagedFiles::check_schema`]).
     pub fn writer_bytes(schema: &SchemaRef) -> u64 {
         // Checked first: the parquet crate's schema conversion panics on some of them.
-        if StagedParquet::check_schema(schema).is_err() {
+        if StagedFiles::check_schema(schema).is_err() {
             return u64::MAX;
         }
         let Ok(parquet) = parquet::arrow::ArrowSchemaConverter::new().convert(schema) else {
@@ -239,7 +239,7 @@ impl FlushedParquet {
     /// bytes together: as many writers open as `budget` holds at
     /// [`writer_bytes`](Self::writer_bytes) each (at least one); destinations met past them
     /// are staged.
-    pub fn new(staged: StagedParquet, budget: usize) -> Self {
+    pub fn new(staged: StagedFiles, budget: usize) -> Self {
         let writers = (budget as u64 / Self::writer_bytes(&staged.schema())).max(1) as usize;
         let destinations = staged.destinations();
         Self {
@@ -498,7 +498,7 @@ impl FlushedParquet {
 
     /// Ends every file: the sample's destinations written (when the input ended before the
     /// sample was full), each open writer closed, on `threads` threads; then the staged
-    /// destinations' files. Files are named as [`StagedParquet::finish_named`] names them.
+    /// destinations' files. Files are named as [`StagedFiles::finish_named`] names them.
     ///
     /// # Errors
     /// Parquet and IO errors naming the destination; [`WriterError::Failed`] when cancelled.

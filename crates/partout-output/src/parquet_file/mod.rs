@@ -1,7 +1,7 @@
 //! One Parquet file being written: [`ParquetFile`], the one way partout's outputs write
 //! Parquet, whether a destination's file is written as the workers flush
 //! ([`FlushedParquet`](crate::FlushedParquet)) or from its staged rows
-//! ([`StagedParquet`](crate::StagedParquet)).
+//! ([`StagedFiles`](crate::StagedFiles)).
 //!
 //! ```text
 //!  create(path, properties, pages?) ─► write(batch)… ─► [end_row_group] ─► end

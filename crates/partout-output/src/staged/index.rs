@@ -1,4 +1,4 @@
-//! The staged rows' index: where each destination's runs lie in the workers' scratch files,
+//! The staged rows' index: where each destination's ranges lie in the workers' scratch files,
 //! read from their shuffle indexes once the workers are done ([`RangeIndex::read`]).
 
 use super::scratch_paths;
@@ -30,15 +30,15 @@ pub(super) struct ScratchRange {
 /// four times as much).
 #[derive(Debug)]
 pub(super) struct RangeIndex {
-    runs: Vec<ScratchRange>,
-    /// Where each destination's runs start in `runs`, and their end.
+    ranges: Vec<ScratchRange>,
+    /// Where each destination's ranges start in `ranges`, and their end.
     starts: Vec<usize>,
 }
 
 impl RangeIndex {
-    /// Destination `p`'s runs, worker by worker, in stream order.
+    /// Destination `p`'s ranges, worker by worker, in stream order.
     pub(super) fn of(&self, p: usize) -> &[ScratchRange] {
-        &self.runs[self.starts[p]..self.starts[p + 1]]
+        &self.ranges[self.starts[p]..self.starts[p + 1]]
     }
 
     /// Destination `p`'s bytes in the scratch files.
@@ -48,7 +48,7 @@ impl RangeIndex {
 }
 
 impl RangeIndex {
-    /// The runs of the first `used` of `destinations` destinations in the scratch files of
+    /// The ranges of the first `used` of `destinations` destinations in the scratch files of
     /// `workers` (sorted) in `dir`, and the scratch data files' paths, by worker.
     ///
     /// # Errors
@@ -60,7 +60,7 @@ impl RangeIndex {
         destinations: usize,
         used: usize,
     ) -> Result<(Self, Vec<PathBuf>), WriterError> {
-        let mut runs: Vec<ScratchRange> = Vec::new();
+        let mut ranges: Vec<ScratchRange> = Vec::new();
         let mut data_paths = Vec::with_capacity(workers.len());
         for (i, &w) in workers.iter().enumerate() {
             let (data, index) = scratch_paths(dir, w);
@@ -87,7 +87,7 @@ impl RangeIndex {
                 }
                 // Ranges of a destination that follow each other in the file are read as one,
                 // up to a size: a range is read whole into memory.
-                match runs.last_mut() {
+                match ranges.last_mut() {
                     Some(last)
                         if last.worker == worker
                             && last.destination == r.destination
@@ -97,7 +97,7 @@ impl RangeIndex {
                         last.len += r.len;
                         last.rows += r.rows;
                     }
-                    _ => runs.push(ScratchRange {
+                    _ => ranges.push(ScratchRange {
                         destination: r.destination,
                         worker,
                         offset: r.offset,
@@ -126,16 +126,16 @@ impl RangeIndex {
             }
             data_paths.push(data);
         }
-        // Stable: each worker's runs of a destination stay in stream order.
-        runs.sort_by_key(|r| (r.destination, r.worker));
+        // Stable: each worker's ranges of a destination stay in stream order.
+        ranges.sort_by_key(|r| (r.destination, r.worker));
         let mut starts = Vec::with_capacity(used + 1);
         let mut at = 0;
         for p in 0..=used {
-            while at < runs.len() && (runs[at].destination as usize) < p {
+            while at < ranges.len() && (ranges[at].destination as usize) < p {
                 at += 1;
             }
             starts.push(at);
         }
-        Ok((RangeIndex { runs, starts }, data_paths))
+        Ok((RangeIndex { ranges, starts }, data_paths))
     }
 }

@@ -1,5 +1,6 @@
-//! Parquet output through staging: [`StagedParquet`] (which writes Arrow IPC files the same
-//! way when asked: [`StagedParquet::with_ipc_output`]).
+//! Files written whole from staged rows: [`StagedFiles`], each destination's Parquet file (a
+//! [`ParquetFile`](crate::parquet_file::ParquetFile) per part), or its Arrow IPC file when
+//! asked ([`StagedFiles::with_ipc_output`]).
 //!
 //! A Parquet writer holds its open row group in memory (encoded pages, dictionaries) until
 //! the row group ends. With one writer open per destination, thousands of destinations under
@@ -9,18 +10,18 @@
 //!
 //! ```text
 //!  staging  worker w ── flushes ──► .scratch-w.data + .scratch-w.index (a ShuffleFile:
-//!                                   each destination's runs as an Arrow IPC stream)
-//!  writing  thread t ── destination p: its runs of every scratch file, in order
-//!                       ─► decoded ─► coalesced ─► ArrowWriter ─► part-p.parquet
+//!                                   each destination's ranges as an Arrow IPC stream)
+//!  writing  thread t ── destination p: its ranges of every scratch file, in order
+//!                       ─► decoded ─► coalesced ─► ParquetFile ─► part-p.parquet
 //!                          (or part-p-00000.parquet, part-p-00001.parquet … rolling over)
 //! ```
 //!
 //! While writing, each thread holds one open row group (bounded by
-//! [`ParquetWriterConfig::row_group_bytes`] and the properties' row count), one run's bytes and its
-//! decoded batch: memory no longer grows with the destination count. The scratch files are
+//! [`ParquetWriterConfig::row_group_bytes`] and the properties' row count), one range's bytes
+//! and its decoded batch: memory no longer grows with the destination count. The scratch files are
 //! removed once every file is written, and by `Drop` when the output is abandoned.
 //!
-//! Modules: `index` (where each destination's runs lie in the scratch files), `scratch`
+//! Modules: `index` (where each destination's ranges lie in the scratch files), `scratch`
 //! (reading them back), `part` (a destination's files as they are written and closed),
 //! `dictionary` (whether a column's dictionary pays).
 
@@ -33,7 +34,7 @@ mod sort;
 use dictionary::dictionary_pays;
 use index::{RangeIndex, ScratchRange};
 use part::StagedParts;
-use scratch::{ScratchReaders, decode_runs};
+use scratch::{ScratchReaders, decode_ranges};
 use sort::Sorter;
 pub use sort::Sorting;
 
@@ -81,7 +82,7 @@ pub struct ParquetWriterConfig {
 /// Parquet files `DIR/{prefix}-{p:05}.parquet`, one per destination, written from rows that
 /// workers first stage in scratch files of their own ([`scratch`](Self::scratch)); see the
 /// module's documentation. Files are written as `.NAME.partial` and renamed when whole.
-pub struct StagedParquet {
+pub struct StagedFiles {
     dir: PathBuf,
     prefix: String,
     schema: SchemaRef,
@@ -97,9 +98,9 @@ pub struct StagedParquet {
     scratch: Mutex<Vec<usize>>,
 }
 
-impl std::fmt::Debug for StagedParquet {
+impl std::fmt::Debug for StagedFiles {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StagedParquet")
+        f.debug_struct("StagedFiles")
             .field("dir", &self.dir)
             .field("prefix", &self.prefix)
             .field("destinations", &self.destinations)
@@ -107,7 +108,7 @@ impl std::fmt::Debug for StagedParquet {
     }
 }
 
-impl StagedParquet {
+impl StagedFiles {
     /// Parquet files for `destinations` destinations of batches of `schema` in `dir`.
     ///
     /// # Errors
@@ -358,10 +359,10 @@ impl StagedParquet {
             .map_err(|_| sink_error(None, "a worker panicked while creating its scratch file"))?
             .clone();
         workers.sort_unstable();
-        // Each destination's runs: the index, not the rows, is held in memory.
-        let (runs, data_paths) = RangeIndex::read(&self.dir, &workers, self.destinations, used)?;
+        // Each destination's ranges: the index, not the rows, is held in memory.
+        let (ranges, data_paths) = RangeIndex::read(&self.dir, &workers, self.destinations, used)?;
         if let Some(p) =
-            (0..used).find(|&p| written[p].is_some() && runs.of(p).iter().any(|r| r.rows > 0))
+            (0..used).find(|&p| written[p].is_some() && ranges.of(p).iter().any(|r| r.rows > 0))
         {
             return Err(sink_error(
                 Some(p),
@@ -369,13 +370,13 @@ impl StagedParquet {
             ));
         }
         let mut order: Vec<usize> = (0..used).filter(|&p| written[p].is_none()).collect();
-        order.sort_by_key(|&p| std::cmp::Reverse(runs.bytes(p)));
+        order.sort_by_key(|&p| std::cmp::Reverse(ranges.bytes(p)));
         let properties = match (properties, order.first().filter(|_| self.ipc.is_none())) {
             (Some(properties), _) => properties,
             (None, Some(&p)) => contained(p, || {
                 self.with_dictionaries_that_pay(
                     p,
-                    runs.of(p),
+                    ranges.of(p),
                     &mut ScratchReaders::new(&data_paths),
                 )
             })?,
@@ -405,7 +406,7 @@ impl StagedParquet {
                         match self.write_destination(
                             p,
                             &names[p],
-                            runs.of(p),
+                            ranges.of(p),
                             &mut readers,
                             &properties,
                         ) {
@@ -450,14 +451,14 @@ impl StagedParquet {
         Ok(files)
     }
 
-    /// Writes destination `p`'s files, named after `name`, from its runs: one, or several
+    /// Writes destination `p`'s files, named after `name`, from its ranges: one, or several
     /// as they roll over. A destination without rows gets one file of the schema alone. A
     /// file not ended is removed when dropped (a failure, a panic contained).
     fn write_destination(
         &self,
         p: usize,
         name: &str,
-        runs: &[ScratchRange],
+        ranges: &[ScratchRange],
         readers: &mut ScratchReaders<'_>,
         properties: &WriterProperties,
     ) -> Result<FileList, WriterError> {
@@ -471,10 +472,10 @@ impl StagedParquet {
             let mut files = Rolling::new(self.rollover);
             let mut write = |batch: &RecordBatch| files.write(batch, &mut parts);
             match &self.sorting {
-                None => self.gather_runs(p, runs, readers, &mut write)?,
+                None => self.gather_ranges(p, ranges, readers, &mut write)?,
                 Some(sorting) => {
                     let mut sorter = Sorter::try_new(p, self.schema.clone(), sorting, &self.dir)?;
-                    decode_runs(p, runs, readers, &mut |batch| {
+                    decode_ranges(p, ranges, readers, &mut |batch| {
                         sorter.push(batch).map(|()| true)
                     })?;
                     sorter.finish(&mut write)?;
@@ -484,12 +485,12 @@ impl StagedParquet {
         })
     }
 
-    /// Decodes destination `p`'s runs and hands them to `write` gathered into batches of
-    /// [`WRITE_ROWS`] rows (a run of a few rows costs each write its fixed cost per column).
-    fn gather_runs(
+    /// Decodes destination `p`'s ranges and hands them to `write` gathered into batches of
+    /// [`WRITE_ROWS`] rows (a range of a few rows costs each write its fixed cost per column).
+    fn gather_ranges(
         &self,
         p: usize,
-        runs: &[ScratchRange],
+        ranges: &[ScratchRange],
         readers: &mut ScratchReaders<'_>,
         write: &mut dyn FnMut(&RecordBatch) -> Result<(), WriterError>,
     ) -> Result<(), WriterError> {
@@ -506,7 +507,7 @@ impl StagedParquet {
             }
             Ok(())
         };
-        decode_runs(p, runs, readers, &mut |batch| {
+        decode_ranges(p, ranges, readers, &mut |batch| {
             push(Some(batch)).map(|()| true)
         })?;
         push(None)
@@ -517,12 +518,12 @@ impl StagedParquet {
     fn with_dictionaries_that_pay(
         &self,
         p: usize,
-        runs: &[ScratchRange],
+        ranges: &[ScratchRange],
         readers: &mut ScratchReaders<'_>,
     ) -> Result<WriterProperties, WriterError> {
         let mut sample = Vec::new();
         let mut rows = 0;
-        decode_runs(p, runs, readers, &mut |batch| {
+        decode_ranges(p, ranges, readers, &mut |batch| {
             rows += batch.num_rows();
             sample.push(batch);
             Ok(rows < DICTIONARY_SAMPLE_ROWS)
@@ -555,7 +556,7 @@ impl StagedParquet {
     }
 }
 
-impl Drop for StagedParquet {
+impl Drop for StagedFiles {
     /// Removes the scratch files, whether the files were written or the output abandoned.
     fn drop(&mut self) {
         let workers = match self.scratch.get_mut() {

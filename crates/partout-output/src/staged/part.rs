@@ -2,7 +2,7 @@
 //! [`ParquetFile`], or an Arrow IPC file), writes the destination's gathered batches into it and,
 //! once it is full or the rows end, closes it and renames it to its name.
 
-use super::StagedParquet;
+use super::StagedFiles;
 use crate::parquet_file::ParquetFile;
 use crate::rollover::{PartFile, Parts};
 use crate::{DestinationFile, Partial, io_error, sink_error, statistics};
@@ -56,7 +56,7 @@ impl PartFile for StagedPart {
 
 /// Destination `p`'s way to open, write and close its files, named after `name`.
 pub(super) struct StagedParts<'a> {
-    pub(super) staged: &'a StagedParquet,
+    pub(super) staged: &'a StagedFiles,
     pub(super) p: usize,
     pub(super) name: &'a str,
     pub(super) properties: &'a WriterProperties,
@@ -124,7 +124,7 @@ impl Parts for StagedParts<'_> {
             .place(&self.staged.dir().join(&name))
             .map_err(io_error(Some(p)))?;
         // A file that does not roll over is named by its writer's caller, which owns the
-        // name (see `StagedParquet::finish_rest`).
+        // name (see `StagedFiles::finish_rest`).
         if self.staged.rollover.is_set() {
             ended.name = name;
         }

@@ -1,5 +1,6 @@
 //! Reading staged rows back: each thread's handles on the workers' scratch files
-//! ([`ScratchReaders`]), and a destination's runs decoded batch by batch ([`decode_runs`]).
+//! ([`ScratchReaders`]), and a destination's ranges decoded batch by batch
+//! ([`decode_ranges`]).
 
 use super::index::ScratchRange;
 use crate::sink_error;
@@ -11,24 +12,24 @@ use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::PathBuf;
 
-/// Decodes destination `p`'s runs (sorted by worker), worker by worker, each batch handed to `each` until it
+/// Decodes destination `p`'s ranges (sorted by worker), worker by worker, each batch handed to `each` until it
 /// returns `false`. Checks that the rows decoded are the rows the index lists.
-pub(super) fn decode_runs(
+pub(super) fn decode_ranges(
     p: usize,
-    runs: &[ScratchRange],
+    ranges: &[ScratchRange],
     readers: &mut ScratchReaders<'_>,
     each: &mut dyn FnMut(RecordBatch) -> Result<bool, WriterError>,
 ) -> Result<(), WriterError> {
     let mut bytes = Vec::new();
-    for worker_runs in runs.chunk_by(|a, b| a.worker == b.worker) {
-        let w = worker_runs[0].worker as usize;
-        // Each worker's runs of a destination are one IPC stream, schema first.
+    for worker_ranges in ranges.chunk_by(|a, b| a.worker == b.worker) {
+        let w = worker_ranges[0].worker as usize;
+        // Each worker's ranges of a destination are one IPC stream, schema first.
         let mut decoder = StreamDecoder::new();
         let mut expected = 0u64;
         let mut decoded = 0u64;
         for &ScratchRange {
             offset, len, rows, ..
-        } in worker_runs
+        } in worker_ranges
         {
             expected += rows;
             readers.read(w, offset, len, &mut bytes, p)?;
@@ -47,8 +48,8 @@ pub(super) fn decode_runs(
                 }
             }
             drop(buffer);
-            // Once the batches are written and gone, the next run is read into the same
-            // memory: a fresh allocation per run is memory the allocator hands back to the
+            // Once the batches are written and gone, the next range is read into the same
+            // memory: a fresh allocation per range is memory the allocator hands back to the
             // system and faults in again (a tenth of the time spent writing, measured).
             bytes = whole.into_vec().unwrap_or_default();
         }
@@ -110,7 +111,7 @@ impl<'a> ScratchReaders<'a> {
             .map_err(failed)
     }
 
-    /// Destination `p`'s runs in scratch file `w` do not decode: an error naming the file.
+    /// Destination `p`'s ranges in scratch file `w` do not decode: an error naming the file.
     fn damaged(&self, w: usize, p: usize, e: impl std::fmt::Display) -> WriterError {
         sink_error(
             Some(p),

@@ -12,7 +12,7 @@ use partout_exchange::BatchSink;
 use partout_format::ipc::Compression;
 use partout_output::FileList;
 use partout_output::{
-    DestinationFile, FlushedParquet, PAGE_ROWS, ParquetWriterConfig, StagedParquet,
+    DestinationFile, FlushedParquet, PAGE_ROWS, ParquetWriterConfig, StagedFiles,
 };
 use std::path::Path;
 use std::sync::Arc;
@@ -28,7 +28,7 @@ fn output(dir: &Path, destinations: usize, budget: usize) -> FlushedParquet {
         chosen: Default::default(),
     };
     let staged =
-        StagedParquet::try_new(dir, "part", rows(0, 1).schema(), destinations, options).unwrap();
+        StagedFiles::try_new(dir, "part", rows(0, 1).schema(), destinations, options).unwrap();
     FlushedParquet::new(staged, budget)
 }
 

@@ -7,7 +7,7 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::file::properties::WriterProperties;
 use partout_exchange::BatchSink;
 use partout_format::ipc::Compression;
-use partout_output::{ParquetWriterConfig, StagedParquet};
+use partout_output::{ParquetWriterConfig, StagedFiles};
 use partout_testkit::error_chain;
 use std::path::Path;
 use std::sync::Arc;
@@ -53,7 +53,7 @@ fn names(dir: &Path) -> Vec<String> {
 
 /// Stages rows `0..total` over `destinations` destinations (row `i` to `i % destinations`) by
 /// two workers (even and odd batches of `batch` rows).
-fn stage(staged: &StagedParquet, total: i64, batch: i64, destinations: usize) {
+fn stage(staged: &StagedFiles, total: i64, batch: i64, destinations: usize) {
     let mut workers = [staged.scratch(0).unwrap(), staged.scratch(1).unwrap()];
     for (b, start) in (0..total).step_by(batch as usize).enumerate() {
         let rows = rows(start, batch.min(total - start));
@@ -87,7 +87,7 @@ fn every_staged_row_lands_once_in_large_row_groups_and_the_scratch_is_removed() 
 fn staged_rows_land_once(options: ParquetWriterConfig) {
     let dir = tempfile::tempdir().unwrap();
     let destinations = 3;
-    let staged = StagedParquet::try_new(
+    let staged = StagedFiles::try_new(
         dir.path(),
         "part",
         rows(0, 1).schema(),
@@ -167,8 +167,7 @@ fn staged_rows_land_once(options: ParquetWriterConfig) {
 fn a_damaged_scratch_file_is_an_error_naming_it_and_leaves_no_scratch() {
     let dir = tempfile::tempdir().unwrap();
     let staged =
-        StagedParquet::try_new(dir.path(), "part", rows(0, 1).schema(), 2, options(1 << 20))
-            .unwrap();
+        StagedFiles::try_new(dir.path(), "part", rows(0, 1).schema(), 2, options(1 << 20)).unwrap();
     stage(&staged, 20_000, 1000, 2);
     // Worker 1's data, overwritten past its first bytes (the schema message stays whole).
     let (data, _) = staged.scratch_paths(1);
@@ -195,8 +194,7 @@ fn a_damaged_scratch_file_is_an_error_naming_it_and_leaves_no_scratch() {
 fn cancelled_writing_stops_and_leaves_no_scratch() {
     let dir = tempfile::tempdir().unwrap();
     let staged =
-        StagedParquet::try_new(dir.path(), "part", rows(0, 1).schema(), 4, options(1 << 20))
-            .unwrap();
+        StagedFiles::try_new(dir.path(), "part", rows(0, 1).schema(), 4, options(1 << 20)).unwrap();
     stage(&staged, 8_000, 1000, 4);
     let err = staged.finish(2, &|| true).unwrap_err();
     assert!(
@@ -218,7 +216,7 @@ fn a_schema_parquet_cannot_carry_is_refused_at_once() {
         arrow_schema::DataType::Struct(arrow_schema::Fields::empty()),
         true,
     )]));
-    let err = StagedParquet::try_new(dir.path(), "part", schema, 2, options(1 << 20)).unwrap_err();
+    let err = StagedFiles::try_new(dir.path(), "part", schema, 2, options(1 << 20)).unwrap_err();
     let chain = error_chain(&err);
     assert!(chain.contains("empty struct"), "{chain}");
     assert!(names(dir.path()).is_empty(), "{:?}", names(dir.path()));
@@ -249,7 +247,7 @@ fn types_parquet_cannot_carry_are_refused_by_column() {
             Field::new("id", DataType::Int64, false),
             Field::new("bad", data_type.clone(), true),
         ]);
-        let err = error_chain(&StagedParquet::check_schema(&schema).unwrap_err());
+        let err = error_chain(&StagedFiles::check_schema(&schema).unwrap_err());
         assert!(
             err.contains("Parquet files cannot carry column \"bad\""),
             "{data_type}: {err}"
@@ -263,7 +261,7 @@ fn types_parquet_cannot_carry_are_refused_by_column() {
         };
         let schema = Schema::new(vec![Field::new("c", data_type.clone(), true)]);
         assert_eq!(
-            StagedParquet::check_schema(&schema).is_ok(),
+            StagedFiles::check_schema(&schema).is_ok(),
             carried,
             "{data_type}"
         );
