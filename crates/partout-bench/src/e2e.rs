@@ -16,6 +16,9 @@ use arrow_array::RecordBatch;
 use partout_job::{Compression, JobOptions, repartition};
 use std::path::PathBuf;
 
+/// The memory limit each timed run holds to.
+pub const MEMORY_LIMIT: u64 = 512 << 20;
+
 /// Options of `partout bench e2e`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct E2eBenchOptions {
@@ -165,7 +168,7 @@ pub fn run(options: &E2eBenchOptions) -> Result<()> {
                 .with_keys([&options.by])
                 .with_threads(usize::from(*threads))
                 .with_compression(options.compression)
-                .with_memory_limit(512 << 20)
+                .with_memory_limit(MEMORY_LIMIT)
                 .with_overwrite(true),
         )?;
         let manifest = &report.manifest;
