@@ -138,7 +138,13 @@ fn with_allocator_options() {
         Some("bench") => cfg!(feature = "bench") && args.get(1).is_some_and(|a| a == "e2e"),
         _ => false,
     };
-    if !files || std::env::var_os("MIMALLOC_PURGE_DELAY").is_some() {
+    // Each option not already in the environment (after the run again, none).
+    let unset = |name: &str| std::env::var_os(name).is_none();
+    let (delay_unset, arenas_unset) = (
+        unset("MIMALLOC_PURGE_DELAY"),
+        unset("MIMALLOC_ARENA_EAGER_COMMIT"),
+    );
+    if !files || !(delay_unset || arenas_unset) {
         return;
     }
     // The memory limit the run holds to (arguments that do not parse are reported by `main`,
@@ -157,9 +163,11 @@ fn with_allocator_options() {
     };
     let delay = purge_delay_ms(limit).to_string();
     let options = [
-        ("MIMALLOC_PURGE_DELAY", delay.as_str()),
-        ("MIMALLOC_ARENA_EAGER_COMMIT", "0"),
-    ];
+        ("MIMALLOC_PURGE_DELAY", delay.as_str(), delay_unset),
+        ("MIMALLOC_ARENA_EAGER_COMMIT", "0", arenas_unset),
+    ]
+    .into_iter()
+    .filter_map(|(name, value, unset)| unset.then_some((name, value)));
     let Ok(exe) = std::env::current_exe() else {
         return;
     };
