@@ -6,7 +6,7 @@
 //! ```
 //!
 //! Every length, count, offset and id read is checked against the bytes that remain and
-//! against what it indexes: malformed input is a [`FormatError::Corrupt`] naming what and
+//! against what it indexes: malformed input is a [`FormatError::Corrupt`](crate::FormatError::Corrupt) naming what and
 //! where, never a panic, a stack overflow or an allocation the input does not pay for.
 
 use super::block::{Block, Kind, Nesting};
@@ -25,10 +25,10 @@ use std::sync::Arc;
 /// each level.
 ///
 /// # Errors
-/// [`FormatError::Corrupt`] naming what is wrong and where: a truncated page, impossible sizes
+/// [`FormatError::Corrupt`](crate::FormatError::Corrupt) naming what is wrong and where: a truncated page, impossible sizes
 /// or counts, a checksum mismatch, an unknown encoding, bad offsets or ids, blocks nested
 /// deeper than the schema allows, a column count or an encoding that does not fit `schema`.
-/// [`FormatError::TooLarge`] when RLE, DICTIONARY or ROW blocks would repeat more bytes than
+/// [`FormatError::TooLarge`](crate::FormatError::TooLarge) when RLE, DICTIONARY or ROW blocks would repeat more bytes than
 /// the page's size allows (see [`decode_pages`]).
 pub fn decode_page(bytes: &[u8], schema: &Schema) -> Result<(RecordBatch, usize)> {
     decode_at(bytes, 0, schema, &mut Budget::new())
