@@ -50,6 +50,7 @@ Python libraries to bench/.venv's (bench/e2e.sh installs them).
 import argparse
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -210,6 +211,21 @@ def size(path):
     return len(sizes), sum(sizes), max(sizes, default=0)
 
 
+def case_key(name):
+    """A case's name without the commas between digits: "~2,500 values" is "~2500 values"."""
+    return re.sub(r"(?<=\d),(?=\d{3})", "", name.strip())
+
+
+def case_names(spec):
+    """The cases a --cases list names (commas between digits belong to a name), each checked."""
+    wanted = [case_key(c) for c in re.split(r",(?!\d{3})", spec) if c.strip()]
+    known = {case_key(c) for c, _ in CASES}
+    unknown = [c for c in wanted if c not in known]
+    if unknown:
+        sys.exit(f"unknown case(s) {unknown}: the cases are {[c for c, _ in CASES]}")
+    return wanted
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--input", default=ROOT / "target" / "bench-data" / "lineitem-sf1.parquet",
@@ -223,8 +239,9 @@ def main():
                     help="where the outputs go (removed at the end); see above")
     ap.add_argument("--max-bytes-per-file", type=int, default=None,
                     help="roll files over at about this many bytes (see above)")
-    ap.add_argument("--cases", default=",".join(c for c, _ in CASES).replace("~2,500", "~2500"),
-                    help="which cases, by name (~2500 for ~2,500)")
+    ap.add_argument("--cases", default=",".join(c for c, _ in CASES),
+                    help="which cases, by name, comma-separated (a comma between digits is "
+                         "part of a name: '10,000 values' and '10000 values' are one case)")
     ap.add_argument("--sort-by", default=None,
                     help="sort each file's rows by these columns, ascending (see above)")
     ap.add_argument("--memory-limit", default=None, help="partout's memory limit")
@@ -238,7 +255,7 @@ def main():
     MEMORY_LIMIT = args.memory_limit
     if (MAX_BYTES or SORT_BY) and "pyarrow" in args.only.split(","):
         args.only = ",".join(n for n in args.only.split(",") if n != "pyarrow")
-    wanted = [c.replace("~2500", "~2,500") for c in args.cases.split(",")]
+    wanted = case_names(args.cases)
     names = args.only.split(",")
     cpu = python_partition.cpu()
     print(f"partitioning by value: {args.input.name}, {args.threads} threads, {cpu}, "
@@ -247,7 +264,7 @@ def main():
           + (f", partout's memory limit {MEMORY_LIMIT}" if MEMORY_LIMIT else ""), flush=True)
     results = []
     for case, cols in CASES:
-        if case not in wanted:
+        if case_key(case) not in wanted:
             continue
         runs = {n: [] for n in names}
         checked = {}
