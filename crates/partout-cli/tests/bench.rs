@@ -96,6 +96,52 @@ fn the_demo_checks_and_reports_without_duckdb() {
     // The in-memory line and one on-disk line, each with a speedup; DuckDB said missing.
     assert_eq!(speedup_lines(&text), 2, "{text}");
     assert!(text.contains("DuckDB not found"), "{text}");
+    assert_memory_rate_counts_every_pass(&text);
+}
+
+/// The number in `text` just before `before` (a run of digits and dots).
+fn number_before(text: &str, before: &str) -> f64 {
+    let head = &text[..text
+        .find(before)
+        .unwrap_or_else(|| panic!("{before:?} in {text}"))];
+    let head = head.trim_end();
+    let start = head
+        .char_indices()
+        .rfind(|&(_, c)| !(c.is_ascii_digit() || c == '.'))
+        .map_or(0, |(i, c)| i + c.len_utf8());
+    head[start..]
+        .parse()
+        .unwrap_or_else(|_| panic!("a number before {before:?} in {text}"))
+}
+
+/// The in-memory line's partout rate is the rows every pass streamed over partout's median
+/// time, both printed in the demo's note (a rate of the rows of one pass is a third of it).
+fn assert_memory_rate_counts_every_pass(text: &str) {
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("in memory:"))
+        .unwrap_or_else(|| panic!("an in-memory line in {text}"));
+    let printed: f64 = line
+        .split_once("streams")
+        .and_then(|(_, rest)| rest.split_whitespace().next()?.parse().ok())
+        .unwrap_or_else(|| panic!("partout's Mrow/s in {line:?}"));
+    let rows = number_before(text, " rows, in partout's median");
+    let seconds = number_before(text, " s. On disk");
+    // Printed to 0.1 Mrow/s, from a median printed to the millisecond: the rate lies between
+    // those of the median's bounds, give or take the rate's rounding.
+    let (low, high) = (
+        rows / (seconds + 0.0005) / 1e6 - 0.05,
+        rows / (seconds - 0.0005).max(1e-9) / 1e6 + 0.05,
+    );
+    assert!(
+        (low..=high).contains(&printed),
+        "printed {printed} Mrow/s; {rows} rows in {seconds} s is {low:.2}-{high:.2} ({line:?})"
+    );
+    let table = number_before(text, " rows, 16 columns");
+    assert!(
+        rows >= 2.0 * table,
+        "each run streams the table more than once: {rows} rows of {table}"
+    );
 }
 
 /// The DuckDB comparison, with the Python `./run-tests` installs DuckDB into
