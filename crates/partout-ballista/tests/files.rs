@@ -385,10 +385,22 @@ async fn a_zstd_level_reaches_partouts_files_and_ballistas_own_stages_still_run(
 /// A stage rolled back after a lost executor runs again with the same task ids, so two
 /// executions of one task can meet on one executor: the earlier attempt's (its cancel not yet
 /// arrived) and the new one's, writing the same files. Whichever finishes last, the files in
-/// place are the newer execution's, and the earlier one's is refused with an error saying why;
-/// nothing else is left in the task's directory.
+/// place are the newer execution's, and the earlier one is refused with an error saying why,
+/// whether it finishes after the newer one or before it. Nothing else is left in the task's
+/// directory.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rolled_back_attempt_of_a_task_never_replaces_the_newer_ones_files() {
+    rolled_back_attempt(true).await;
+}
+
+/// The other order (see above): a guard that keeps whichever files came first fails here.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rolled_back_attempt_finishing_first_is_refused_and_the_newer_ones_files_stay() {
+    rolled_back_attempt(false).await;
+}
+
+/// Two attempts of one task, the newer finishing first when `newer_first`, else last.
+async fn rolled_back_attempt(newer_first: bool) {
     let engine = PartoutEngine::new();
     let work = tempfile::tempdir().unwrap();
     let work_dir = work.path().to_str().unwrap();
@@ -414,9 +426,17 @@ async fn a_rolled_back_attempt_of_a_task_never_replaces_the_newer_ones_files() {
     };
     let earlier = attempt(0);
     let newer = attempt(1_000_000);
-    // The newer finishes first; the earlier, finishing after it, must not replace its files.
-    newer.execute_query_stage(7, context()).await.unwrap();
-    let refused = earlier.execute_query_stage(7, context()).await.unwrap_err();
+    // The earlier attempt is refused whenever it finishes: the newer one was planned on this
+    // executor after it. Finishing first, it must not leave its files for the newer one to
+    // be refused over (as a guard keeping whichever files came first would).
+    let refused = if newer_first {
+        newer.execute_query_stage(7, context()).await.unwrap();
+        earlier.execute_query_stage(7, context()).await.unwrap_err()
+    } else {
+        let refused = earlier.execute_query_stage(7, context()).await.unwrap_err();
+        newer.execute_query_stage(7, context()).await.unwrap();
+        refused
+    };
     assert!(
         refused.to_string().contains("newer attempt of this task"),
         "{refused}"

@@ -631,4 +631,11 @@ async fn time_sending_is_counted_once_and_apart_from_repartitioning() {
         fetch + repartition + send <= wall,
         "fetch {fetch} + repartition {repartition} + send {send} ns > the run's {wall} ns"
     );
+    // And each is timed at all: the producer hashed and laid out 40 batches, and spent most
+    // of the run waiting for room while the outputs slept 20 ms a batch (at least 0.8 s).
+    assert!(repartition > 0, "repartition_time is 0 after 40 batches");
+    assert!(
+        send >= wall / 4,
+        "send {send} ns of a {wall} ns run spent mostly waiting for room"
+    );
 }

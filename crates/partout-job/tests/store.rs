@@ -96,7 +96,8 @@ fn every_layout_in_the_store_equals_the_local_run() {
 
 #[test]
 fn a_destination_past_one_part_is_uploaded_in_parts() {
-    let server = Server::start();
+    let faults = Faults::none();
+    let server = Server::with_faults(faults.clone());
     // One destination of ~30 MB: four parts of 8 MiB.
     let options = JobOptions::new(Vec::<PathBuf>::new(), "s3://lake/big", 1)
         .with_keys(["k"])
@@ -112,6 +113,9 @@ fn a_destination_past_one_part_is_uploaded_in_parts() {
         .unwrap()
         .len();
     assert!(size > 24 << 20, "{size} bytes: not past three parts");
+    // Put in parts of 8 MiB, not in one request: at least four of them.
+    let parts = faults.parts.load(Ordering::SeqCst);
+    assert!(parts >= 4, "{size} bytes put in {parts} parts");
     assert_eq!(size, manifest.destinations[0].bytes);
     let ids = ids_by_destination(&server.dir("big"));
     assert_eq!(ids[0], (0..400_000).collect::<Vec<_>>());

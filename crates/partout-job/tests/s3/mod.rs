@@ -25,6 +25,8 @@ pub struct Faults {
     reads: bool,
     requests: AtomicUsize,
     pub failed: AtomicUsize,
+    /// The parts of multipart uploads put (PUTs naming a `partNumber`), failed or not.
+    pub parts: AtomicUsize,
     /// The bytes each ranged GET asked for, in order (`None`: the whole object).
     pub gets: Mutex<Vec<Option<u64>>>,
 }
@@ -43,6 +45,7 @@ impl Faults {
             reads: false,
             requests: AtomicUsize::new(0),
             failed: AtomicUsize::new(0),
+            parts: AtomicUsize::new(0),
             gets: Mutex::new(Vec::new()),
         })
     }
@@ -78,6 +81,14 @@ impl Faults {
             {
                 self.gets.lock().unwrap().push(asked);
             }
+        }
+        if method == http::Method::PUT
+            && request
+                .uri()
+                .query()
+                .is_some_and(|q| q.split('&').any(|kv| kv.starts_with("partNumber=")))
+        {
+            self.parts.fetch_add(1, Ordering::SeqCst);
         }
         let counted = match self.reads {
             true => method == http::Method::GET,
