@@ -21,6 +21,7 @@ the one compared with partout's whole-process time.
 Usage (normally through bench/e2e.sh):
   e2e.py --input lineitem.parquet [--rounds 5] [--warmup 1] [--partitions 64] [--threads 2]
          [--only duckdb,polars] [--partout BIN] [--baseline BIN] [--json results.json]
+         [--out DIR]
 
 Each output is checked (rows, files, columns, Snappy, keys in one file only) and its
 row groups counted: the summary gives each contender's row groups per file and their
@@ -497,7 +498,13 @@ def main():
     ap.add_argument("--no-key-check", action="store_true",
                     help="skip checking that no key lands in two output files")
     ap.add_argument("--json", metavar="FILE", help="write all samples and the summary here")
+    ap.add_argument("--out", type=Path, default=None,
+                    help="where the outputs are written, each removed after its check "
+                         "(default: target/bench-out)")
     args = ap.parse_args()
+    global OUT_BASE
+    if args.out:
+        OUT_BASE = args.out.resolve()
 
     inp = Path(args.input).resolve()
     if not inp.is_file():

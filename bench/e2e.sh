@@ -7,7 +7,9 @@
 #                      --threads T --only duckdb,polars --baseline BIN --json FILE ...]
 # Environment: SF (default 1), ROUNDS (5), PARTITIONS (64), THREADS (2),
 #              SKIP_BUILD=1 to use the built partout as it is,
-#              PARTOUT (default: $CARGO_TARGET_DIR or target, then release/partout).
+#              PARTOUT (default: $CARGO_TARGET_DIR or target, then release/partout),
+#              BENCH_PYTHON: a Python with duckdb, polars, pyarrow and tpchgen-cli to use as
+#              it is (default: bench/.venv, made here with the pinned versions).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -29,12 +31,18 @@ while [[ $# -gt 0 ]]; do
 done
 
 # Python tools, pinned so that results stay comparable across runs.
-VENV=bench/.venv
-if [[ ! -x $VENV/bin/python ]]; then
-    python3 -m venv "$VENV"
+if [[ -n ${BENCH_PYTHON:-} ]]; then
+    PYTHON=$BENCH_PYTHON
+else
+    VENV=bench/.venv
+    if [[ ! -x $VENV/bin/python ]]; then
+        python3 -m venv "$VENV"
+    fi
+    "$VENV/bin/pip" install -q --disable-pip-version-check \
+        duckdb==2.0.0 polars==2.1.0 pyarrow==26.0.1 tpchgen-cli==4.0.0
+    PYTHON=$VENV/bin/python
 fi
-"$VENV/bin/pip" install -q --disable-pip-version-check \
-    duckdb==2.0.0 polars==2.1.0 pyarrow==26.0.1 tpchgen-cli==4.0.0
+PYBIN=$(dirname "$PYTHON")
 
 # lineitem at the chosen scale factor, as one Parquet file (tpchgen-cli's
 # default snappy compression and row groups).
@@ -45,12 +53,12 @@ if [[ ! -f $INPUT ]]; then
     GEN=$DATA/.gen-sf$SF
     rm -rf "$GEN"
     mkdir -p "$GEN"
-    "$VENV/bin/tpchgen-cli" parquet -s "$SF" --tables lineitem --output-dir "$GEN" --quiet
+    "$PYBIN/tpchgen-cli" parquet -s "$SF" --tables lineitem --output-dir "$GEN" --quiet
     if [[ -f $GEN/lineitem.parquet ]]; then
         mv "$GEN/lineitem.parquet" "$INPUT"
     elif [[ -d $GEN/lineitem ]]; then
         # Written in parts: join them into one file.
-        "$VENV/bin/python" - "$GEN/lineitem" "$INPUT" <<'EOF'
+        "$PYTHON" - "$GEN/lineitem" "$INPUT" <<'EOF'
 import sys
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
@@ -72,5 +80,5 @@ if [[ $SKIP_BUILD != 1 ]]; then
 fi
 export PARTOUT=${PARTOUT:-${CARGO_TARGET_DIR:-$ROOT/target}/release/partout}
 
-exec "$VENV/bin/python" bench/e2e.py --input "$INPUT" --rounds "$ROUNDS" \
+exec "$PYTHON" bench/e2e.py --input "$INPUT" --rounds "$ROUNDS" \
     --partitions "$PARTITIONS" --threads "$THREADS" ${ARGS[@]+"${ARGS[@]}"}

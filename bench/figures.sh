@@ -19,10 +19,31 @@
 #                                hosts in network namespaces at 100mbit, 1gbit, 10gbit and
 #                                unlimited links (needs root; not among the defaults: its
 #                                release build of Ballista takes ~20 minutes)
+#   bench/results/python_partition.json, python_dataset.json
+#                                bench/python_partition.py (partout.partition beside polars'
+#                                partition_by and two recipes, 64 and 200 parts) and
+#                                bench/python_dataset.py (partout.write_dataset beside Polars and
+#                                pyarrow, 4 and ~2,500 values), lineitem SF 1 in memory, in
+#                                bench/.venv with a release wheel (built by the scripts)
+#   bench/results/object_store.json, object_store-runs.json
+#                                bench/object_store.py (lineitem SF 1 from and to an S3 server on
+#                                127.0.0.1; DuckDB's httpfs from .venv-duckdb-httpfs, which
+#                                ./run-tests makes)
+#   bench/results/datafusion.txt partout-datafusion's datafusion_bench example (the operator
+#                                beside RepartitionExec, and TPC-H with the rule off and on; not
+#                                among the defaults: its release build of DataFusion takes ~17
+#                                minutes), its tables as printed, the machine first
+#   bench/results/ballista.txt   partout-ballista's ballista_bench example (the shuffle write
+#                                beside Ballista's, and TPC-H on two clusters on 127.0.0.1; not
+#                                among the defaults, as datafusion)
 #   bench/plots/*.svg            partout-plots bench/results bench/plots
 #
-# Usage: bench/figures.sh [writer|scatter|ids|files|partition_by|cluster|plot]...
-#        (writer, scatter, ids, files and plot when none is named)
+# Every step writes the CPU (name, family, model) and the date with its results.
+#
+# Usage: bench/figures.sh [writer|scatter|ids|files|partition_by|python|object_store|
+#                          datafusion|ballista|cluster|plot]...
+#        (writer, scatter, ids, files, python, object_store and plot when none is named)
+#        bench/figures.sh all: every step
 # Environment: WRITER_SF (0.1), FILES_SF (1), ROUNDS (5), DESTINATIONS, FILE_DESTINATIONS.
 set -euo pipefail
 
@@ -36,8 +57,28 @@ DESTINATIONS=${DESTINATIONS:-16 64 200 1000}
 FILE_DESTINATIONS=${FILE_DESTINATIONS:-16 64 256 1024}
 RESULTS=bench/results
 STEPS=("$@")
-[[ ${#STEPS[@]} -gt 0 ]] || STEPS=(writer scatter ids files plot)
+[[ ${#STEPS[@]} -gt 0 ]] || STEPS=(writer scatter ids files python object_store plot)
+[[ ${STEPS[*]} != all ]] || STEPS=(writer scatter ids files partition_by python object_store
+    datafusion ballista cluster plot)
 mkdir -p "$RESULTS"
+
+# The machine, as a line above a table of printed results.
+machine() {
+    local field
+    field() { grep -m1 "^$1[[:space:]]*:" /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'; }
+    echo "# $(date -u +%Y-%m-%d), $(field 'model name') (family $(field 'cpu family')," \
+        "model $(field model)), $(nproc) CPUs, partout $(git rev-parse --short HEAD)"
+}
+
+# bench/.venv and lineitem SF FILES_SF, as the files step makes them (its shortest run).
+bench_inputs() {
+    local input=target/bench-data/lineitem-sf$FILES_SF.parquet
+    if [[ ! -x bench/.venv/bin/python || ! -f $input ]]; then
+        echo "making bench/.venv and $input" >&2
+        SKIP_BUILD=1 bench/e2e.sh --sf "$FILES_SF" --rounds 1 --warmup 0 --partitions 16 \
+            --only partout-2t
+    fi
+}
 
 for step in "${STEPS[@]}"; do
     case $step in
@@ -72,17 +113,43 @@ for step in "${STEPS[@]}"; do
     partition_by)
         cargo build --release -p partout-cli --features bench
         input=target/bench-data/lineitem-sf$FILES_SF.parquet
-        if [[ ! -x bench/.venv/bin/python || ! -f $input ]]; then
-            # bench/e2e.sh makes bench/.venv and the input, as for files: its shortest run.
-            echo "partition_by: making bench/.venv and $input" >&2
-            SKIP_BUILD=1 bench/e2e.sh --sf "$FILES_SF" --rounds 1 --warmup 0 --partitions 16 \
-                --only partout-2t
-        fi
+        bench_inputs
         echo "partition_by" >&2
         PARTOUT=${PARTOUT:-${CARGO_TARGET_DIR:-$ROOT/target}/release/partout} \
             bench/partition_by.py --input "$input" --rounds "$ROUNDS" \
                 --json "$RESULTS/partition_by.json.new"
         mv "$RESULTS/partition_by.json.new" "$RESULTS/partition_by.json"
+        date -u +%Y-%m-%d >"$RESULTS/date"
+        ;;
+    python)
+        bench_inputs
+        echo "python" >&2
+        python3 bench/python_partition.py --rounds "$ROUNDS" \
+            --json "$RESULTS/python_partition.json.new"
+        mv "$RESULTS/python_partition.json.new" "$RESULTS/python_partition.json"
+        PARTOUT=${PARTOUT:-${CARGO_TARGET_DIR:-$ROOT/target}/release/partout} \
+            python3 bench/python_dataset.py --rounds "$ROUNDS" \
+                --json "$RESULTS/python_dataset.json.new"
+        mv "$RESULTS/python_dataset.json.new" "$RESULTS/python_dataset.json"
+        date -u +%Y-%m-%d >"$RESULTS/date"
+        ;;
+    object_store)
+        cargo build --release -p partout-cli --features bench
+        cargo build --release -p partout-job --example s3_server
+        bench_inputs
+        echo "object_store" >&2
+        PARTOUT=${PARTOUT:-${CARGO_TARGET_DIR:-$ROOT/target}/release/partout} \
+            bench/.venv/bin/python bench/object_store.py --rounds "$ROUNDS" \
+                --json "$RESULTS/object_store-runs.json"
+        date -u +%Y-%m-%d >"$RESULTS/date"
+        ;;
+    datafusion | ballista)
+        package=partout-$step
+        cargo build --release -p "$package" --example "${step}_bench"
+        echo "$step" >&2
+        { machine; target/release/examples/"${step}_bench" --sf "$FILES_SF" --rounds "$ROUNDS"; } \
+            >"$RESULTS/$step.txt.new"
+        mv "$RESULTS/$step.txt.new" "$RESULTS/$step.txt"
         date -u +%Y-%m-%d >"$RESULTS/date"
         ;;
     cluster)
@@ -97,7 +164,7 @@ for step in "${STEPS[@]}"; do
         ;;
     *)
         echo "figures.sh: unknown step $step (writer, scatter, ids, files, partition_by," \
-            "cluster, plot)" >&2
+            "python, object_store, datafusion, ballista, cluster, plot, or all alone)" >&2
         exit 2
         ;;
     esac

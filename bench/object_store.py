@@ -21,18 +21,19 @@ the input's rows, and the datasets by value the same rows and column sums per va
 contender (read back from the server's directory by pyarrow). Prints medians and ratios.
 
 Usage: bench/object_store.py [--input lineitem.parquet] [--rounds 5] [--only a,b] [--json F]
+           [--s3-server BIN] [--python PY] [--duckdb-python PY] [--work DIR] [--figure F]
 The input defaults to target/bench-data/lineitem-sf1.parquet (bench/e2e.sh makes it), Polars
 and pyarrow to bench/.venv's (bench/e2e.sh installs them), DuckDB with httpfs to
-.venv-duckdb-httpfs (./run-tests makes it).
+.venv-duckdb-httpfs (./run-tests makes it). The S3 server is partout-job's s3_server example
+(s3s-fs, the tests' server; built here when missing). The by-value medians are written for
+the figure to bench/results/object_store.json unless --figure names another file.
 """
 
 import argparse
-import glob
 import json
 import os
 import platform
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -41,8 +42,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PARTOUT = Path(os.environ.get("PARTOUT", ROOT / "target" / "release" / "partout"))
-TOOLS = ROOT / "target" / "bench-tools"
 WORK = ROOT / "target" / "bench-out" / "object-store"
+SERVER = ROOT / "target" / "release" / "examples" / "s3_server"
 KEY, SECRET = "bench", "bench-secret"
 POLARS = """
 import sys, polars as pl
@@ -76,28 +77,22 @@ con.execute(f"COPY (FROM read_parquet('{source}')) TO '{out}' "
 """
 
 
-def server():
-    """Starts s3s-fs on a free port of 127.0.0.1 serving WORK/root; its process and URL."""
-    binary = TOOLS / "bin" / "s3s-fs"
+def server(binary):
+    """Starts the S3 server `binary` (partout-job's s3_server example) on a port of 127.0.0.1
+    it picks, serving WORK/root; its process and URL."""
     if not binary.exists():
-        subprocess.run(["cargo", "install", "s3s-fs", "--version", "=0.14.1", "--features", "binary",
-                        "--root", str(TOOLS)], check=True)
+        subprocess.run(["cargo", "build", "--release", "-p", "partout-job", "--example",
+                        "s3_server"], check=True, cwd=ROOT)
     root = WORK / "root"
     shutil.rmtree(root, ignore_errors=True)
     (root / "lake").mkdir(parents=True)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    process = subprocess.Popen([str(binary), "--host", "127.0.0.1", "--port", str(port),
-                                "--access-key", KEY, "--secret-key", SECRET, str(root)],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    for _ in range(100):
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
-            return process, f"http://127.0.0.1:{port}", root
-        except OSError:
-            time.sleep(0.05)
-    sys.exit("s3s-fs did not start")
+    process = subprocess.Popen([str(binary), str(root), "0", KEY, SECRET],
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    line = process.stdout.readline()
+    if not line.startswith("s3: "):
+        process.kill()
+        sys.exit(f"the S3 server did not start: {line!r}")
+    return process, line.removeprefix("s3: ").strip(), root
 
 
 def timed(command):
@@ -117,10 +112,19 @@ def main():
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--only", help="contenders to run, comma-separated (partout-local always)")
     parser.add_argument("--json")
+    parser.add_argument("--s3-server", type=Path, default=SERVER)
+    parser.add_argument("--python", default=ROOT / "bench" / ".venv" / "bin" / "python",
+                        help="the Python with Polars and pyarrow")
+    parser.add_argument("--duckdb-python", default=ROOT / ".venv-duckdb-httpfs" / "bin" / "python",
+                        help="the Python with DuckDB and its httpfs extension")
+    parser.add_argument("--work", type=Path, default=None,
+                        help="the server's files and outputs (default: target/bench-out/object-store)")
+    parser.add_argument("--figure", type=Path, default=ROOT / "bench" / "results" / "object_store.json")
     args = parser.parse_args()
-    python = ROOT / "bench" / ".venv" / "bin" / "python"
-    duckdb = ROOT / ".venv-duckdb-httpfs" / "bin" / "python"
-    process, endpoint, root = server()
+    global WORK
+    WORK = (args.work or WORK).resolve()
+    python, duckdb = args.python, args.duckdb_python
+    process, endpoint, root = server(args.s3_server)
     # Uploaded through the server (an object copied into its directory has no stored ETag,
     # and s3s-fs would hash the whole file for every ranged GET of it).
     # (In a process of its own: the contenders are forked from this one, whose pages count in
@@ -182,7 +186,7 @@ def main():
         Path(args.json).write_text(json.dumps({"cpu": cpu(), "runs": runs, "medians": median}, indent=1))
     figure = figure_json(args.input, args.rounds, runs)
     if figure:
-        (ROOT / "bench" / "results" / "object_store.json").write_text(json.dumps(figure, indent=1))
+        args.figure.write_text(json.dumps(figure, indent=1))
 
 
 def figure_json(source, rounds, runs):
@@ -232,14 +236,6 @@ def check(root, contenders):
 
     lake = root / "lake"
     manifest = lambda d: json.loads((d / "_manifest.json").read_text())
-    rows = lambda m: [d["rows"] for d in m["destinations"]]
-    local = rows(manifest(WORK / "local"))
-    for name, out in [("partout-s3", lake / "p64"), ("partout-in-s3", WORK / "from-s3"),
-                      ("partout-s3-s3", lake / "s64")]:
-        if name in contenders:
-            assert rows(manifest(out)) == local, f"{name}: rows per destination differ"
-    if "partout-s3-10000" in contenders:
-        assert manifest(lake / "s10000")["output_rows"] == sum(local), "10,000: rows lost"
 
     def stats(files):
         n, a, b = 0, 0, 0
@@ -247,6 +243,21 @@ def check(root, contenders):
             t = pq.read_table(f)
             n, a, b = n + t.num_rows, a + pc.sum(t["l_orderkey"]).as_py(), b + pc.sum(t["l_extendedprice"]).as_py()
         return n, a, str(b)
+
+    def by_destination(out):
+        """Each destination's rows, as its manifest entry counts them and as its files hold them
+        read back (rows and the sums of two columns)."""
+        return [(d["rows"], stats([out / f["name"] for f in d.get("files") or []]))
+                for d in manifest(out)["destinations"]]
+
+    local = by_destination(WORK / "local")
+    for name, out in [("partout-s3", lake / "p64"), ("partout-in-s3", WORK / "from-s3"),
+                      ("partout-s3-s3", lake / "s64")]:
+        if name in contenders:
+            assert by_destination(out) == local, f"{name}: a destination's rows differ"
+    if "partout-s3-10000" in contenders:
+        rows = sum(n for n, _ in local)
+        assert manifest(lake / "s10000")["output_rows"] == rows, "10,000: rows lost"
 
     def by_value(out):
         """Rows and sums per value directory (`k=v/…`), whichever files each holds."""
@@ -264,7 +275,7 @@ def check(root, contenders):
         for p, got in found.items():
             first = next(iter(found))
             assert got and got == found[first], f"by {values}: {p} differs from {first}"
-    print("outputs checked: rows per destination; rows and sums per value")
+    print("outputs checked: rows and sums per destination and per value")
 
 
 if __name__ == "__main__":

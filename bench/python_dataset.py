@@ -19,11 +19,13 @@ first dataset is checked as bench/partition_by.py checks: read back by pyarrow w
 partitioning, the same rows per key value as the input (count and sums of two columns) and
 every file in its value's directory.
 
-    bench/python_dataset.py [--rounds 3] [--out DIR]
+    bench/python_dataset.py [--rounds 3] [--out DIR] [--input FILE] [--json FILE] [--here]
 
 --out puts the datasets elsewhere than target/bench-out/python-dataset: on a tmpfs
 (/dev/shm/...) the runs measure the writers, not the file system (see bench/partition_by.py).
-Uses bench/.venv as bench/python_partition.py makes it (a release wheel of partout).
+--input: lineitem as one Parquet file (default: SF 1's under target/bench-data, made when
+missing). Uses bench/.venv as bench/python_partition.py makes it (a release wheel of partout);
+``--here`` runs in the interpreter it was started with, as it is (the tests' smoke run).
 """
 import argparse
 import json
@@ -81,21 +83,32 @@ def contenders(cols, source: Path):
 
 
 def main() -> None:
-    python_partition.ensure_environment(__file__)
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--out", type=Path, default=ROOT / "target/bench-out/python-dataset")
+    parser.add_argument("--input", type=Path, default=None,
+                        help="lineitem as a Parquet file (default: SF 1's)")
+    parser.add_argument("--json", type=Path, help="the medians and ratios, here too")
+    parser.add_argument("--here", action="store_true",
+                        help="run in this interpreter as it is, not in bench/.venv")
     args = parser.parse_args()
-    table = python_partition.lineitem(1.0)
-    source = ROOT / "target/bench-data/lineitem-sf1.parquet"
+    if not args.here:
+        python_partition.ensure_environment(__file__)
+    source = args.input or python_partition.lineitem_file(1.0)
+    table = python_partition.lineitem(source)
     cpu = python_partition.cpu()
-    print(f"lineitem SF 1: {table.num_rows} rows, {table.nbytes / 2**20:.0f} MiB in memory; "
+    report = {"cpu": cpu, "cores": os.cpu_count(), "threads": THREADS,
+              "date": time.strftime("%Y-%m-%d", time.gmtime()),
+              "versions": python_partition.versions(), "rows": table.num_rows,
+              "rounds": args.rounds, "results": []}
+    print(f"lineitem {source.name}: {table.num_rows} rows, {table.nbytes / 2**20:.0f} MiB in memory; "
           f"{cpu}, {os.cpu_count()} cores, {THREADS} threads; medians of {args.rounds} "
           "alternating rounds", flush=True)
     for case, cols in CASES:
         runs = contenders(cols, source)
         names = list(runs)
         times = {name: [] for name in names}
+        checked = {}
         for r in range(args.rounds):
             for i in range(len(names)):
                 name = names[(i + r) % len(names)]
@@ -114,10 +127,11 @@ def main() -> None:
                     if check.returncode != 0:
                         raise SystemExit(f"{case}: the check of {name}'s dataset failed: "
                                          f"{check.stderr[-1500:]}")
-                    report = json.loads(check.stdout)
-                    if not report["same"] or report["files"] != len(
+                    found = json.loads(check.stdout)
+                    if not found["same"] or found["files"] != len(
                             [f for f in out.rglob("*.parquet")]):
                         raise SystemExit(f"{case}: {name}'s dataset differs from the input")
+                    checked[name] = found
                 print(f"  {case} round {r}: {name:26} {times[name][-1]:6.2f} s", flush=True)
         medians = {name: statistics.median(t) for name, t in times.items()}
         ours = medians["partout"]
@@ -131,7 +145,11 @@ def main() -> None:
             print(f"| {name}{runs_note} | {medians[name]:.2f} | {medians[name] / ours:.2f}x |")
         print(f"fastest peer ÷ partout: {fastest / ours:.2f}x; partout ÷ the CLI: "
               f"{ours / medians['partout CLI from the file']:.2f}x\n", flush=True)
+        report["results"].append({"case": case, "columns": cols, "checked": checked,
+                                  "median_s": medians, "fastest_peer_ratio": fastest / ours})
     shutil.rmtree(args.out, ignore_errors=True)
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=1))
 
 
 if __name__ == "__main__":

@@ -13,12 +13,15 @@ Contenders, all keyed on l_orderkey:
 Every contender's buckets are checked once: the same rows as the input (row count, and per key
 the rows and the sum of l_quantity), and each key in one bucket only (its rows kept together).
 
-    bench/python_partition.py [--sf 1] [--rounds 5] [--partitions 64,200]
+    bench/python_partition.py [--sf 1] [--rounds 5] [--partitions 64,200] [--input FILE]
+                              [--json FILE] [--here]
 
 Uses bench/.venv (made by bench/e2e.sh, or here) with pyarrow, polars, numpy, tpchgen-cli
-and the partout wheel (built here with maturin when missing).
+and a release wheel of partout (built here with maturin). ``--here`` runs in the interpreter
+it was started with, as it is (it must have those packages): the tests' smoke run does so.
 """
 import argparse
+import json
 import os
 import pathlib
 import platform
@@ -61,16 +64,37 @@ def cpu() -> str:
     return text
 
 
-def lineitem(sf: float):
-    import pyarrow.parquet as pq
+def versions() -> dict:
+    """The versions of the packages the contenders run, and of partout."""
+    import importlib.metadata
 
+    found = {}
+    for package in ("partout", "pyarrow", "polars", "numpy", "duckdb"):
+        try:
+            found[package] = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            found[package] = None
+    return found
+
+
+def lineitem_file(sf: float) -> pathlib.Path:
+    """TPC-H lineitem at `sf` as one Parquet file under target/bench-data, made by
+    tpchgen-cli (the one beside this interpreter) when missing."""
     path = ROOT / f"target/bench-data/lineitem-sf{sf:g}.parquet"
     if not path.exists():
         gen = path.parent / f".gen-sf{sf:g}"
         gen.mkdir(parents=True, exist_ok=True)
-        subprocess.check_call([str(VENV / "bin/tpchgen-cli"), "parquet", "-s", str(sf),
+        tpchgen = pathlib.Path(sys.executable).parent / "tpchgen-cli"
+        subprocess.check_call([str(tpchgen), "parquet", "-s", str(sf),
                                "--tables", "lineitem", "--output-dir", str(gen), "--quiet"])
         (gen / "lineitem.parquet").rename(path)
+    return path
+
+
+def lineitem(path: pathlib.Path):
+    """The Parquet file at `path` as a pyarrow Table, its string views as plain strings."""
+    import pyarrow.parquet as pq
+
     table = pq.read_table(path)
     # tpchgen writes Utf8View columns; pyarrow's take has no kernel for them, so every
     # contender gets plain strings, as most pyarrow tables hold them.
@@ -147,15 +171,25 @@ def check(name: str, table, buckets) -> None:
 
 
 def main() -> None:
-    ensure_environment()
     parser = argparse.ArgumentParser()
     parser.add_argument("--sf", type=float, default=1.0)
+    parser.add_argument("--input", type=pathlib.Path, default=None,
+                        help="lineitem as a Parquet file (default: the one of --sf)")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--partitions", default="64,200")
+    parser.add_argument("--json", type=pathlib.Path, help="the medians and ratios, here too")
+    parser.add_argument("--here", action="store_true",
+                        help="run in this interpreter as it is, not in bench/.venv")
     args = parser.parse_args()
-    table = lineitem(args.sf)
-    print(f"lineitem SF {args.sf:g}: {table.num_rows} rows, {table.nbytes / 2**20:.0f} MiB in memory; "
+    if not args.here:
+        ensure_environment()
+    table = lineitem(args.input or lineitem_file(args.sf))
+    print(f"lineitem {args.input or f'SF {args.sf:g}'}: {table.num_rows} rows, "
+          f"{table.nbytes / 2**20:.0f} MiB in memory; "
           f"{cpu()}, {os.cpu_count()} cores; medians of {args.rounds} alternating rounds")
+    report = {"cpu": cpu(), "cores": os.cpu_count(), "date": time.strftime("%Y-%m-%d", time.gmtime()),
+              "versions": versions(), "rows": table.num_rows, "rounds": args.rounds,
+              "results": []}
     for n in [int(p) for p in args.partitions.split(",")]:
         runs = contenders(n)
         for name, run in runs:
@@ -175,6 +209,10 @@ def main() -> None:
         for name, t in medians.items():
             print(f"{name:<26} {t:>9.3f} {t / ours:>10.2f}x")
         print(f"fastest peer / partout: {fastest / ours:.2f}x")
+        report["results"].append({"partitions": n, "checked": [name for name, _ in runs],
+                                  "median_s": medians, "fastest_peer_ratio": fastest / ours})
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=1))
 
 
 if __name__ == "__main__":

@@ -49,9 +49,11 @@ pub fn run(options: &PlanOptions) -> Result<()> {
         for &n in &options.partitions {
             let ids = random_ids(ROWS, n, pattern, &mut rng);
             let mut plans: Vec<ScatterPlan> = fanouts.iter().map(|_| Default::default()).collect();
-            // Bad options fail here, before anything is timed.
+            // Bad options fail here, before anything is timed; and every plan is checked.
             for (plan, &f) in plans.iter_mut().zip(fanouts) {
                 plan.build_with_fanout(&ids, n, f)?;
+                check(plan, &ids, n)
+                    .map_err(|e| anyhow::anyhow!("fan-out {f}, {n} partitions: {e}"))?;
             }
             let mut contenders: Vec<Box<dyn FnMut()>> = plans
                 .iter_mut()
@@ -72,6 +74,37 @@ pub fn run(options: &PlanOptions) -> Result<()> {
                 out!(" {:>7.3}", t / ROWS as f64);
             }
             outln!();
+        }
+    }
+    Ok(())
+}
+
+/// Whether `plan` places exactly the rows of `ids`: its order a permutation of the rows, and
+/// each destination's slots the rows whose id is that destination.
+fn check(plan: &ScatterPlan, ids: &[u32], n: u32) -> Result<(), String> {
+    let mut seen = vec![false; ids.len()];
+    for &row in plan.order() {
+        match seen.get_mut(row as usize) {
+            Some(s) if !*s => *s = true,
+            _ => return Err(format!("row {row} placed twice or out of range")),
+        }
+    }
+    if plan.order().len() != ids.len() {
+        return Err(format!(
+            "{} of {} rows placed",
+            plan.order().len(),
+            ids.len()
+        ));
+    }
+    for p in 0..n as usize {
+        if let Some(&row) = plan.order()[plan.range(p)]
+            .iter()
+            .find(|&&r| ids[r as usize] as usize != p)
+        {
+            return Err(format!(
+                "row {row} (id {}) in destination {p}",
+                ids[row as usize]
+            ));
         }
     }
     Ok(())

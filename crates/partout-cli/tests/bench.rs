@@ -436,3 +436,50 @@ fn bench_e2e_checks_every_destination_by_any_key() {
         }
     }
 }
+
+/// `bench plan` runs every fan-out it is given on both id patterns, each plan checked against
+/// the ids before it is timed, and prints a figure for each.
+#[test]
+fn bench_plan_reports_every_fanout_for_every_pattern_and_count() {
+    let result = partout(&[
+        "bench",
+        "plan",
+        "--quick",
+        "--partitions",
+        "4,300",
+        "--fanouts",
+        "1,2,16",
+    ]);
+    assert_success(&result);
+    let text = String::from_utf8(result.stdout).expect("UTF-8");
+    let rows: Vec<(&str, Vec<f64>)> = text
+        .lines()
+        .filter(|l| l.starts_with("Uniform") || l.starts_with("Runs"))
+        .map(|l| {
+            let (label, figures) = l.split_at(22);
+            let figures = figures
+                .split_whitespace()
+                .map(|f| f.parse().expect("a figure"))
+                .collect();
+            (label.trim_end(), figures)
+        })
+        .collect();
+    let labels: Vec<&str> = rows.iter().map(|(l, _)| *l).collect();
+    assert_eq!(
+        labels,
+        [
+            "Uniform / 4",
+            "Uniform / 300",
+            "Runs(4) / 4",
+            "Runs(4) / 300"
+        ],
+        "{text}"
+    );
+    for (label, figures) in &rows {
+        assert_eq!(figures.len(), 3, "{label}: {figures:?}");
+        assert!(
+            figures.iter().all(|f| f.is_finite() && *f > 0.0),
+            "{label}: {figures:?}"
+        );
+    }
+}

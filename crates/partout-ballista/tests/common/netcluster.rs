@@ -17,7 +17,7 @@
 //! Dropping the cluster kills the executors, stops the scheduler and removes every namespace
 //! and link; a run killed before its drop is swept by the next one.
 //!
-//! Shared by the cluster tests and the benchmark (`examples/bench.rs`), included by `#[path]`.
+//! Shared by the cluster tests and the benchmark (`examples/ballista_bench.rs`), included by `#[path]`.
 
 use ballista_core::config::{BALLISTA_SHUFFLE_COMPRESSION_CODEC, TaskSchedulingPolicy};
 use ballista_core::execution_plans::sort_shuffle::SortShuffleWriterExec;

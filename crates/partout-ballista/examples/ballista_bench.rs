@@ -14,7 +14,7 @@
 //!    compressing them; partout's cover all of its writer. Part 1 compares the writers.
 //!
 //! ```text
-//! cargo run --release -p partout-ballista --example bench -- --sf 1 --rounds 3
+//! cargo run --release -p partout-ballista --example ballista_bench -- --sf 1 --rounds 3
 //! ```
 
 #[path = "../../partout-datafusion/tests/common/tpch.rs"]

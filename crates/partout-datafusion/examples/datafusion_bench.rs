@@ -21,12 +21,12 @@
 //!    64 MiB `buffer_bytes` (`--buffer-bytes`); each output's rows counted against DataFusion's;
 //! 3. the 22 TPC-H queries with the rule on and off, per query and in total, with the
 //!    repartition operators' `repartition_time` and `send_time` (each summed over their
-//!    metrics).
+//!    metrics); the first round's answers with the rule on checked against those without.
 //!
 //! Both contenders run in this one process under mimalloc, datafusion-cli's allocator.
 //!
 //! ```text
-//! cargo run --release -p partout-datafusion --example bench -- --sf 1 --rounds 5
+//! cargo run --release -p partout-datafusion --example datafusion_bench -- --sf 1 --rounds 5
 //! ```
 
 #[path = "../tests/common/tpch.rs"]
@@ -771,15 +771,25 @@ async fn main() -> Result<()> {
         let mut times = [Vec::new(), Vec::new()];
         let mut operator = [[Vec::new(), Vec::new()], [Vec::new(), Vec::new()]];
         for round in 0..args.query_rounds {
+            let mut answers = [None, None];
             for which in [round % 2, 1 - round % 2] {
                 let ctx = &sessions[which];
                 let started = Instant::now();
                 let plan = ctx.sql(sql).await?.create_physical_plan().await?;
-                collect(plan.clone(), ctx.task_ctx()).await?;
+                let batches = collect(plan.clone(), ctx.task_ctx()).await?;
                 times[which].push(started.elapsed().as_secs_f64() * 1e3);
                 for (m, name) in metrics.iter().enumerate() {
                     operator[which][m].push(repartition_seconds(&plan, name) * 1e3);
                 }
+                if round == 0 {
+                    answers[which] = Some(tpch::Answer::new(&plan.schema(), &batches)?);
+                }
+            }
+            // The first round's answers, with the rule on, checked against DataFusion's own.
+            if let [Some(off), Some(on)] = &answers {
+                tpch::compare_answers(k + 1, off, on).map_err(|problem| {
+                    DataFusionError::Execution(format!("q{}: {problem}", k + 1))
+                })?;
             }
         }
         let [off, on] = times.map(median);
