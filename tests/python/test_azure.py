@@ -106,7 +106,7 @@ def test_inputs_are_read_from_azure_and_a_refused_run_leaves_nothing(azurite, tm
         got = partout.read(tmp_path / "remote", destination=p)
         want = partout.read(tmp_path / "here", destination=p)
         assert got.num_rows > 0 and got.sort_by("v").equals(want.sort_by("v")), f"destination {p}"
-    with pytest.raises(partout.PartoutError):
+    with pytest.raises(partout.PartoutError, match="more than 10 distinct values"):
         partout.write_dataset(data, "az://lake/refused", partition_by="k", max_partitions=10,
                               storage_options=OPTIONS)
     assert not list(azurite.list_blobs(name_starts_with="refused/"))

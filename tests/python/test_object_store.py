@@ -201,8 +201,8 @@ def test_append_and_overwrite_partitions_in_the_store(s3, tmp_path):
 
 def test_a_failing_run_commits_nothing_and_shows_no_secret(s3, tmp_path):
     endpoint, client = s3
-    # Refused before anything is written: more values than allowed.
-    with pytest.raises(partout.PartoutError):
+    # More values than allowed: the run fails when it meets the 11th, and commits nothing.
+    with pytest.raises(partout.PartoutError, match="more than 10 distinct values"):
         partout.write_dataset(
             table(5000), "s3://lake/refused", partition_by="k", max_partitions=10,
             storage_options=options(endpoint),

@@ -38,25 +38,42 @@ def columns(path):
              for c in range(meta.num_columns)} for g in range(meta.num_row_groups)]
 
 
-def test_row_groups_dictionaries_statistics_and_version_are_as_chosen(tmp_path):
+# Both ways a Parquet file is written: as it is flushed (2 files: their writers fit the
+# default budget), and from rows staged first (400 files in 24 MiB: they do not; their row
+# groups smaller, as the files are: 400 rows each).
+PATHS = [pytest.param(2, None, 1000, id="flushed"), pytest.param(400, "24MiB", 100, id="staged")]
+
+
+def assert_path(manifest, staged):
+    """The manifest says which way the files were written (writers open while the workers ran,
+    or none: every row staged)."""
+    open_writers = manifest["memory_budget"].get("parquet_writers_open", 0)
+    assert (open_writers == 0) == staged, manifest["memory_budget"]
+
+
+@pytest.mark.parametrize("n, limit, group", PATHS)
+def test_row_groups_dictionaries_statistics_and_version_are_as_chosen(tmp_path, n, limit, group):
     out = tmp_path / "chosen"
     manifest = partout.write_dataset(
-        table(), out, 2, by="k", row_group_rows=1000,
+        table(), out, n, by="k", row_group_rows=group, memory_limit=limit,
         parquet_options={"dictionary": False, "dictionary.k": True, "statistics": "none",
                          "statistics.k": "page", "writer_version": "2.0"},
     )
-    written = files(manifest, out)
-    assert len(written) == 2
+    assert_path(manifest, limit is not None)
+    assert len(files(manifest, out)) == n
+    # The files that hold rows (`k` has 50 values: of 400 destinations, at most 50 do).
+    written = [out / file_of(d) for d in manifest["destinations"] if d["rows"] > 0]
+    assert len(written) == 2 if n == 2 else 10 <= len(written) <= 50, len(written)
     # The manifest records what was chosen, as parquet_options takes it.
     assert manifest["parquet_options"] == {
-        "row_group_rows": "1000", "dictionary": "false", "dictionary.k": "true",
+        "row_group_rows": str(group), "dictionary": "false", "dictionary.k": "true",
         "statistics": "none", "statistics.k": "page", "writer_version": "2.0"}
     got = pa.concat_tables(pq.read_table(p) for p in written)
     assert got.sort_by("v").equals(table().sort_by("v")), "the rows changed"
     for path in written:
         meta = pq.ParquetFile(path).metadata
         sizes = [meta.row_group(g).num_rows for g in range(meta.num_row_groups)]
-        assert max(sizes) == 1000 and sum(sizes) == meta.num_rows, sizes
+        assert max(sizes) == group and sum(sizes) == meta.num_rows, sizes
         assert meta.format_version == "2.6", meta.format_version
         for chunks in columns(path):
             assert chunks["k"].has_dictionary_page and not chunks["v"].has_dictionary_page

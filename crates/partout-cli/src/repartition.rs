@@ -232,11 +232,17 @@ impl std::error::Error for Interrupted {}
 fn on_interrupt() {
     // (Refused only where another handler is installed: the run is then not cancellable.)
     let _ = ctrlc::set_handler(|| {
-        if INTERRUPTED.swap(true, Ordering::SeqCst) {
+        if quit_at_once(&INTERRUPTED) {
             std::process::exit(130);
         }
         eprintln!("partout: interrupted, undoing what was written (again to quit at once)");
     });
+}
+
+/// A signal's decision, `interrupted` holding whether one came before: the first asks the run
+/// to stop and undo (`false`), every later one quits at once (`true`).
+fn quit_at_once(interrupted: &AtomicBool) -> bool {
+    interrupted.swap(true, Ordering::SeqCst)
 }
 
 /// `partout repartition`: the run, then its summary on stderr.
@@ -340,5 +346,21 @@ impl Progress for Bar {
 
     fn cancelled(&self) -> bool {
         INTERRUPTED.load(Ordering::SeqCst)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_signal_undoes_and_every_later_one_quits_at_once() {
+        let interrupted = AtomicBool::new(false);
+        assert!(!quit_at_once(&interrupted), "the first signal quit");
+        assert!(
+            interrupted.load(Ordering::SeqCst),
+            "the run was not asked to stop"
+        );
+        assert!(quit_at_once(&interrupted) && quit_at_once(&interrupted));
     }
 }

@@ -1,7 +1,8 @@
 //! `partout repartition` under faults from outside: the process killed (SIGKILL) at moments
-//! spread over its run, for every output layout and write mode; a disk that fills up under
-//! it (as root, on a small tmpfs); and an input truncated or rewritten while it is read.
-//! None of them may leave a wrong or partial output.
+//! spread over its run, for every output layout and write mode, and once in its commit; a
+//! disk that fills up under it (as root, on a small tmpfs); an input truncated, rewritten or
+//! replaced while it is read; and Ctrl-C, SIGTERM and SIGHUP. None of them may leave a wrong
+//! or partial output.
 //!
 //! Outputs are read back here with arrow-rs's own readers (Parquet, Arrow IPC streams and
 //! files; partout-format's decoder for Presto pages, which arrow-rs does not read), and every
@@ -821,6 +822,42 @@ fn a_run_killed_at_any_moment_leaves_the_old_output_or_the_new_one_whole() {
                 restore(&out);
             }
         }
+        // And a kill aimed at the commit, the window "old or new, whole" is about: as soon as
+        // the run's manifest is in its staging directory (the swap and the old output's
+        // removal follow), until one lands there.
+        let mut aimed = 0;
+        let mut at_commit = landed.contains(&Landed::Committing);
+        while !at_commit {
+            aimed += 1;
+            assert!(
+                aimed <= 10,
+                "{}: no kill of 10 landed in the commit",
+                case.name
+            );
+            let mut child = repartition(&args, &log).spawn().unwrap();
+            let staging = parent.join(format!(".out.partout-{}", child.id()));
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while !staging.join("_manifest.json").exists() && Instant::now() < deadline {
+                if child.try_wait().unwrap().is_some() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_micros(50));
+            }
+            let _ = child.kill();
+            wait_bounded(&mut child, Duration::from_secs(30), case.name);
+            let state = output_state(&out, case.shape, sizes, &sets);
+            match state {
+                Some("new") | None if prior.is_none() => {}
+                Some("new") | Some("old") if prior.is_some() => {}
+                _ => panic!("{}: a kill at the commit left {state:?}", case.name),
+            }
+            // (After the swap the staging directory holds the old output, being removed.)
+            at_commit = staging.exists()
+                && (state == Some("new") || staging.join("_manifest.json").exists());
+            if state == Some("new") {
+                restore(&out);
+            }
+        }
         // The next run clears what the dead ones left, and finishes.
         let left: Vec<String> = names_in(&parent)
             .into_iter()
@@ -839,7 +876,8 @@ fn a_run_killed_at_any_moment_leaves_the_old_output_or_the_new_one_whole() {
         let count = |l: Landed| landed.iter().filter(|&&x| x == l).count();
         eprintln!(
             "{:<26} whole run {:.2} s; kills: {} before staging, {} writing, {} committing, \
-             {} after the commit; {} leftovers cleared by the next run",
+             {} after the commit; {aimed} aimed at the commit; {} leftovers cleared by the \
+             next run",
             case.name,
             whole.seconds,
             count(Landed::BeforeStaging),
@@ -1229,7 +1267,7 @@ fn assert_disk_failure(run: &Measured, disk: &Tmpfs, empty: u64, name: &str) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// 3. An input truncated or rewritten while it is read.
+// 3. An input truncated, rewritten or replaced while it is read.
 // ---------------------------------------------------------------------------------------------
 
 /// What becomes of the input while the run reads it.
@@ -1242,6 +1280,10 @@ enum Fault {
     /// Written over in place, not truncated first, with as many bytes laid out alike: the
     /// same rows, their strings in capitals. Only its modification time tells the change.
     RewrittenAlike,
+    /// Another file renamed over it: as many bytes laid out alike (as `RewrittenAlike`), and
+    /// the same modification time. Only its inode tells the change; a run that holds the file
+    /// open reads it whole as it was.
+    Replaced,
 }
 
 /// Whether process `pid` holds `file` open.
@@ -1310,10 +1352,10 @@ fn fault_mid_run(dir: &Path, format: InputFormat, fault: Fault) -> String {
         std::fs::write(&input, &first).unwrap();
         let other = match fault {
             Fault::Rewritten => file_bytes(format, OLD_BASE..OLD_BASE + rows),
-            Fault::RewrittenAlike => file_bytes_with(format, 0..rows, other_text),
+            Fault::RewrittenAlike | Fault::Replaced => file_bytes_with(format, 0..rows, other_text),
             Fault::Truncated => Vec::new(),
         };
-        if fault == Fault::RewrittenAlike {
+        if matches!(fault, Fault::RewrittenAlike | Fault::Replaced) {
             assert_eq!(other.len(), first.len(), "{what}: not as many bytes");
         }
         let input = input.canonicalize().unwrap();
@@ -1351,6 +1393,15 @@ fn fault_mid_run(dir: &Path, format: InputFormat, fault: Fault) -> String {
                             .unwrap();
                         file.write_all_at(&other, 0).unwrap();
                     }
+                    Fault::Replaced => {
+                        let modified = std::fs::metadata(&input).unwrap().modified().unwrap();
+                        let beside = base.join("replacement");
+                        std::fs::write(&beside, &other).unwrap();
+                        let file = std::fs::File::options().write(true).open(&beside).unwrap();
+                        file.set_modified(modified).unwrap();
+                        drop(file);
+                        std::fs::rename(&beside, &input).unwrap();
+                    }
                 }
                 struck = true;
                 break;
@@ -1370,6 +1421,12 @@ fn fault_mid_run(dir: &Path, format: InputFormat, fault: Fault) -> String {
                 "{what}: the run succeeded with {}",
                 counts.summary()
             );
+            if struck && fault == Fault::Replaced {
+                // The run reads the file it opened, which a rename does not touch: the rows it
+                // was given, whole (the version check is held to a rename in partout-input's
+                // frames tests).
+                return format!("{what} ({rows} rows): the file opened read whole");
+            }
             match struck {
                 true => eprintln!("{what}: {rows} rows read before the fault; again with more"),
                 false => eprintln!("{what}: {rows} rows read before the run was seen reading"),
@@ -1378,6 +1435,18 @@ fn fault_mid_run(dir: &Path, format: InputFormat, fault: Fault) -> String {
             continue;
         }
         assert_input_failure(status, &stderr, &input, &out, &what);
+        // Where only the check of the file's version can tell (the checked readers find
+        // every byte well formed), its words: what changed, and that the rows are not trusted.
+        let said = match fault {
+            Fault::RewrittenAlike => Some("changed while the run read it (written over)"),
+            Fault::Replaced => {
+                Some("changed while the run read it (another file was put in its place)")
+            }
+            Fault::Truncated | Fault::Rewritten => None,
+        };
+        if let Some(said) = said {
+            assert!(stderr.contains(said), "{what}: {stderr}");
+        }
         return format!(
             "{what} ({rows} rows, attempt {}): {}",
             attempt + 1,
@@ -1409,9 +1478,92 @@ fn an_input_cut_short_or_rewritten_while_read_ends_the_run_with_an_error_naming_
             eprintln!("{what}: {}", run.stderr.trim());
             assert_input_failure(run.status, &run.stderr, &input, &out, &what);
         }
-        for fault in [Fault::Truncated, Fault::Rewritten, Fault::RewrittenAlike] {
+        for fault in [
+            Fault::Truncated,
+            Fault::Rewritten,
+            Fault::RewrittenAlike,
+            Fault::Replaced,
+        ] {
             eprintln!("{}", fault_mid_run(dir.path(), format, fault));
         }
     }
     eprintln!("inputs: {:.1} s", started.elapsed().as_secs_f64());
+}
+
+// ---------------------------------------------------------------------------------------------
+// 4. Signals: Ctrl-C, SIGTERM and SIGHUP stop the run and undo it (a second one quitting at
+//    once is the handler's decision, tested beside it in src/repartition.rs).
+// ---------------------------------------------------------------------------------------------
+
+/// A run of `rows` rows of a Parquet file into `n` Arrow IPC streams under `base`, seen at
+/// work: its staging directory made and the input open. The child, its output, its staging
+/// directory and its stderr; `None` when the run ended first.
+fn run_seen_writing(base: &Path, rows: i64, n: u32) -> Option<(Child, PathBuf, PathBuf, PathBuf)> {
+    std::fs::create_dir_all(base).unwrap();
+    let input = base.join("in.parquet");
+    std::fs::write(&input, file_bytes(InputFormat::Parquet, 0..rows)).unwrap();
+    let input = input.canonicalize().unwrap();
+    let out = base.join("out");
+    let log = base.join("stderr");
+    let mut args = vec![path_arg(&input)];
+    args.extend(strings(&["--format", "ipc", "--by", "k", "-n"]));
+    args.push(n.to_string());
+    args.extend(strings(&["--threads", "2", "-o"]));
+    args.push(path_arg(&out));
+    let mut child = repartition(&args, &log).spawn().unwrap();
+    let staging = base.join(format!(".out.partout-{}", child.id()));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            return None;
+        }
+        if staging.exists() && holds_open(child.id(), &input) {
+            return Some((child, out, staging, log));
+        }
+        assert!(Instant::now() < deadline, "never seen writing");
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+/// Sends the signal named `signal` (`INT`, `TERM`, `HUP`) to `child`, by the shell's `kill`.
+fn signal(child: &Child, signal: &str) {
+    let sent = Command::new("sh")
+        .args(["-c", &format!("kill -{signal} {}", child.id())])
+        .status()
+        .unwrap();
+    assert!(sent.success(), "kill -{signal} {}", child.id());
+}
+
+#[test]
+fn ctrl_c_sigterm_and_sighup_each_stop_the_run_leave_nothing_and_exit_130() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    for (name, sig) in [("SIGINT", "INT"), ("SIGTERM", "TERM"), ("SIGHUP", "HUP")] {
+        let mut rows = 1_000_000;
+        let stderr = loop {
+            let base = dir.path().join(format!("{name}-{rows}"));
+            let Some((mut child, out, staging, log)) = run_seen_writing(&base, rows, 64) else {
+                // Ended before it was seen at work: again, with more rows.
+                assert!(
+                    rows < 16_000_000,
+                    "{name}: every run ended before it was seen"
+                );
+                rows *= 2;
+                continue;
+            };
+            signal(&child, sig);
+            let status = wait_bounded(&mut child, Duration::from_secs(60), name);
+            let stderr = std::fs::read_to_string(&log).unwrap();
+            assert_eq!(status.code(), Some(130), "{name}: {stderr}");
+            assert!(!out.exists(), "{name}: an output was left");
+            assert!(!staging.exists(), "{name}: its staging directory was left");
+            assert_eq!(names_in(&base), ["in.parquet", "stderr"], "{name}");
+            break stderr;
+        };
+        assert!(
+            stderr.contains("partout: interrupted, undoing what was written")
+                && stderr.contains("interrupted: nothing was written"),
+            "{name}: {stderr}"
+        );
+    }
 }

@@ -207,6 +207,8 @@ async fn consume(
     exchange: String,
     p: u32,
     reader: Reader,
+    counts: Arc<Counts>,
+    first_rows: Arc<tokio::sync::Notify>,
 ) -> Result<Tally, FlightError> {
     let mut tally = Tally::default();
     // The next sequence not counted yet, and the first not acknowledged.
@@ -236,6 +238,10 @@ async fn consume(
                 .unwrap();
             if sequence >= next {
                 assert_eq!(sequence, next, "{exchange}/{p}: a sequence skipped");
+                if next == 0 {
+                    // (A permit kept when nobody waits yet: the wake-up is never lost.)
+                    first_rows.notify_one();
+                }
                 for id in batch.column(0).as_primitive::<Int64Type>().values() {
                     assert_eq!(*id as u64 % u64::from(DESTINATIONS), u64::from(p));
                     tally.add(*id as u64);
@@ -265,6 +271,7 @@ async fn consume(
         // Gone: the stream and its connection dropped with rows read but not acknowledged.
         drop(stream);
         drop(channel);
+        counts.resumed.fetch_add(1, Ordering::Relaxed);
         vanish_after = Some(vanish_after.unwrap() + 2).filter(|n| *n < 12);
     }
 }
@@ -282,12 +289,17 @@ struct Counts {
     dropped_live: AtomicU64,
     rows: AtomicU64,
     refused_creates: AtomicU64,
+    /// Vanished consumers that came back and read on from what they acknowledged.
+    resumed: AtomicU64,
+    /// Producers and consumers of exchanges dropped while live that ended in an error.
+    ended_by_drop: AtomicU64,
 }
 
 /// One exchange, from `create` to `drop`: its rows checked, unless `abandon` drops it while
 /// it is still being filled and read (then every producer and consumer ends, in an error or
 /// whole).
-async fn one_exchange(addr: &str, name: String, round: u64, abandon: bool, counts: &Counts) {
+async fn one_exchange(addr: &str, name: String, round: u64, abandon: bool, counts: &Arc<Counts>) {
+    let first_rows = Arc::new(tokio::sync::Notify::new());
     let shared = channel(addr).await;
     let create = serde_json::json!({"exchange": name, "partitions": DESTINATIONS,
         "producers": PRODUCERS, "budget_bytes": BUDGET});
@@ -315,6 +327,8 @@ async fn one_exchange(addr: &str, name: String, round: u64, abandon: bool, count
                 name.clone(),
                 p,
                 reader,
+                counts.clone(),
+                first_rows.clone(),
             ))
         })
         .collect();
@@ -327,18 +341,44 @@ async fn one_exchange(addr: &str, name: String, round: u64, abandon: bool, count
         .map(|j| tokio::spawn(produce(producing.clone(), name.clone(), j)))
         .collect();
     if abandon {
-        // Dropped once the consumers have rows: everyone at it ends, none waits forever.
-        tokio::time::sleep(Duration::from_millis(150)).await;
+        // Dropped once a consumer has rows: everyone at it ends, none waits forever.
+        tokio::time::timeout(Duration::from_secs(60), first_rows.notified())
+            .await
+            .unwrap_or_else(|_| panic!("{name}: no rows reached a consumer in 60 s"));
         drop_exchange(&shared, &name).await;
+        let mut errors = Vec::new();
         for task in producers {
-            let _ = bounded(&name, task).await;
-        }
-        for task in consumers {
-            if let Ok(tally) = bounded(&name, task).await {
-                // A consumer that finished before the drop has every row of its destination.
-                assert_eq!(tally.rows, u64::from(PRODUCERS) * BATCHES * ROWS, "{name}");
+            if let Err(e) = bounded(&name, task).await {
+                errors.push(e.to_string());
             }
         }
+        for task in consumers {
+            match bounded(&name, task).await {
+                // A consumer that finished before the drop has every row of its destination.
+                Ok(tally) => {
+                    assert_eq!(tally.rows, u64::from(PRODUCERS) * BATCHES * ROWS, "{name}")
+                }
+                Err(e) => errors.push(e.to_string()),
+            }
+        }
+        // Each ended by the drop, saying so; not by anything else.
+        let mut kinds: Vec<&str> = errors
+            .iter()
+            .map(|e| match e {
+                e if e.contains("the exchange was dropped") => "dropped",
+                e if e.contains("no exchange") || e.contains("unknown exchange") => "gone",
+                e => panic!("{name}: ended by something else than the drop: {e}"),
+            })
+            .collect();
+        kinds.sort_unstable();
+        kinds.dedup();
+        println!(
+            "{name}: dropped live; {} ended in an error ({kinds:?})",
+            errors.len()
+        );
+        counts
+            .ended_by_drop
+            .fetch_add(errors.len() as u64, Ordering::Relaxed);
         counts.dropped_live.fetch_add(1, Ordering::Relaxed);
         return;
     }
@@ -434,13 +474,18 @@ fn the_server_holds_its_memory_flat_and_every_row_once_under_load() {
     let peak = *samples.iter().max().unwrap();
     let mib = |b: u64| b as f64 / f64::from(1 << 20);
     let counts = Arc::try_unwrap(counts).unwrap();
-    println!(
-        "{seconds} s: {} exchanges checked, {} dropped while live, {} rows once, {} creates \
-         refused at the memory limit and retried; server RSS {:.1} MiB idle, peak {:.1} MiB \
-         in the first third, {:.1} MiB in the last, {:.1} MiB overall (memory limit {:.1} MiB \
-         + constant {:.1} MiB)",
+    let (exchanges, dropped_live, resumed, ended_by_drop) = (
         counts.exchanges.into_inner(),
         counts.dropped_live.into_inner(),
+        counts.resumed.into_inner(),
+        counts.ended_by_drop.into_inner(),
+    );
+    println!(
+        "{seconds} s: {exchanges} exchanges checked, {dropped_live} dropped while live \
+         ({ended_by_drop} producers and consumers ended by it in an error), {} rows once, \
+         {resumed} vanished consumers resumed, {} creates refused at the memory limit and \
+         retried; server RSS {:.1} MiB idle, peak {:.1} MiB in the first third, {:.1} MiB in \
+         the last, {:.1} MiB overall (memory limit {:.1} MiB + constant {:.1} MiB)",
         counts.rows.into_inner(),
         counts.refused_creates.into_inner(),
         mib(samples[0]),
@@ -450,6 +495,17 @@ fn the_server_holds_its_memory_flat_and_every_row_once_under_load() {
         mib(MEMORY_LIMIT as u64),
         mib(CONSTANT),
     );
+    // What the run claims to have done, it did: exchanges checked whole, some dropped while
+    // live (ending those at them), vanished consumers resumed.
+    assert!(
+        exchanges > 0 && dropped_live > 0,
+        "{exchanges} checked, {dropped_live} dropped"
+    );
+    assert!(
+        ended_by_drop > 0,
+        "no producer or consumer was ended by a drop"
+    );
+    assert!(resumed > 0, "no vanished consumer resumed");
     assert!(
         last <= first + GROWTH,
         "the server's RSS grew: {:.1} MiB at the peak of the first third, {:.1} MiB of the last",

@@ -448,6 +448,61 @@ fn parquet_parts(group_rows: &[usize], frame_rows: usize) -> Vec<ParquetPart> {
 mod tests {
     use super::*;
 
+    /// Each change the version check names, each alone: the length, the modification time
+    /// (the same length written over), and the file's identity (another file of the same
+    /// length and time renamed over it).
+    #[test]
+    fn a_file_changed_in_any_way_is_told_apart_from_the_one_planned() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("in.bin");
+        let time = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1 << 30);
+        let write = |at: &Path, bytes: &[u8], modified| {
+            std::fs::write(at, bytes).unwrap();
+            let file = std::fs::File::options().write(true).open(at).unwrap();
+            file.set_modified(modified).unwrap();
+        };
+        write(&path, b"0123456789", time);
+        let planned = Version::of(&path).unwrap();
+        Version::check(Some(planned), &path).unwrap();
+        Version::check(None, &path).unwrap();
+        let said = |planned| {
+            Version::check(Some(planned), &path)
+                .unwrap_err()
+                .to_string()
+        };
+        // Another file, as long and as old, put in its place.
+        let beside = dir.path().join("beside.bin");
+        write(&beside, b"9876543210", time);
+        std::fs::rename(&beside, &path).unwrap();
+        let error = said(planned);
+        assert!(
+            error.contains("another file was put in its place"),
+            "{error}"
+        );
+        // The same file written over: as long, later.
+        let planned = Version::of(&path).unwrap();
+        write(
+            &path,
+            b"abcdefghij",
+            time + std::time::Duration::from_secs(1),
+        );
+        assert!(
+            said(planned).contains("(written over)"),
+            "{}",
+            said(planned)
+        );
+        // Cut short.
+        let planned = Version::of(&path).unwrap();
+        let file = std::fs::File::options().write(true).open(&path).unwrap();
+        file.set_len(4).unwrap();
+        let error = said(planned);
+        assert!(
+            error.contains("10 bytes when the run began, 4 now"),
+            "{error}"
+        );
+        assert!(error.contains("changed while the run read it"), "{error}");
+    }
+
     #[test]
     fn ranges_are_even_and_cover_everything() {
         assert_eq!(even_ranges(0, 10), vec![]);

@@ -213,8 +213,25 @@ fn rolled_streams_read_back_through_the_output_layer_as_the_whole_destination() 
                 }
                 sorted(&concat_batches(&schema, &batches).unwrap())
             };
-            let files = rolled.manifest().destinations[p as usize].files.as_deref();
-            assert!(files.unwrap().len() >= 4, "{format}: {files:?}");
+            let entry = &rolled.manifest().destinations[p as usize];
+            let files = entry.files.as_deref().unwrap();
+            assert!(files.len() >= 4, "{format}: {files:?}");
+            // Each file within the limit, and the files together the destination's rows; an
+            // Arrow IPC stream's rows counted by arrow's own reader, not the manifest.
+            assert!(files.iter().all(|f| f.rows <= 3000), "{format}: {files:?}");
+            assert_eq!(files.iter().map(|f| f.rows).sum::<u64>(), entry.rows);
+            if format == Format::Ipc {
+                for f in files {
+                    let path = dir.path().join(format!("rolled-{format}")).join(&f.name);
+                    let reader = arrow_ipc::reader::StreamReader::try_new(
+                        std::fs::File::open(&path).unwrap(),
+                        None,
+                    )
+                    .unwrap();
+                    let read: usize = reader.map(|b| b.unwrap().num_rows()).sum();
+                    assert_eq!(read as u64, f.rows, "{}", f.name);
+                }
+            }
             assert_eq!(read(&rolled), read(&whole), "{format}: destination {p}");
         }
     }

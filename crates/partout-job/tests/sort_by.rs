@@ -110,6 +110,11 @@ fn every_file_is_sorted_and_holds_its_rows_once() {
     let total = 200_000;
     let input = input(dir.path(), total);
     let order: SortOrder = "s DESC NULLS FIRST, x".parse().unwrap();
+    // Every row's other columns as the input has them, by id: a sort that moved the key
+    // columns without the rest of their rows is caught.
+    let want = rows(0, total);
+    let column = |batch: &RecordBatch, name: &str| batch.column_by_name(name).unwrap().clone();
+    let (want_s, want_x) = (column(&want, "s"), column(&want, "x"));
     for (name, format, by_value, rollover) in [
         ("parquet by value", Format::Parquet, true, None),
         (
@@ -151,6 +156,19 @@ fn every_file_is_sorted_and_holds_its_rows_once() {
                 let batch = read_file(&path);
                 assert_eq!(batch.num_rows() as u64, file.rows);
                 assert_in_order(&batch, &order, &format!("{name}: {}", file.name));
+                let taken = Int64Array::from(ids(&batch));
+                for (got, want) in [
+                    (column(&batch, "s"), &want_s),
+                    (column(&batch, "x"), &want_x),
+                ] {
+                    let want = arrow_select::take::take(want.as_ref(), &taken, None).unwrap();
+                    assert_eq!(
+                        got.as_ref(),
+                        want.as_ref(),
+                        "{name}: {}: a row's columns apart",
+                        file.name
+                    );
+                }
                 for id in ids(&batch) {
                     seen[id as usize] += 1;
                 }

@@ -145,6 +145,74 @@ fn a_prefix_holding_data_is_refused_and_overwrite_replaces_it() {
     );
 }
 
+/// An overwrite whose writes fail one at a time, each in turn (its objects, its manifest, its
+/// `_SUCCESS`, the old objects' removal), leaves the old output whole or the new one: failing
+/// before its manifest is in place, the old objects and rows as they were; failing at
+/// `_SUCCESS`, after its manifest replaced the old one, that manifest taken back and every old
+/// object left as it was (a reader of the manifest sees nothing, a reader of `_SUCCESS` the
+/// old run); failing after, the new output whole. An overwrite that deleted the old objects
+/// before its manifest and `_SUCCESS` were in place fails here.
+#[test]
+fn an_overwrite_failing_at_any_write_leaves_the_old_output_whole() {
+    let options = |server: &Server, n: u32| {
+        let mut options = server.options(SECRET).pairs().to_vec();
+        options.extend([
+            ("max_retries".into(), "0".into()),
+            ("retry_timeout".into(), "1s".into()),
+        ]);
+        JobOptions::new(Vec::<PathBuf>::new(), "s3://lake/old", n)
+            .with_keys(["k"])
+            .with_format(Format::Ipc)
+            .with_storage_options(StorageOptions::new(options))
+    };
+    // The writes each run makes, counted on a server that fails none, and the new output.
+    let counting = Faults::none();
+    let server = Server::with_faults(counting.clone());
+    run(options(&server, 3), 20_000, 0).unwrap();
+    let first_writes = counting.counted();
+    run(options(&server, 2).with_overwrite(true), 7_000, 0).unwrap();
+    let overwrite_writes = counting.counted() - first_writes;
+    let new_ids = ids_by_destination(&server.dir("old"));
+    assert!(overwrite_writes >= 4, "{overwrite_writes} writes");
+    let mut old_whole = 0;
+    for failing in 1..=overwrite_writes {
+        // That one write fails (no retry), the ones after it succeed.
+        let server = Server::with_faults(Faults::new(first_writes + failing, 1, 500));
+        run(options(&server, 3), 20_000, 0).unwrap();
+        let (objects, ids) = (
+            server.objects("old"),
+            ids_by_destination(&server.dir("old")),
+        );
+        let what = format!("failing at write {failing} of {overwrite_writes}");
+        match run(options(&server, 2).with_overwrite(true), 7_000, 0) {
+            // Past the commit (the old objects' removal): the new output, whole.
+            Ok(_) => assert_eq!(ids_by_destination(&server.dir("old")), new_ids, "{what}"),
+            Err(error) => {
+                let report = partout_core::error::report(&error);
+                let now = server.objects("old");
+                if now == objects {
+                    assert_eq!(ids_by_destination(&server.dir("old")), ids, "{what}");
+                    old_whole += 1;
+                } else {
+                    let without_manifest: Vec<String> = objects
+                        .iter()
+                        .filter(|o| *o != "_manifest.json")
+                        .cloned()
+                        .collect();
+                    assert!(report.contains("_SUCCESS"), "{what}: {report}");
+                    assert_eq!(now, without_manifest, "{what}: {report}");
+                }
+            }
+        }
+    }
+    // The writes before the manifest (one per new object, and the manifest's own) each left
+    // the old output whole.
+    assert!(
+        old_whole >= 3,
+        "{old_whole} of {overwrite_writes} failures left the old output"
+    );
+}
+
 #[test]
 fn a_wrong_secret_is_refused_without_showing_it_and_commits_nothing() {
     let server = Server::start();
@@ -183,16 +251,26 @@ fn transient_failures_are_retried_to_the_same_output() {
     // Writes 3 to 6 answered 503 SlowDown once each: object_store retries them.
     let faults = Faults::new(3, 4, 503);
     let server = Server::with_faults(faults.clone());
-    let options = JobOptions::new(Vec::<PathBuf>::new(), "s3://lake/retried", 3)
-        .with_keys(["k"])
-        .with_format(Format::Ipc)
-        .with_storage_options(server.options(SECRET));
-    let manifest = run(options, 30_000, 0).unwrap();
+    let options = |output: &str| {
+        JobOptions::new(Vec::<PathBuf>::new(), output, 3)
+            .with_keys(["k"])
+            .with_format(Format::Ipc)
+    };
+    let manifest = run(
+        options("s3://lake/retried").with_storage_options(server.options(SECRET)),
+        30_000,
+        0,
+    )
+    .unwrap();
     assert_eq!(server.objects("retried"), named(&manifest));
-    assert_eq!(
-        ids_by_destination(&server.dir("retried")).concat().len(),
-        30_000
-    );
+    // The same output as a run that met no failure, destination by destination: a retried
+    // part landed in its own destination's object, once.
+    let local = tempfile::tempdir().unwrap();
+    let here = local.path().join("here");
+    run(options(here.to_str().unwrap()), 30_000, 0).unwrap();
+    let retried = ids_by_destination(&server.dir("retried"));
+    assert_eq!(retried, ids_by_destination(&here));
+    assert_eq!(retried.concat().len(), 30_000);
     assert!(
         faults.failed.load(Ordering::SeqCst) >= 4,
         "no failure was injected"

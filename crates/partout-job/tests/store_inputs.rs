@@ -116,21 +116,38 @@ fn a_pattern_and_an_object_name_read_exactly_their_files() {
     write_inputs(&server.dir("in"));
     let out = tempfile::tempdir().unwrap();
     let options = server.options(SECRET);
-    let quarter = (ROWS / 4) as u64;
-    for (i, (inputs, expected)) in [
-        (vec!["s3://lake/in/*.parquet"], quarter),
-        (vec!["s3://lake/in/*.arrow*"], 2 * quarter),
-        (vec!["s3://lake/in/**/*.csv.gz"], quarter),
-        (
-            vec!["s3://lake/in/b.arrow", "s3://lake/in/sub"],
-            2 * quarter,
-        ),
+    // The files by the quarter of the ids each holds (write_inputs): a.parquet the first,
+    // b.arrow the second, c.arrows the third, sub/d.csv.gz the last.
+    let quarter = ROWS / 4;
+    let ids_of = |files: &[i64]| -> Vec<i64> {
+        files
+            .iter()
+            .flat_map(|&f| f * quarter..(f + 1) * quarter)
+            .collect()
+    };
+    for (i, (inputs, files)) in [
+        (vec!["s3://lake/in/*.parquet"], vec![0]),
+        (vec!["s3://lake/in/*.arrow*"], vec![1, 2]),
+        (vec!["s3://lake/in/**/*.csv.gz"], vec![3]),
+        (vec!["s3://lake/in/b.arrow", "s3://lake/in/sub"], vec![1, 3]),
     ]
     .into_iter()
     .enumerate()
     {
-        let manifest = job(&inputs, &out.path().join(i.to_string()), &options).unwrap();
-        assert_eq!(rows(&manifest), expected, "{inputs:?}");
+        let output = out.path().join(i.to_string());
+        let manifest = job(&inputs, &output, &options).unwrap();
+        // Exactly the named files' rows, each once: their ids.
+        let mut ids = ids_by_destination(&output).concat();
+        ids.sort_unstable();
+        let want = ids_of(&files);
+        assert!(
+            ids == want,
+            "{inputs:?}: read {} rows, ids {:?} to {:?}; wanted files {files:?}",
+            ids.len(),
+            ids.first(),
+            ids.last()
+        );
+        assert_eq!(rows(&manifest), ids.len() as u64, "{inputs:?}");
     }
     // `*` stays within one part of a name.
     let none = job(&["s3://lake/in/*.csv.gz"], &out.path().join("x"), &options).unwrap_err();
