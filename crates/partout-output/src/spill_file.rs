@@ -12,6 +12,7 @@
 //! order) and Ballista's (the task's output itself, laid out for Ballista's reader) are other
 //! things: neither is a stream read back once in order.
 
+use crate::read_back::{check, own_stream_reader};
 use crate::sink_error;
 use arrow_array::RecordBatch;
 use arrow_ipc::reader::StreamReader;
@@ -101,6 +102,7 @@ impl SpillFile {
     pub(crate) fn read(&self, buffer: usize) -> Result<SpillReader, WriterError> {
         let handle = File::open(&self.path).map_err(|e| self.error("reading back", &e))?;
         let reader = StreamReader::try_new(BufReader::with_capacity(buffer, handle), None)
+            .map(own_stream_reader)
             .map_err(|e| self.error("reading back", &e))?;
         Ok(SpillReader {
             reader,
@@ -126,7 +128,10 @@ impl Iterator for SpillReader {
     type Item = Result<RecordBatch, WriterError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        let next = self.reader.next()?;
+        let next = self
+            .reader
+            .next()?
+            .and_then(|batch| check(&batch).map(|()| batch));
         Some(next.map_err(|e| spill_error(self.destination, "reading back", &self.path, &e)))
     }
 }

@@ -3,10 +3,10 @@
 //! ([`decode_ranges`]).
 
 use super::index::ScratchRange;
+use crate::read_back::{OwnStreamDecoder, check};
 use crate::sink_error;
 use arrow_array::RecordBatch;
 use arrow_buffer::Buffer;
-use arrow_ipc::reader::StreamDecoder;
 use partout_exchange::WriterError;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
@@ -24,7 +24,7 @@ pub(super) fn decode_ranges(
     for worker_ranges in ranges.chunk_by(|a, b| a.worker == b.worker) {
         let w = worker_ranges[0].worker as usize;
         // Each worker's ranges of a destination are one IPC stream, schema first.
-        let mut decoder = StreamDecoder::new();
+        let mut decoder = OwnStreamDecoder::default();
         let mut expected = 0u64;
         let mut decoded = 0u64;
         for &ScratchRange {
@@ -41,6 +41,7 @@ pub(super) fn decode_ranges(
                     .decode(&mut buffer)
                     .map_err(|e| readers.damaged(w, p, e))?;
                 if let Some(batch) = batch {
+                    check(&batch).map_err(|e| readers.damaged(w, p, e))?;
                     decoded += batch.num_rows() as u64;
                     if !each(batch)? {
                         return Ok(());
@@ -53,7 +54,6 @@ pub(super) fn decode_ranges(
             // system and faults in again (a tenth of the time spent writing, measured).
             bytes = whole.into_vec().unwrap_or_default();
         }
-        decoder.finish().map_err(|e| readers.damaged(w, p, e))?;
         if decoded != expected {
             return Err(readers.damaged(
                 w,

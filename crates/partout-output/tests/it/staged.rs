@@ -190,6 +190,64 @@ fn a_damaged_scratch_file_is_an_error_naming_it_and_leaves_no_scratch() {
     );
 }
 
+/// Scratch files are read back without arrow's validation (partout's own bytes), then checked
+/// but for UTF-8 (`read_back`): a string's view pointing past its data, in a file that still
+/// decodes as a stream, is an error naming the file, not a read out of bounds.
+#[test]
+fn a_view_damaged_in_a_scratch_file_that_still_decodes_is_an_error_naming_it() {
+    use arrow_array::StringViewArray;
+    let dir = tempfile::tempdir().unwrap();
+    let string = |i: i64| format!("row {i:06} of the scratch file, past 12 bytes");
+    let batch = |start: i64, len: i64| {
+        RecordBatch::try_from_iter([(
+            "s",
+            Arc::new(StringViewArray::from_iter_values(
+                (start..start + len).map(string),
+            )) as ArrayRef,
+        )])
+        .unwrap()
+    };
+    let staged = StagedFiles::try_new(
+        dir.path(),
+        "part",
+        batch(0, 1).schema(),
+        1,
+        options(1 << 20),
+    )
+    .unwrap();
+    let mut worker = staged.scratch(0).unwrap();
+    for start in (0..4000).step_by(1000) {
+        worker.write_batch(0, &batch(start, 1000)).unwrap();
+    }
+    worker.finish(&mut [0; 1]).unwrap();
+    // A view: its length and first 4 bytes, then its buffer's index and its offset. The
+    // offset of row 1000's view moved past every buffer.
+    let (data, _) = staged.scratch_paths(0);
+    let mut bytes = std::fs::read(&data).unwrap();
+    let target = string(1000);
+    let mut view = (target.len() as u32).to_le_bytes().to_vec();
+    view.extend_from_slice(&target.as_bytes()[..4]);
+    let found: Vec<usize> = bytes
+        .windows(8)
+        .enumerate()
+        .filter(|(_, w)| *w == view.as_slice())
+        .map(|(at, _)| at)
+        .collect();
+    // Every row's view starts alike ("row "): the one of row 1000 is the 1001st.
+    assert_eq!(found.len(), 4000, "views found");
+    let at = found[1000];
+    bytes[at + 12..at + 16].copy_from_slice(&0x7fff_0000u32.to_le_bytes());
+    std::fs::write(&data, bytes).unwrap();
+    let err = staged.finish(1, &|| false).unwrap_err();
+    let chain = error_chain(&err);
+    assert!(
+        chain.contains(".scratch-000.data")
+            && chain.contains("damaged scratch file")
+            && chain.contains("Invalid buffer slice"),
+        "{chain}"
+    );
+}
+
 #[test]
 fn cancelled_writing_stops_and_leaves_no_scratch() {
     let dir = tempfile::tempdir().unwrap();
