@@ -1,14 +1,15 @@
 //! Files that roll over at a size (`--max-rows-per-file`, `--max-bytes-per-file`): each
 //! destination's rows are exactly those of the same run without rollover, spread over files
 //! numbered in order, none over its row limit and none past its byte limit by more than its
-//! last row group; for Parquet (staged), Arrow IPC streams (hash) and Arrow IPC files (by
-//! value), and read back through the output layer's reader.
+//! last row group; for Parquet (staged), Arrow IPC streams (hash), Arrow IPC files (by
+//! value) and Presto pages, and read back through the output layer's reader.
 
 mod common;
 
 use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray};
 use arrow_select::concat::concat_batches;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use partout_format::presto::decode_page;
 use partout_job::{
     DestinationEntry, Format, JobError, JobOptions, Layout, Manifest, ParquetSettings, Rollover,
     repartition,
@@ -336,6 +337,70 @@ fn a_byte_limit_ends_each_file_within_one_row_group_past_it() {
         );
         assert_only_listed(&out, &manifest);
     }
+}
+
+/// Presto pages roll over at a byte limit as the other formats do: each file is ended by the
+/// page that takes it to the limit (under it before that page, at or past it after), its
+/// pages decode to the rows the manifest says, and the files together are the destination
+/// of the same run without rollover.
+#[test]
+fn a_byte_limit_ends_each_presto_file_at_the_page_that_reaches_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = input(dir.path(), 200_000);
+    let max = 256u64 << 10;
+    let (whole, rolled) = (dir.path().join("whole"), dir.path().join("rolled"));
+    let one = repartition(options(&input, &whole, 2, Format::Presto))
+        .unwrap()
+        .manifest;
+    let limit = Rollover::new(None, Some(max)).unwrap();
+    let many = repartition(options(&input, &rolled, 2, Format::Presto).with_rollover(limit))
+        .unwrap()
+        .manifest;
+    let schema = rows(0, 1).schema();
+    let pages = |path: &Path| -> Vec<(RecordBatch, usize)> {
+        let bytes = std::fs::read(path).unwrap();
+        let mut at = 0;
+        let mut pages = Vec::new();
+        while at < bytes.len() {
+            let (batch, taken) = decode_page(&bytes[at..], &schema).unwrap();
+            at += taken;
+            pages.push((batch, taken));
+        }
+        pages
+    };
+    for (p, entry) in many.destinations.iter().enumerate() {
+        let unrolled = &one.destinations[p];
+        let files = entry.files.as_deref().unwrap();
+        assert!(files.len() >= 3, "destination {p}: {files:?}");
+        assert_numbered(entry, &unrolled.only_file().unwrap().name);
+        let mut batches = Vec::new();
+        for (k, file) in files.iter().enumerate() {
+            let path = rolled.join(&file.name);
+            assert_eq!(std::fs::metadata(&path).unwrap().len(), file.bytes);
+            let read = pages(&path);
+            let last_page = read.last().unwrap().1 as u64;
+            assert!(
+                file.bytes - last_page < max,
+                "{}: {} bytes",
+                file.name,
+                file.bytes
+            );
+            if k + 1 < files.len() {
+                assert!(file.bytes >= max, "{}: {} bytes", file.name, file.bytes);
+            }
+            let rows: usize = read.iter().map(|(b, _)| b.num_rows()).sum();
+            assert_eq!(rows as u64, file.rows, "{}", file.name);
+            batches.extend(read.into_iter().map(|(b, _)| b));
+        }
+        let unrolled = pages(&whole.join(&unrolled.only_file().unwrap().name));
+        let unrolled: Vec<RecordBatch> = unrolled.into_iter().map(|(b, _)| b).collect();
+        assert_eq!(
+            sorted(&concat_batches(&schema, &batches).unwrap()),
+            sorted(&concat_batches(&schema, &unrolled).unwrap()),
+            "destination {p}"
+        );
+    }
+    assert_only_listed(&rolled, &many);
 }
 
 #[test]
