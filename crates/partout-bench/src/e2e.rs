@@ -56,6 +56,8 @@ struct Sample {
     output_bytes: u64,
     /// The process's peak memory so far, when the platform tells.
     peak_rss_bytes: Option<u64>,
+    /// Destinations read back and found as the reference says (all of them, or the run fails).
+    checked: usize,
 }
 
 /// What the destinations of a run must hold.
@@ -185,12 +187,13 @@ pub fn run(options: &E2eBenchOptions) -> Result<()> {
         } else {
             &expected.spread
         };
-        fingerprint::check(label, want, &got)?;
+        let checked = fingerprint::check(label, want, &got)?;
         Ok(Sample {
             seconds: report.seconds,
             rows: manifest.input_rows,
             output_bytes: manifest.output_bytes,
             peak_rss_bytes: manifest.peak_rss_bytes,
+            checked,
         })
     })?;
     let medians = medians(&samples, |s| s.seconds);
@@ -239,6 +242,7 @@ pub fn run(options: &E2eBenchOptions) -> Result<()> {
                 "seconds": seconds, "rows_per_s": rows as f64 / seconds,
                 "output_bytes": out_bytes, "speedup_over_1_thread": one.map(|o| o / seconds),
                 "ratio_to_floor": seconds / floor, "peak_rss_mib_so_far": peak,
+                "destinations_checked": samples[i].iter().map(|s| s.checked).min(),
             }))?;
         } else {
             outln!(

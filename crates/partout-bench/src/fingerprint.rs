@@ -178,13 +178,14 @@ pub(crate) fn files_under(dir: &Path) -> Result<Vec<std::path::PathBuf>> {
     Ok(files)
 }
 
-/// An error naming `who` and the first destination whose schema or rows differ from
-/// `expected`.
+/// The destinations found as `expected` says (all of them); else an error naming `who` and
+/// the first destination whose schema or rows differ.
 ///
 /// # Errors
 /// That destination.
-pub fn check(who: &str, expected: &[Fingerprint], got: &[Fingerprint]) -> Result<()> {
-    prints::check(who, expected, got).map_err(|e| anyhow!(e))
+pub fn check(who: &str, expected: &[Fingerprint], got: &[Fingerprint]) -> Result<usize> {
+    prints::check(who, expected, got).map_err(|e| anyhow!(e))?;
+    Ok(expected.len())
 }
 
 #[cfg(test)]

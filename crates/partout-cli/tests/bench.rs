@@ -433,6 +433,11 @@ fn bench_e2e_checks_every_destination_by_any_key() {
         assert_eq!(lines.len(), 2, "{key}: {lines:?}");
         for line in &lines {
             assert_eq!(line["rows"].as_u64(), Some(rows as u64), "{key}: {line}");
+            // Every destination of every run read back and found as the reference says.
+            assert_eq!(
+                line["destinations_checked"], line["destinations"],
+                "{key}: {line}"
+            );
         }
     }
 }
