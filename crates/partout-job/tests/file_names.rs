@@ -152,6 +152,54 @@ fn runs_appended_with_their_id_in_the_pattern_add_their_files() {
     }
 }
 
+/// `{uuid}` alone stands for every placeholder a name needs: two buckets a value's
+/// directory, files rolling over and a second run appending, each file under a name of its
+/// own (a version 4 UUID, random), none given twice, every one listed.
+#[test]
+fn a_uuid_in_the_pattern_gives_each_file_of_every_run_a_name_of_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = input(dir.path());
+    let out = dir.path().join("out");
+    let options = || {
+        JobOptions::new([&input], &out, 2)
+            .with_keys(["id"])
+            .with_partition_by(["k"])
+            .with_rollover(Rollover::new(Some(2000), None).unwrap())
+            .with_file_name(pattern("part-{uuid}"))
+    };
+    let first = repartition(options()).unwrap().manifest;
+    let both = repartition(options().with_mode(WriteMode::Append))
+        .unwrap()
+        .manifest;
+    assert_eq!(both.output_rows, 2 * first.output_rows);
+    let names = listed(&out, &both);
+    assert_eq!(files_in(&out), names);
+    // 30,000 rows over 3 values and 2 buckets, at most 2,000 rows a file, twice.
+    assert!(names.len() >= 2 * 3 * 2 * 2, "{names:?}");
+    let mut uuids: Vec<&str> = names
+        .iter()
+        .map(|name| {
+            let (directory, file) = name.split_once('/').unwrap();
+            assert!(["k=0", "k=1", "k=2"].contains(&directory), "{name}");
+            let uuid = file
+                .strip_prefix("part-")
+                .and_then(|f| f.strip_suffix(".parquet"))
+                .unwrap_or_else(|| panic!("{name}"));
+            let groups: Vec<usize> = uuid.split('-').map(str::len).collect();
+            assert_eq!(groups, [8, 4, 4, 4, 12], "{name}");
+            assert!(
+                uuid.chars().all(|c| c == '-' || c.is_ascii_hexdigit()),
+                "{name}"
+            );
+            assert_eq!(&uuid[14..15], "4", "a version 4 UUID: {name}");
+            uuid
+        })
+        .collect();
+    uuids.sort_unstable();
+    uuids.dedup();
+    assert_eq!(uuids.len(), names.len(), "a UUID given twice: {names:?}");
+}
+
 #[test]
 fn patterns_that_could_give_two_files_one_name_are_refused_before_anything_is_written() {
     let dir = tempfile::tempdir().unwrap();
