@@ -149,7 +149,7 @@ mod repartition {
         .unwrap()
     }
 
-    /// No staging directory (`.NAME.partout-PID`) is left in `dir`.
+    /// No staging directory (`.NAME.partout-PID-N`) is left in `dir`.
     fn assert_no_staging_left(dir: &Path) {
         let leftovers: Vec<_> = std::fs::read_dir(dir)
             .unwrap()

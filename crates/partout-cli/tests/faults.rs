@@ -795,7 +795,7 @@ fn a_run_killed_at_any_moment_leaves_the_old_output_or_the_new_one_whole() {
             let _ = child.kill();
             let status = wait_bounded(&mut child, Duration::from_secs(30), case.name);
             let state = output_state(&out, case.shape, sizes, &sets);
-            let staging = parent.join(format!(".out.partout-{pid}"));
+            let staging = parent.join(format!(".out.partout-{pid}-0"));
             let where_ = match (state, staging.exists()) {
                 (Some("new"), true) => Landed::Committing,
                 (Some("new"), false) => Landed::AfterCommit,
@@ -1365,7 +1365,7 @@ fn fault_mid_run(dir: &Path, format: InputFormat, fault: Fault) -> String {
             .spawn()
             .unwrap();
         let pid = child.id();
-        let staging = base.join(format!(".out.partout-{pid}"));
+        let staging = base.join(format!(".out.partout-{pid}-0"));
         let deadline = Instant::now() + Duration::from_secs(60);
         let mut struck = false;
         while child.try_wait().unwrap().is_none() {

@@ -4,7 +4,7 @@
 use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray};
 use parquet::arrow::ArrowWriter;
 use partout_job::{
-    Format, Job, JobError, JobOptions, Layout, Manifest, Progress, Scheme, repartition,
+    Format, Job, JobError, JobOptions, Layout, Manifest, Progress, Scheme, WriteMode, repartition,
 };
 use std::path::Path;
 use std::sync::Arc;
@@ -192,4 +192,70 @@ fn impossible_options_are_refused_before_anything_is_written() {
     assert!(matches!(err, JobError::OutputNotEmpty(_)), "{err}");
     assert!(out.join("keep").exists());
     assert_only(dir.path(), &["in.parquet", "out"]);
+}
+
+/// A run that waits whenever it is asked whether it is cancelled: between batches, and
+/// between its commit's steps, where the waits hold commits open long enough to overlap.
+struct Slow;
+
+impl Progress for Slow {
+    fn cancelled(&self) -> bool {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        false
+    }
+}
+
+/// Runs adding to one output at once commit in turn, each merging with what the one before
+/// it left: every run's rows are there, once each, in files the manifest lists.
+#[test]
+fn runs_appending_to_one_output_at_once_keep_every_run_s_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = input(dir.path());
+    let out = dir.path().join("out");
+    let options = || {
+        JobOptions::new([&input], &out, 4)
+            .with_keys(["k"])
+            .with_threads(1)
+            .with_mode(WriteMode::Append)
+    };
+    repartition(options()).unwrap();
+    let appending = 4;
+    std::thread::scope(|scope| {
+        for _ in 0..appending {
+            scope.spawn(|| Job::try_new(options()).unwrap().run(&Slow).unwrap());
+        }
+    });
+    let manifest = Manifest::read(&out).unwrap();
+    let runs = appending + 1;
+    assert_eq!(manifest.output_rows, runs * ROWS as u64);
+    let mut seen = vec![0u64; ROWS as usize];
+    let mut listed = 1; // the manifest
+    for entry in &manifest.destinations {
+        for file in entry.files.as_deref().unwrap() {
+            listed += 1;
+            let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
+                std::fs::File::open(out.join(&file.name)).unwrap(),
+            )
+            .unwrap()
+            .build()
+            .unwrap();
+            for batch in reader {
+                let batch = batch.unwrap();
+                let k = batch
+                    .column(0)
+                    .as_any()
+                    .downcast_ref::<Int64Array>()
+                    .unwrap();
+                for &k in k.values() {
+                    seen[k as usize] += 1;
+                }
+            }
+        }
+    }
+    assert!(
+        seen.iter().all(|&n| n == runs),
+        "a row not there {runs} times"
+    );
+    let on_disk = std::fs::read_dir(&out).unwrap().count();
+    assert_eq!(on_disk, listed, "files the manifest does not list");
 }

@@ -12,7 +12,8 @@
 //! ```
 //!
 //! Until the swap the output there is untouched; after it, the new one is whole: a reader,
-//! or a run killed at any moment, sees one or the other, never a mix.
+//! or a run killed at any moment, sees one or the other, never a mix. Runs adding to one
+//! output at once take turns from the merge to the swap (`commit_turn`).
 
 use super::merge::{Merged, merge};
 use super::{Commit, Pending, Place, WriteMode, tag_files};
@@ -100,6 +101,35 @@ fn existing(out: &Path) -> Result<Option<Manifest>> {
     })
 }
 
+/// The directory `out` is in (`.` for a bare name).
+fn parent_of(out: &Path) -> &Path {
+    out.parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
+}
+
+/// Held while a run that adds to `out` merges with the output there and swaps its staging
+/// in: an exclusive lock on `out`'s parent directory (Linux's `flock`), so that runs adding
+/// to one output at once commit in turn, each merging with what the one before it left,
+/// and none swaps in a merge that misses another's files. Released when dropped (and by the
+/// system when the process dies). Elsewhere, none: one run at a time may add to an output.
+fn commit_turn(out: &Path) -> Result<Option<std::fs::File>> {
+    #[cfg(target_os = "linux")]
+    {
+        let parent = parent_of(out);
+        let locking = || format!("locking {} for the commit", parent.display());
+        let dir = std::fs::File::open(parent).map_err(io(locking()))?;
+        rustix::fs::flock(&dir, rustix::fs::FlockOperation::LockExclusive)
+            .map_err(|e| io(locking())(e.into()))?;
+        Ok(Some(dir))
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = out;
+        Ok(None)
+    }
+}
+
 /// A fresh temporary directory next to `out`, removed on drop unless published.
 #[derive(Debug)]
 struct Staging {
@@ -111,8 +141,8 @@ struct Staging {
 
 impl Staging {
     /// A fresh directory next to `out` (same file system, so the final rename is atomic),
-    /// named `.NAME.partout-PID`. Those of earlier runs whose process is gone (killed
-    /// mid-run) are removed first.
+    /// named `.NAME.partout-PID-N` (N counting this process's runs). Those of earlier runs
+    /// whose process is gone (killed mid-run) are removed first.
     ///
     /// # Errors
     /// [`OutputError::Invalid`] when `out` names no directory; [`OutputError::Io`].
@@ -127,14 +157,15 @@ impl Staging {
                 out.display()
             )));
         };
-        let parent = out
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
+        let parent = parent_of(out);
         std::fs::create_dir_all(parent).map_err(io(format!("creating {}", parent.display())))?;
         let prefix = format!(".{name}.partout-");
         remove_stale(parent, &prefix);
-        let path = parent.join(format!("{prefix}{}", std::process::id()));
+        // Each run of this process a directory of its own (runs may add to one output from
+        // several threads); one by that name is a dead process's, whose id this one has.
+        static RUNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let run = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let path = parent.join(format!("{prefix}{}-{run}", std::process::id()));
         if path.exists() {
             std::fs::remove_dir_all(&path).map_err(io(format!("removing {}", path.display())))?;
         }
@@ -239,6 +270,10 @@ impl Pending for Staging {
         if (commit.cancelled)() {
             return Err(OutputError::Cancelled);
         }
+        let _turn = match self.mode.adds() {
+            true => commit_turn(&self.out)?,
+            false => None,
+        };
         let manifest = match self.mode.adds() {
             true => match existing(&self.out)? {
                 Some(old) => self.add_to(old, manifest, commit)?,
@@ -290,6 +325,7 @@ pub(super) fn remove_stale(parent: &Path, prefix: &str) {
         let pid = file_name
             .to_str()
             .and_then(|n| n.strip_prefix(prefix))
+            .and_then(|rest| rest.split('-').next())
             .and_then(|pid| pid.parse::<u32>().ok());
         if let Some(pid) = pid
             && !Path::new("/proc").join(pid.to_string()).exists()
