@@ -112,16 +112,22 @@ fn parent_of(out: &Path) -> &Path {
 /// in: an exclusive lock on `out`'s parent directory (Linux's `flock`), so that runs adding
 /// to one output at once commit in turn, each merging with what the one before it left,
 /// and none swaps in a merge that misses another's files. Released when dropped (and by the
-/// system when the process dies). Elsewhere, none: one run at a time may add to an output.
+/// system when the process dies). Elsewhere, and on a file system without locks, none: one
+/// run at a time may add to an output.
 fn commit_turn(out: &Path) -> Result<Option<std::fs::File>> {
     #[cfg(target_os = "linux")]
     {
         let parent = parent_of(out);
         let locking = || format!("locking {} for the commit", parent.display());
         let dir = std::fs::File::open(parent).map_err(io(locking()))?;
-        rustix::fs::flock(&dir, rustix::fs::FlockOperation::LockExclusive)
-            .map_err(|e| io(locking())(e.into()))?;
-        Ok(Some(dir))
+        match rustix::fs::flock(&dir, rustix::fs::FlockOperation::LockExclusive) {
+            Ok(()) => Ok(Some(dir)),
+            // A file system without locks: one run at a time, as elsewhere.
+            Err(e) if e == rustix::io::Errno::NOLCK || e == rustix::io::Errno::OPNOTSUPP => {
+                Ok(None)
+            }
+            Err(e) => Err(io(locking())(e.into())),
+        }
     }
     #[cfg(not(target_os = "linux"))]
     {
