@@ -835,7 +835,7 @@ fn a_run_killed_at_any_moment_leaves_the_old_output_or_the_new_one_whole() {
                 case.name
             );
             let mut child = repartition(&args, &log).spawn().unwrap();
-            let staging = parent.join(format!(".out.partout-{}", child.id()));
+            let staging = parent.join(format!(".out.partout-{}-0", child.id()));
             let deadline = Instant::now() + Duration::from_secs(60);
             while !staging.join("_manifest.json").exists() && Instant::now() < deadline {
                 if child.try_wait().unwrap().is_some() {
@@ -1511,7 +1511,7 @@ fn run_seen_writing(base: &Path, rows: i64, n: u32) -> Option<(Child, PathBuf, P
     args.extend(strings(&["--threads", "2", "-o"]));
     args.push(path_arg(&out));
     let mut child = repartition(&args, &log).spawn().unwrap();
-    let staging = base.join(format!(".out.partout-{}", child.id()));
+    let staging = base.join(format!(".out.partout-{}-0", child.id()));
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         if child.try_wait().unwrap().is_some() {
