@@ -76,6 +76,19 @@ fn listed(out: &Path, manifest: &Manifest) -> Vec<String> {
     names
 }
 
+/// A run of `options`, then one more appending to its output: the second's manifest has
+/// twice the rows, and lists every file of `out` (each file's rows checked), by name, sorted.
+fn written_then_appended(out: &Path, options: impl Fn() -> JobOptions) -> Vec<String> {
+    let first = repartition(options()).unwrap().manifest;
+    let both = repartition(options().with_mode(WriteMode::Append))
+        .unwrap()
+        .manifest;
+    assert_eq!(both.output_rows, 2 * first.output_rows);
+    let names = listed(out, &both);
+    assert_eq!(files_in(out), names);
+    names
+}
+
 fn pattern(text: &str) -> FileNamePattern {
     text.parse().unwrap()
 }
@@ -133,13 +146,7 @@ fn runs_appended_with_their_id_in_the_pattern_add_their_files() {
             .with_partition_by(["k"])
             .with_file_name(pattern("data-{run}"))
     };
-    let first = repartition(options()).unwrap().manifest;
-    let both = repartition(options().with_mode(WriteMode::Append))
-        .unwrap()
-        .manifest;
-    assert_eq!(both.output_rows, 2 * first.output_rows);
-    let names = listed(&out, &both);
-    assert_eq!(files_in(&out), names);
+    let names = written_then_appended(&out, options);
     assert_eq!(names.len(), 6, "{names:?}");
     // Each value's two files: one of each run.
     for k in 0..3 {
@@ -167,13 +174,7 @@ fn a_uuid_in_the_pattern_gives_each_file_of_every_run_a_name_of_its_own() {
             .with_rollover(Rollover::new(Some(2000), None).unwrap())
             .with_file_name(pattern("part-{uuid}"))
     };
-    let first = repartition(options()).unwrap().manifest;
-    let both = repartition(options().with_mode(WriteMode::Append))
-        .unwrap()
-        .manifest;
-    assert_eq!(both.output_rows, 2 * first.output_rows);
-    let names = listed(&out, &both);
-    assert_eq!(files_in(&out), names);
+    let names = written_then_appended(&out, options);
     // 30,000 rows over 3 values and 2 buckets, at most 2,000 rows a file, twice.
     assert!(names.len() >= 2 * 3 * 2 * 2, "{names:?}");
     let mut uuids: Vec<&str> = names
